@@ -1,0 +1,40 @@
+#pragma once
+/// Small helpers shared by the test suites (not a public header).
+#include "mc/runtime/runtime.hpp"
+
+#include <cstdint>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace mc::test {
+
+/// Deterministic random bytes.
+inline std::vector<std::uint8_t> random_bytes(std::size_t n, std::uint64_t seed) {
+  std::vector<std::uint8_t> v(n);
+  std::mt19937_64 g(seed);
+  std::size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    auto x = g();
+    for (int k = 0; k < 8; ++k) v[i + k] = static_cast<std::uint8_t>(x >> (8 * k));
+  }
+  auto x = g();
+  for (; i < n; ++i, x >>= 8) v[i] = static_cast<std::uint8_t>(x);
+  return v;
+}
+
+/// FNV-1a 64 checksum.
+inline std::uint64_t checksum(const void* p, std::size_t n) {
+  auto* b = static_cast<const std::uint8_t*>(p);
+  std::uint64_t h = 1469598103934665603ull;
+  for (std::size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 1099511628211ull;
+  return h;
+}
+
+/// A scratch directory under $TMPDIR (default /var/tmp, which is disk-backed
+/// so O_DIRECT works), removed by the caller.
+std::string make_temp_dir(const char* prefix);
+void remove_tree(const std::string& path);
+
+}  // namespace mc::test
