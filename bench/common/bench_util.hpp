@@ -1,0 +1,71 @@
+#pragma once
+// Shared helpers for benchmark programs: repeated runs, medians, spread, a
+// human table on stdout and one JSON line per result (the project's format):
+// {"bench":"runtime","case":"file_read_1MiB_qd8","metric":"throughput","unit":"MiB/s",
+//  "value":N,"baseline":"fio","baseline_value":M,"runs":3,"spread":0.04}
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace mc::bench {
+
+inline double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  auto n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/// (max - min) / median: how far apart the repeated runs were.
+inline double spread(const std::vector<double>& v) {
+  if (v.size() < 2) return 0;
+  auto [mn, mx] = std::minmax_element(v.begin(), v.end());
+  double m = median(v);
+  return m > 0 ? (*mx - *mn) / m : 0;
+}
+
+/// Percentile (0..100) of samples.
+inline double percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  auto idx = static_cast<std::size_t>(std::clamp(p / 100.0 * (v.size() - 1), 0.0, double(v.size() - 1)));
+  return v[idx];
+}
+
+struct row {
+  std::string bench;
+  std::string case_name;
+  std::string metric;
+  std::string unit;
+  std::vector<double> runs;                 // one value per repetition
+  std::string baseline;                     // empty if none
+  std::vector<double> baseline_runs;
+};
+
+/// Prints one result: a table line and its JSON line. Warns when the spread of
+/// the runs exceeds 20 %.
+inline void report(const row& r) {
+  double v = median(r.runs);
+  double s = spread(r.runs);
+  std::optional<double> b;
+  if (!r.baseline.empty() && !r.baseline_runs.empty()) b = median(r.baseline_runs);
+  std::printf("%-34s %-12s %12.2f %-7s", r.case_name.c_str(), r.metric.c_str(), v, r.unit.c_str());
+  if (b) std::printf("  %-14s %12.2f  ratio %.2f", r.baseline.c_str(), *b, *b > 0 ? v / *b : 0.0);
+  if (s > 0.2) std::printf("  (spread %.0f%%: noisy)", s * 100);
+  std::printf("\n");
+  std::printf("{\"bench\":\"%s\",\"case\":\"%s\",\"metric\":\"%s\",\"unit\":\"%s\",\"value\":%.4f",
+              r.bench.c_str(), r.case_name.c_str(), r.metric.c_str(), r.unit.c_str(), v);
+  if (b) std::printf(",\"baseline\":\"%s\",\"baseline_value\":%.4f", r.baseline.c_str(), *b);
+  std::printf(",\"runs\":%zu,\"spread\":%.4f}\n", r.runs.size(), s);
+  std::fflush(stdout);
+}
+
+inline double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace mc::bench
