@@ -1,6 +1,9 @@
 #pragma once
 /// Small helpers shared by the test suites (not a public header).
+#include "mc/runtime/error.hpp"
 #include "mc/runtime/runtime.hpp"
+
+#include <doctest/doctest.h>
 
 #include <cstdint>
 #include <cstdlib>
@@ -38,3 +41,15 @@ std::string make_temp_dir(const char* prefix);
 void remove_tree(const std::string& path);
 
 }  // namespace mc::test
+
+/// Lets CHECK(result) print "ok" or the error instead of requiring an
+/// operator<< for every value type.
+namespace doctest {
+template <class T>
+struct StringMaker<boost::system::result<T, boost::system::error_code>> {
+  static String convert(const boost::system::result<T, boost::system::error_code>& r) {
+    if (r.has_value()) return "ok";
+    return String(r.error().message().c_str());
+  }
+};
+}  // namespace doctest
