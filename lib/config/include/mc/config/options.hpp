@@ -1,0 +1,89 @@
+#pragma once
+/// Command-line flags (Mooncake's names, `--flag value` and `--flag=value`),
+/// an optional TOML file (`--config FILE`, same key names) and environment
+/// variables, with one precedence: defaults < file < environment < flags.
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace mc::config {
+
+/// Parses "512MiB", "16GB", "4k", "1048576" into bytes (binary units for
+/// KiB/MiB/GiB/TiB and K/M/G/T, decimal for KB/MB/GB/TB). nullopt if invalid.
+std::optional<std::uint64_t> parse_size(std::string_view text);
+/// Parses "10s", "500ms", "2m", "250us" (a bare number means milliseconds).
+std::optional<std::chrono::milliseconds> parse_duration_ms(std::string_view text);
+
+struct outcome {
+  enum class kind { run, help, error };
+  kind what = kind::run;
+  std::string message;  ///< the help text, or the error
+};
+
+/// A set of named options bound to variables. Not thread-safe; use at startup.
+class option_set {
+ public:
+  option_set(std::string program, std::string summary);
+
+  /// Binds options. `name` has no leading dashes. Defaults are the current
+  /// values of the targets, shown by --help.
+  option_set& add(std::string name, std::string* target, std::string help);
+  option_set& add(std::string name, bool* target, std::string help);
+  /// Integer in [min, max].
+  option_set& add(std::string name, std::uint64_t* target, std::string help, std::uint64_t min = 0,
+                  std::uint64_t max = UINT64_MAX);
+  option_set& add(std::string name, std::uint16_t* target, std::string help, std::uint16_t min = 0,
+                  std::uint16_t max = UINT16_MAX);
+  /// Byte size with units ("512MiB").
+  option_set& add_size(std::string name, std::uint64_t* target, std::string help);
+  /// Duration ("10s", "500ms"; bare number = ms).
+  option_set& add(std::string name, std::chrono::milliseconds* target, std::string help);
+  /// Free-form validator: returns an error message or nullopt.
+  option_set& add_custom(std::string name, std::string default_text, std::string help,
+                         std::function<std::optional<std::string>(std::string_view)> set);
+  /// The environment variable `var`, when set, assigns option `name`.
+  option_set& env(std::string var, std::string name);
+  /// A TOML key that the application reads itself from file_text() (e.g. the
+  /// `tiers` array of tables); it is not an error in the file.
+  option_set& allow_file_key(std::string key);
+
+  /// Parses argv (argv[0] skipped). `--help`/`-h` yields kind::help; `--config
+  /// FILE` loads a TOML file first. Every error names the option or key.
+  outcome parse(int argc, const char* const* argv);
+  /// Same for tests: arguments without argv[0].
+  outcome parse(const std::vector<std::string>& args);
+
+  std::string help() const;
+  /// Text of the --config file, empty if none was given.
+  const std::string& file_text() const { return file_text_; }
+  const std::string& file_path() const { return file_path_; }
+  /// Whether an option was set explicitly (file, env or flag).
+  bool was_set(std::string_view name) const;
+
+ private:
+  struct option {
+    std::string name;
+    std::string default_text;
+    std::string help;
+    std::function<std::optional<std::string>(std::string_view)> set;
+    bool is_bool = false;
+    bool set_explicitly = false;
+    std::string env_var;
+  };
+  option* find(std::string_view name);
+  std::optional<std::string> assign(option& o, std::string_view value, std::string_view source);
+  std::optional<std::string> load_file(const std::string& path);
+
+  std::string program_;
+  std::string summary_;
+  std::vector<option> options_;
+  std::vector<std::string> file_keys_;
+  std::string file_text_;
+  std::string file_path_;
+};
+
+}  // namespace mc::config

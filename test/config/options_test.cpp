@@ -1,0 +1,162 @@
+#include "mc/config/options.hpp"
+#include "test_support.hpp"
+
+#include <doctest/doctest.h>
+
+#include <cstdlib>
+#include <fstream>
+
+using mc::config::option_set;
+using mc::config::outcome;
+using namespace std::chrono_literals;
+
+namespace {
+struct opts {
+  std::string host = "0.0.0.0";
+  std::uint16_t port = 12345;
+  std::uint64_t threads = 2;
+  std::uint64_t cap = 1024;
+  bool verbose = false;
+  std::chrono::milliseconds timeout = 10s;
+  option_set set{"prog", "test program"};
+  opts() {
+    set.add("host", &host, "bind host")
+        .add("client_rpc_port", &port, "RPC port", 1)
+        .add("rpc_thread_num", &threads, "threads", 1, 64)
+        .add_size("capacity", &cap, "bytes")
+        .add("verbose", &verbose, "chatty")
+        .add("rpc_timeout", &timeout, "deadline")
+        .env("MC_TEST_THREADS", "rpc_thread_num")
+        .allow_file_key("tiers");
+  }
+};
+
+std::string write_file(const std::string& dir, const std::string& text) {
+  auto p = dir + "/c.toml";
+  std::ofstream(p) << text;
+  return p;
+}
+}  // namespace
+
+TEST_SUITE("config options") {
+  TEST_CASE("both --flag value and --flag=value forms work, and defaults stay otherwise") {
+    opts o;
+    auto r = o.set.parse({"--host", "10.1.2.3", "--client_rpc_port=9000", "--verbose", "--capacity", "512MiB"});
+    CHECK(r.what == outcome::kind::run);
+    CHECK(o.host == "10.1.2.3");
+    CHECK(o.port == 9000);
+    CHECK(o.verbose);
+    CHECK(o.cap == 512ull << 20);
+    CHECK(o.threads == 2);
+    CHECK(o.set.was_set("host"));
+    CHECK_FALSE(o.set.was_set("rpc_thread_num"));
+  }
+
+  TEST_CASE("unknown flags, missing values and bad values are clear errors") {
+    {
+      opts o;
+      auto r = o.set.parse({"--nope", "1"});
+      CHECK(r.what == outcome::kind::error);
+      CHECK(r.message.find("unknown option --nope") != std::string::npos);
+    }
+    {
+      opts o;
+      auto r = o.set.parse({"--client_rpc_port"});
+      CHECK(r.message.find("needs a value") != std::string::npos);
+    }
+    {
+      opts o;
+      auto r = o.set.parse({"--client_rpc_port", "70000"});
+      CHECK(r.what == outcome::kind::error);
+      CHECK(r.message.find("client_rpc_port") != std::string::npos);
+      CHECK(o.port == 12345);
+    }
+    {
+      opts o;
+      CHECK(o.set.parse({"--rpc_thread_num", "0"}).what == outcome::kind::error);
+      CHECK(o.set.parse({"--capacity", "12 parsecs"}).what == outcome::kind::error);
+      CHECK(o.set.parse({"--verbose=maybe"}).what == outcome::kind::error);
+      CHECK(o.set.parse({"positional"}).what == outcome::kind::error);
+    }
+  }
+
+  TEST_CASE("--help lists every option with its default") {
+    opts o;
+    auto r = o.set.parse({"--help"});
+    REQUIRE(r.what == outcome::kind::help);
+    for (auto* s : {"--host", "[0.0.0.0]", "--client_rpc_port", "[12345]", "--rpc_thread_num", "[2]",
+                    "MC_TEST_THREADS", "--config"})
+      CHECK(r.message.find(s) != std::string::npos);
+  }
+
+  TEST_CASE("precedence is defaults < file < environment < flags") {
+    auto dir = mc::test::make_temp_dir("cfg");
+    auto path = write_file(dir, "host = \"1.1.1.1\"\nrpc_thread_num = 3\nclient_rpc_port = 7000\n"
+                                "[[tiers]]\ntype = \"DRAM\"\n");
+    {
+      opts o;
+      auto r = o.set.parse({"--config", path, "--client_rpc_port", "7001"});
+      REQUIRE(r.what == outcome::kind::run);
+      CHECK(o.host == "1.1.1.1");
+      CHECK(o.threads == 3);
+      CHECK(o.port == 7001);
+      CHECK(o.set.file_text().find("[[tiers]]") != std::string::npos);
+    }
+    setenv("MC_TEST_THREADS", "5", 1);
+    {
+      opts o;
+      REQUIRE(o.set.parse({"--config=" + path}).what == outcome::kind::run);
+      CHECK(o.threads == 5);
+      REQUIRE(o.set.parse({"--config=" + path, "--rpc_thread_num=6"}).what == outcome::kind::run);
+      CHECK(o.threads == 6);
+    }
+    setenv("MC_TEST_THREADS", "zero", 1);
+    {
+      opts o;
+      auto r = o.set.parse({});
+      CHECK(r.what == outcome::kind::error);
+      CHECK(r.message.find("MC_TEST_THREADS") != std::string::npos);
+    }
+    unsetenv("MC_TEST_THREADS");
+    mc::test::remove_tree(dir);
+  }
+
+  TEST_CASE("a broken or unknown-keyed config file names the problem") {
+    auto dir = mc::test::make_temp_dir("cfg");
+    {
+      opts o;
+      auto r = o.set.parse({"--config", write_file(dir, "host = \n")});
+      CHECK(r.what == outcome::kind::error);
+      CHECK(r.message.find("TOML parse error") != std::string::npos);
+    }
+    {
+      opts o;
+      auto r = o.set.parse({"--config", write_file(dir, "hots = \"x\"\n")});
+      CHECK(r.message.find("unknown key 'hots'") != std::string::npos);
+    }
+    {
+      opts o;
+      auto r = o.set.parse({"--config", write_file(dir, "rpc_thread_num = 2.5\n")});
+      CHECK(r.what == outcome::kind::error);
+    }
+    {
+      opts o;
+      auto r = o.set.parse({"--config", dir + "/missing.toml"});
+      CHECK(r.message.find("cannot read config file") != std::string::npos);
+    }
+    mc::test::remove_tree(dir);
+  }
+
+  TEST_CASE("sizes and durations parse with units") {
+    CHECK(mc::config::parse_size("536870912") == 536870912ull);
+    CHECK(mc::config::parse_size("512MiB") == 512ull << 20);
+    CHECK(mc::config::parse_size("16GB") == 16'000'000'000ull);
+    CHECK(mc::config::parse_size("4k") == 4096ull);
+    CHECK_FALSE(mc::config::parse_size("").has_value());
+    CHECK_FALSE(mc::config::parse_size("-1").has_value());
+    CHECK_FALSE(mc::config::parse_size("99999999999999999999TiB").has_value());
+    CHECK(mc::config::parse_duration_ms("10s") == 10s);
+    CHECK(mc::config::parse_duration_ms("250") == 250ms);
+    CHECK_FALSE(mc::config::parse_duration_ms("soon").has_value());
+  }
+}
