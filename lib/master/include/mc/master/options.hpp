@@ -1,0 +1,26 @@
+#pragma once
+/// mooncake_master's configuration (flags, TOML file, environment).
+#include "mc/config/options.hpp"
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+namespace mc::master {
+
+struct master_options {
+  std::string deployment_mode = "P2P";
+  std::string rpc_address = "0.0.0.0";
+  std::uint16_t rpc_port = 50051;
+  std::uint64_t rpc_thread_num = 2;
+  std::chrono::milliseconds client_ttl = std::chrono::seconds(10);
+  std::chrono::milliseconds client_drop_ttl = std::chrono::seconds(60);
+  std::uint64_t max_key_bytes = 4096;
+};
+
+/// Binds `o` to a fresh option set (for parse() and --help).
+mc::config::option_set make_option_set(master_options& o);
+/// Cross-field validation after parsing; an error message or empty.
+std::string validate(const master_options& o);
+
+}  // namespace mc::master
