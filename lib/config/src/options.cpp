@@ -47,10 +47,10 @@ std::optional<std::uint64_t> parse_size(std::string_view text) {
   else if (unit == "m" || unit == "mib") mul = 1ull << 20;
   else if (unit == "g" || unit == "gib") mul = 1ull << 30;
   else if (unit == "t" || unit == "tib") mul = 1ull << 40;
-  else if (unit == "kb") mul = 1000ull;
-  else if (unit == "mb") mul = 1000ull * 1000;
-  else if (unit == "gb") mul = 1000ull * 1000 * 1000;
-  else if (unit == "tb") mul = 1000ull * 1000 * 1000 * 1000;
+  else if (unit == "kb") mul = 1ull << 10;
+  else if (unit == "mb") mul = 1ull << 20;
+  else if (unit == "gb") mul = 1ull << 30;
+  else if (unit == "tb") mul = 1ull << 40;
   else return std::nullopt;
   if (*n > UINT64_MAX / mul) return std::nullopt;
   return *n * mul;

@@ -12,8 +12,9 @@
 
 namespace mc::config {
 
-/// Parses "512MiB", "16GB", "4k", "1048576" into bytes (binary units for
-/// KiB/MiB/GiB/TiB and K/M/G/T, decimal for KB/MB/GB/TB). nullopt if invalid.
+/// Parses "512MiB", "16GB", "4k", "1048576" into bytes. Every unit is a power
+/// of 1024 (K/KB/KiB, M/MB/MiB, G/GB/GiB, T/TB/TiB), as Mooncake and the tier
+/// configuration read them. nullopt if invalid.
 std::optional<std::uint64_t> parse_size(std::string_view text);
 /// Parses "10s", "500ms", "2m", "250us" (a bare number means milliseconds).
 std::optional<std::chrono::milliseconds> parse_duration_ms(std::string_view text);
