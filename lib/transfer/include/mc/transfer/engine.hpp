@@ -1,0 +1,239 @@
+#pragma once
+/// The TransferEngine: registered memory and batch READ/WRITE between peers.
+///
+/// Every engine listens (serves READ/WRITE requests of peers against its own
+/// registered regions) and initiates (moves bytes between a local span and a
+/// peer's `remote_buffer`). See lib/transfer/README.md for the wire protocol,
+/// transport selection and the unregistration semantics.
+#include "mc/runtime/error.hpp"
+#include "mc/runtime/task.hpp"
+#include "mc/transfer/types.hpp"
+
+#include <array>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace mc::runtime {
+class runtime;
+}
+
+namespace mc::transfer {
+
+namespace detail {
+class registry;
+class engine_impl;
+}  // namespace detail
+
+/// Configuration. Invalid values make the engine constructor throw
+/// std::invalid_argument (startup errors are exceptions).
+struct engine_options {
+  /// Address the TCP listener binds to ("0.0.0.0", "::", "127.0.0.1", ...).
+  std::string bind_host = "0.0.0.0";
+  /// TCP port; 0 = ephemeral (read the chosen one from endpoint()).
+  std::uint16_t port = 0;
+  /// Host put into endpoint(). Empty: bind_host when it is a specific
+  /// address, else the first non-loopback IPv4 address of an interface that
+  /// is up (127.0.0.1 only when the host has none).
+  std::string advertise_host;
+  /// Large requests are cut into slices of this size, spread over the
+  /// connections of a peer. 4 KiB .. 64 MiB.
+  std::size_t slice_size = 1u << 20;
+  /// Upper bound of TCP connections to one peer, per runtime thread (a pool
+  /// never grows beyond it; same bound for same-host control connections).
+  std::size_t connections_per_peer = 4;
+  /// Upper bound of peers with pooled connections, per runtime thread; the
+  /// least recently used idle pool is closed to make room.
+  std::size_t max_peers = 256;
+  /// Upper bound of inbound (served) connections; more are refused.
+  std::size_t max_inbound_connections = 4096;
+  /// Use cross-memory attach when the peer is on this host.
+  bool enable_same_host = true;
+  /// Copy directly when the peer engine lives in this process.
+  bool enable_in_process = true;
+  /// Force one transport for every transfer this engine initiates (tests and
+  /// benchmarks). Transfers fail with errc::unsupported when the forced
+  /// transport cannot reach the peer.
+  std::optional<transport_kind> force;
+  /// Timeout of read()/write()/batch() when none is given.
+  std::chrono::steady_clock::duration default_timeout = std::chrono::seconds(10);
+  /// "tcp" (default). "rdma" is not built yet: the constructor throws.
+  std::string protocol = "tcp";
+};
+
+/// Initiated-side counters of one transport (a snapshot).
+struct transport_counters {
+  std::uint64_t read_ops = 0;
+  std::uint64_t read_bytes = 0;
+  std::uint64_t write_ops = 0;
+  std::uint64_t write_bytes = 0;
+  std::uint64_t errors = 0;  ///< requests that failed (any reason)
+};
+
+/// Snapshot of the engine's counters (taken with relaxed loads; each value is
+/// exact, the set is not one atomic instant).
+struct engine_stats {
+  /// Indexed by transport_kind.
+  std::array<transport_counters, transport_kind_count> initiated{};
+  std::uint64_t served_read_ops = 0;    ///< READ requests served (TCP + same-host grants)
+  std::uint64_t served_read_bytes = 0;
+  std::uint64_t served_write_ops = 0;
+  std::uint64_t served_write_bytes = 0;
+  std::uint64_t served_rejects = 0;     ///< requests refused (token / range / revoked)
+  std::uint64_t outbound_connections = 0;  ///< open pooled TCP connections
+  std::uint64_t inbound_connections = 0;   ///< open served connections
+  std::uint64_t same_host_fallbacks = 0;   ///< kernel refused CMA; TCP used instead
+  std::uint64_t registered_regions = 0;
+};
+
+/// One request of a batch: moves `length` bytes between `local` and `remote`.
+/// `length` may be smaller than `remote.length` (a prefix moves), never larger.
+struct request {
+  op_kind op = op_kind::read;
+  std::byte* local = nullptr;  ///< read: destination; write: source (never modified)
+  std::size_t length = 0;
+  remote_buffer remote;
+
+  static request make_read(std::span<std::byte> dst, remote_buffer src) {
+    return {op_kind::read, dst.data(), dst.size(), std::move(src)};
+  }
+  static request make_write(std::span<const std::byte> src, remote_buffer dst) {
+    return {op_kind::write, const_cast<std::byte*>(src.data()), src.size(), std::move(dst)};
+  }
+};
+
+/// A registration (RAII). Move-only; destruction unregisters (see
+/// engine::unregister_memory for the exact, blocking semantics). May outlive
+/// its engine (then destruction only drops the bookkeeping).
+class region {
+ public:
+  region() = default;
+  region(region&& o) noexcept;
+  region& operator=(region&& o) noexcept;
+  region(const region&) = delete;
+  region& operator=(const region&) = delete;
+  ~region();
+
+  /// Unregisters now (idempotent).
+  void reset() noexcept;
+  explicit operator bool() const noexcept { return token_ != 0; }
+
+  std::byte* data() const noexcept { return base_; }
+  std::size_t size() const noexcept { return length_; }
+  std::uint64_t token() const noexcept { return token_; }
+  const std::string& endpoint() const noexcept { return endpoint_; }
+
+  /// Descriptor of [offset, offset + length) for a peer. Throws
+  /// std::out_of_range when the range is not inside the region (a caller bug).
+  remote_buffer describe(std::uint64_t offset, std::uint64_t length) const;
+  /// Descriptor of the whole region.
+  remote_buffer describe() const { return describe(0, length_); }
+
+ private:
+  friend class engine;
+  region(std::shared_ptr<detail::registry> reg, std::uint64_t token, std::byte* base,
+         std::size_t length, std::string endpoint) noexcept;
+
+  std::shared_ptr<detail::registry> registry_;
+  std::uint64_t token_ = 0;
+  std::byte* base_ = nullptr;
+  std::size_t length_ = 0;
+  std::string endpoint_;
+};
+
+/// The transfer engine. One per process is typical; several work (each with
+/// its own port). Hosted on a runtime: every transfer runs on a runtime thread
+/// and the engine keeps per-thread connection pools (no locks on the data
+/// path).
+///
+/// Thread-safety: register/unregister, endpoint(), stats() are thread-safe;
+/// read/write/batch may be awaited from any coroutine (on a thread of the
+/// engine's runtime they run on that thread, elsewhere they hop to thread 0).
+/// Lifetime: the runtime must outlive the engine and be running while the
+/// engine starts and stops.
+class engine {
+ public:
+  /// Throws std::invalid_argument on invalid options (protocol "rdma": not
+  /// built yet; slice size or pool bounds out of range).
+  explicit engine(mc::runtime::runtime& rt, engine_options opts = {});
+  /// Calls stop().
+  ~engine();
+  engine(const engine&) = delete;
+  engine& operator=(const engine&) = delete;
+
+  /// Binds and listens (TCP, and the same-host control socket). Errors:
+  /// io_error (bind/listen failed; the reason is printed on stderr),
+  /// invalid_params (bad bind_host), unavailable_in_current_status (started
+  /// twice or after stop). Call from any non-runtime thread.
+  mc::result<void> start();
+
+  /// Stops serving and initiating: closes the listeners and every connection,
+  /// so transfers in flight fail promptly (transfer_fail / shutting_down),
+  /// then waits until every engine coroutine has finished. Blocking: call it
+  /// from a non-runtime thread (throws std::logic_error on a runtime thread;
+  /// use `co_await shutdown()` there). Idempotent.
+  void stop();
+  /// The same as a coroutine, for runtime threads.
+  mc::task<void> shutdown();
+
+  /// "host:port" peers use to reach this engine (valid after start()).
+  std::string endpoint() const;
+  const engine_options& options() const noexcept;
+
+  /// Registers [addr, addr + len) and returns its RAII handle with a fresh
+  /// random 64-bit token. Thread-safe, O(1) lookups afterwards. Regions may
+  /// overlap (each has its own token). Errors: invalid_params (null / empty /
+  /// address overflow), shutting_down.
+  mc::result<region> register_memory(void* addr, std::size_t len);
+
+  /// Unregisters by token. When it returns: no new transfer can touch the
+  /// region, no byte is being moved into or out of it by this process (a
+  /// transfer in the middle of a slice on another thread fails at its next
+  /// system call, after which this call returns), and no same-host peer holds
+  /// a grant on it (waits for the peer's current copy; a peer process that
+  /// dies releases its grants). In-flight transfers that target the region
+  /// fail (the initiator sees out_of_range or transfer_fail); bytes already
+  /// moved stay. Never waits for the network. Errors: out_of_range (unknown
+  /// token).
+  mc::result<void> unregister_memory(std::uint64_t token);
+
+  /// Reads `local.size()` bytes from `src` (remote -> local). Completes when
+  /// every byte has arrived. `local.size()` must be <= src.length (else
+  /// invalid_params); 0 bytes completes at once. Errors: access_denied (token
+  /// mismatch), out_of_range (range not inside one registered region of the
+  /// peer / region unregistered), timeout, cancelled, transfer_fail (peer
+  /// unreachable, died, reset, protocol error), shutting_down, unsupported
+  /// (forced transport unavailable). On error the content of `local` is
+  /// unspecified. `local` must stay valid until the task completes.
+  mc::task<mc::result<void>> read(std::span<std::byte> local, remote_buffer src,
+                                  std::chrono::steady_clock::duration timeout);
+  mc::task<mc::result<void>> read(std::span<std::byte> local, remote_buffer src);
+
+  /// Writes `local` into `dst` (local -> remote). Completes only when the
+  /// target has acknowledged that every byte is in its memory (an immediate
+  /// read-back sees them). Errors as read(); on error the target range may
+  /// hold any mix of old and new bytes.
+  mc::task<mc::result<void>> write(std::span<const std::byte> local, remote_buffer dst,
+                                   std::chrono::steady_clock::duration timeout);
+  mc::task<mc::result<void>> write(std::span<const std::byte> local, remote_buffer dst);
+
+  /// Runs every request concurrently (grouped by peer, sliced, spread over
+  /// pooled connections) under one deadline; one result per request, in
+  /// input order. Buffers must stay valid until the task completes.
+  mc::task<std::vector<mc::result<void>>> batch(std::vector<request> requests,
+                                                std::chrono::steady_clock::duration timeout);
+  mc::task<std::vector<mc::result<void>>> batch(std::vector<request> requests);
+
+  /// Counters for /metrics.
+  engine_stats stats() const;
+
+ private:
+  std::shared_ptr<detail::engine_impl> impl_;
+};
+
+}  // namespace mc::transfer

@@ -1,0 +1,422 @@
+// engine / region: option checks, start/stop, registration, batch dispatch.
+#include "engine_impl.hpp"
+
+#include "mc/runtime/deadline.hpp"
+#include "mc/runtime/when_all.hpp"
+
+#include <boost/asio/ip/address.hpp>
+
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+
+#include <map>
+#include <stdexcept>
+
+namespace mc::transfer {
+namespace detail {
+namespace {
+
+void check_options(const engine_options& o) {
+  if (o.protocol == "rdma")
+    throw std::invalid_argument(
+        "transfer: protocol 'rdma' is not built yet (verbs transport: issue 8); use protocol 'tcp'");
+  if (o.protocol != "tcp") throw std::invalid_argument("transfer: unknown protocol '" + o.protocol + "'");
+  if (o.slice_size < 4096 || o.slice_size > (64u << 20))
+    throw std::invalid_argument("transfer: slice_size must be within 4 KiB .. 64 MiB");
+  if (o.connections_per_peer < 1 || o.connections_per_peer > 64)
+    throw std::invalid_argument("transfer: connections_per_peer must be within 1 .. 64");
+  if (o.max_peers < 1) throw std::invalid_argument("transfer: max_peers must be >= 1");
+  if (o.max_inbound_connections < 1) throw std::invalid_argument("transfer: max_inbound_connections must be >= 1");
+  if (o.default_timeout <= std::chrono::steady_clock::duration::zero())
+    throw std::invalid_argument("transfer: default_timeout must be positive");
+  if (o.force == transport_kind::rdma)
+    throw std::invalid_argument("transfer: force=rdma: the verbs transport is not built yet");
+}
+
+bool is_wildcard(const std::string& h) { return h.empty() || h == "0.0.0.0" || h == "::" || h == "[::]"; }
+
+/// First non-loopback IPv4 address of an interface that is up.
+std::string first_interface_address() {
+  ifaddrs* list = nullptr;
+  if (::getifaddrs(&list) != 0) return "127.0.0.1";
+  std::string found;
+  for (auto* i = list; i && found.empty(); i = i->ifa_next) {
+    if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET) continue;
+    if (!(i->ifa_flags & IFF_UP) || (i->ifa_flags & IFF_LOOPBACK)) continue;
+    char buf[INET_ADDRSTRLEN];
+    auto* sin = reinterpret_cast<sockaddr_in*>(i->ifa_addr);
+    if (::inet_ntop(AF_INET, &sin->sin_addr, buf, sizeof buf)) found = buf;
+  }
+  ::freeifaddrs(list);
+  return found.empty() ? "127.0.0.1" : found;
+}
+
+std::string format_endpoint(const std::string& host, std::uint16_t port) {
+  if (host.find(':') != std::string::npos) return "[" + host + "]:" + std::to_string(port);
+  return host + ":" + std::to_string(port);
+}
+
+}  // namespace
+
+engine_impl::engine_impl(mc::runtime::runtime& rt, engine_options opts) : rt_(rt), opts_(std::move(opts)) {
+  check_options(opts_);
+  for (std::size_t i = 0; i < rt_.size(); ++i) {
+    auto ts = std::make_unique<thread_state>();
+    ts->index = i;
+    ts->ex = rt_.executor(i);
+    threads_.push_back(std::move(ts));
+  }
+  tcp_ = make_tcp_transport(*this);
+  shm_ = make_shm_transport(*this);
+  inproc_ = make_inproc_transport(*this);
+}
+
+engine_impl::~engine_impl() = default;
+
+bool engine_impl::on_own_thread() const noexcept {
+  return mc::runtime::runtime::current() == &rt_ && mc::runtime::runtime::current_index() >= 0;
+}
+
+thread_state& engine_impl::this_thread_state() {
+  return *threads_.at(static_cast<std::size_t>(mc::runtime::runtime::current_index()));
+}
+
+mc::result<void> engine_impl::start() {
+  if (started_.exchange(true) || stopping_) return fail(errc::unavailable_in_current_status);
+  tcp_server_ = std::make_unique<tcp_server>(*this);
+  auto port = tcp_server_->listen(opts_.bind_host, opts_.port);
+  if (!port) return port.error();
+  std::string host = opts_.advertise_host;
+  if (host.empty()) host = is_wildcard(opts_.bind_host) ? first_interface_address() : opts_.bind_host;
+  endpoint_ = format_endpoint(host, *port);
+  shm_name_ = "mooncake-p2p.transfer/" + endpoint_;
+  if (opts_.enable_same_host) {
+    shm_server_ = std::make_unique<shm_server>(*this);
+    if (!shm_server_->listen(shm_name_)) {
+      // Another process advertises the same endpoint in this network
+      // namespace (or abstract sockets are unavailable): serve TCP only.
+      std::fprintf(stderr, "transfer: same-host control socket unavailable for %s; TCP only\n",
+                   endpoint_.c_str());
+      shm_server_.reset();
+    }
+  }
+  tcp_server_->start_accepting();
+  inproc_publish(endpoint_, registry_);
+  return {};
+}
+
+task<void> engine_impl::close_thread(std::size_t i) {
+  auto& ts = *threads_[i];
+  ts.stopping = true;
+  if (i == 0 && tcp_server_) tcp_server_->close();
+  std::vector<closable*> all(ts.live.begin(), ts.live.end());
+  for (auto* c : all) c->close_now();
+  ts.tcp_pools.drop_idle();
+  ts.shm_pools.drop_idle();
+  ts.tcp_pools.wake_all();
+  ts.shm_pools.wake_all();
+  co_return;
+}
+
+task<void> engine_impl::shutdown() {
+  if (stopping_.exchange(true)) {
+    co_await gate_.close();  // a second caller waits for the first
+    co_return;
+  }
+  if (!endpoint_.empty()) inproc_withdraw(endpoint_);
+  for (std::size_t i = 0; i < threads_.size(); ++i)
+    co_await mc::run_on(rt_.executor(i), close_thread(i));
+  co_await gate_.close();
+  if (shm_server_) shm_server_->stop();
+  // Pools must be destroyed on their threads (timers, sockets).
+  for (std::size_t i = 0; i < threads_.size(); ++i)
+    co_await mc::run_on(rt_.executor(i), [](thread_state* ts) -> task<void> {
+      ts->tcp_pools = {};
+      ts->shm_pools = {};
+      co_return;
+    }(threads_[i].get()));
+}
+
+void engine_impl::stop_unstarted() noexcept {
+  stopping_ = true;
+  if (!endpoint_.empty()) inproc_withdraw(endpoint_);
+  if (shm_server_) shm_server_->stop();
+  if (tcp_server_) tcp_server_->close();
+}
+
+task<void> engine_impl::run_group(thread_state& ts, const std::string& endpoint,
+                                  std::vector<transfer_item*> items) {
+  using tk = transport_kind;
+  std::span<transfer_item*> all(items);
+  auto finish_all = [&](errc e) {
+    for (auto* it : items) it->finish(make_error_code(e));
+  };
+  if (opts_.force) {
+    transport* t = *opts_.force == tk::tcp ? tcp_.get()
+                   : *opts_.force == tk::same_host ? shm_.get()
+                   : *opts_.force == tk::in_process ? inproc_.get() : nullptr;
+    if (!t) co_return finish_all(errc::unsupported);
+    for (auto* it : items) it->via = t->kind();
+    co_await t->execute(ts, endpoint, all);
+    if (t == shm_.get()) {
+      // The kernel refused cross-memory attach: same-host means "move it
+      // locally", so TCP over this host is the honest fallback.
+      std::vector<transfer_item*> redo;
+      for (auto* it : items)
+        if (it->done && mc::is(it->ec, errc::unsupported) && cma_refused_) {
+          it->done = false;
+          it->ec = make_error_code(errc::cancelled);
+          redo.push_back(it);
+        }
+      for (auto* it : redo) it->via = tk::tcp;
+      if (!redo.empty()) bump(counters_.same_host_fallbacks);
+      if (!redo.empty()) co_await tcp_->execute(ts, endpoint, std::span<transfer_item*>(redo));
+    }
+    co_return;
+  }
+  std::vector<transfer_item*> rest = items;
+  for (transport* t : {opts_.enable_in_process ? inproc_.get() : nullptr,
+                       opts_.enable_same_host && !cma_refused_ ? shm_.get() : nullptr}) {
+    if (!t || rest.empty()) continue;
+    for (auto* it : rest) it->via = t->kind();
+    co_await t->execute(ts, endpoint, std::span<transfer_item*>(rest));
+    std::vector<transfer_item*> next;
+    for (auto* it : rest)
+      if (it->done && mc::is(it->ec, errc::unsupported)) {
+        it->done = false;
+        it->ec = make_error_code(errc::cancelled);
+        next.push_back(it);
+      }
+    rest = std::move(next);
+  }
+  for (auto* it : rest) it->via = tk::tcp;
+  if (!rest.empty()) co_await tcp_->execute(ts, endpoint, std::span<transfer_item*>(rest));
+}
+
+task<std::vector<mc::result<void>>> engine_impl::run_batch(std::vector<request> reqs,
+                                                           std::chrono::steady_clock::duration timeout) {
+  std::vector<mc::result<void>> out(reqs.size());
+  auto holder = gate_.try_enter();
+  if (!holder || stopping_) {
+    for (auto& r : out) r = fail(errc::shutting_down);
+    co_return out;
+  }
+  auto& ts = this_thread_state();
+  std::vector<transfer_item> items(reqs.size());
+  std::map<std::string_view, std::vector<transfer_item*>> groups;
+  for (std::size_t i = 0; i < reqs.size(); ++i) {
+    auto& q = reqs[i];
+    auto& it = items[i];
+    it.op = q.op;
+    it.local = q.local;
+    it.length = q.length;
+    it.address = q.remote.address;
+    it.token = q.remote.token;
+    if (q.length == 0) {
+      it.finish({});
+    } else if (q.local == nullptr || q.length > q.remote.length || q.remote.endpoint.empty() ||
+               q.remote.address + q.length < q.remote.address) {
+      it.finish(make_error_code(errc::invalid_params));
+    } else {
+      groups[q.remote.endpoint].push_back(&it);
+    }
+  }
+  if (!groups.empty()) {
+    auto body = [](engine_impl* self, thread_state* ts,
+                   std::map<std::string_view, std::vector<transfer_item*>>* groups) -> task<mc::result<void>> {
+      if (groups->size() == 1) {
+        auto& [ep, v] = *groups->begin();
+        co_await self->run_group(*ts, std::string(ep), std::move(v));
+      } else {
+        std::vector<task<int>> tasks;
+        for (auto& [ep, v] : *groups)
+          tasks.push_back([](engine_impl* s, thread_state* t, std::string e,
+                             std::vector<transfer_item*> its) -> task<int> {
+            co_await s->run_group(*t, e, std::move(its));
+            co_return 0;
+          }(self, ts, std::string(ep), std::move(v)));
+        co_await mc::when_all(std::move(tasks));
+      }
+      co_return mc::result<void>{};
+    };
+    auto r = co_await mc::with_deadline(body(this, &ts, &groups), timeout);
+    const errc unfinished = stopping_ ? errc::shutting_down : (!r && mc::is(r.error(), errc::timeout)) ? errc::timeout : errc::cancelled;
+    for (auto& it : items)
+      if (!it.done || mc::is(it.ec, errc::cancelled)) {
+        it.ec = make_error_code(unfinished);
+        it.done = true;
+      }
+  }
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    auto& it = items[i];
+    auto& c = counters_.initiated[static_cast<std::size_t>(it.via)];
+    if (it.ec) {
+      out[i] = it.ec;
+      bump(c.errors);
+    } else {
+      out[i] = {};
+      if (it.length == 0) continue;
+      bump(it.op == op_kind::read ? c.read_ops : c.write_ops);
+      bump(it.op == op_kind::read ? c.read_bytes : c.write_bytes, it.length);
+    }
+  }
+  co_return out;
+}
+
+}  // namespace detail
+
+// ---- region ----------------------------------------------------------------
+
+region::region(std::shared_ptr<detail::registry> reg, std::uint64_t token, std::byte* base, std::size_t length,
+               std::string endpoint) noexcept
+    : registry_(std::move(reg)), token_(token), base_(base), length_(length), endpoint_(std::move(endpoint)) {}
+
+region::region(region&& o) noexcept
+    : registry_(std::move(o.registry_)),
+      token_(std::exchange(o.token_, 0)),
+      base_(std::exchange(o.base_, nullptr)),
+      length_(std::exchange(o.length_, 0)),
+      endpoint_(std::move(o.endpoint_)) {}
+
+region& region::operator=(region&& o) noexcept {
+  if (this != &o) {
+    reset();
+    registry_ = std::move(o.registry_);
+    token_ = std::exchange(o.token_, 0);
+    base_ = std::exchange(o.base_, nullptr);
+    length_ = std::exchange(o.length_, 0);
+    endpoint_ = std::move(o.endpoint_);
+  }
+  return *this;
+}
+
+region::~region() { reset(); }
+
+void region::reset() noexcept {
+  if (token_ != 0 && registry_) (void)registry_->remove(token_);
+  registry_.reset();
+  token_ = 0;
+  base_ = nullptr;
+  length_ = 0;
+}
+
+remote_buffer region::describe(std::uint64_t offset, std::uint64_t length) const {
+  if (offset > length_ || length > length_ - offset)
+    throw std::out_of_range("transfer: region::describe range outside the region");
+  return remote_buffer{endpoint_, reinterpret_cast<std::uintptr_t>(base_) + offset, length, token_};
+}
+
+// ---- engine ----------------------------------------------------------------
+
+engine::engine(mc::runtime::runtime& rt, engine_options opts)
+    : impl_(std::make_shared<detail::engine_impl>(rt, std::move(opts))) {}
+
+engine::~engine() {
+  try {
+    stop();
+  } catch (...) {
+    // stop() on a runtime thread: the owner broke the documented contract;
+    // close what can be closed without waiting.
+    impl_->stop_unstarted();
+  }
+}
+
+mc::result<void> engine::start() { return impl_->start(); }
+
+void engine::stop() {
+  if (!impl_->started_) {
+    impl_->stop_unstarted();
+    return;
+  }
+  if (impl_->on_own_thread())
+    throw std::logic_error("transfer: engine::stop() on a runtime thread; use co_await shutdown()");
+  if (!impl_->rt_.running()) {
+    impl_->stop_unstarted();
+    return;
+  }
+  impl_->rt_.block_on(impl_->shutdown());
+}
+
+mc::task<void> engine::shutdown() {
+  auto impl = impl_;
+  if (!impl->started_) {
+    impl->stop_unstarted();
+    co_return;
+  }
+  co_await impl->shutdown();
+}
+
+std::string engine::endpoint() const { return impl_->endpoint_; }
+const engine_options& engine::options() const noexcept { return impl_->opts_; }
+
+mc::result<region> engine::register_memory(void* addr, std::size_t len) {
+  if (impl_->stopping_) return fail(errc::shutting_down);
+  auto t = impl_->registry_->add(addr, len);
+  if (!t) return t.error();
+  return region(impl_->registry_, *t, static_cast<std::byte*>(addr), len, impl_->endpoint_);
+}
+
+mc::result<void> engine::unregister_memory(std::uint64_t token) { return impl_->registry_->remove(token); }
+
+mc::task<mc::result<void>> engine::read(std::span<std::byte> local, remote_buffer src,
+                                        std::chrono::steady_clock::duration timeout) {
+  std::vector<request> v;
+  v.push_back(request::make_read(local, std::move(src)));
+  auto r = co_await batch(std::move(v), timeout);
+  co_return r.front();
+}
+
+mc::task<mc::result<void>> engine::read(std::span<std::byte> local, remote_buffer src) {
+  return read(local, std::move(src), impl_->opts_.default_timeout);
+}
+
+mc::task<mc::result<void>> engine::write(std::span<const std::byte> local, remote_buffer dst,
+                                         std::chrono::steady_clock::duration timeout) {
+  std::vector<request> v;
+  v.push_back(request::make_write(local, std::move(dst)));
+  auto r = co_await batch(std::move(v), timeout);
+  co_return r.front();
+}
+
+mc::task<mc::result<void>> engine::write(std::span<const std::byte> local, remote_buffer dst) {
+  return write(local, std::move(dst), impl_->opts_.default_timeout);
+}
+
+mc::task<std::vector<mc::result<void>>> engine::batch(std::vector<request> requests,
+                                                      std::chrono::steady_clock::duration timeout) {
+  auto impl = impl_;  // keeps the internals alive while this runs
+  if (!impl->started_) {
+    std::vector<mc::result<void>> out(requests.size(), mc::result<void>(fail(errc::unavailable_in_current_status)));
+    co_return out;
+  }
+  if (impl->on_own_thread()) co_return co_await impl->run_batch(std::move(requests), timeout);
+  co_return co_await mc::run_on(impl->rt_.executor(0), impl->run_batch(std::move(requests), timeout));
+}
+
+mc::task<std::vector<mc::result<void>>> engine::batch(std::vector<request> requests) {
+  return batch(std::move(requests), impl_->opts_.default_timeout);
+}
+
+engine_stats engine::stats() const {
+  auto& c = impl_->counters_;
+  auto ld = [](const std::atomic<std::uint64_t>& a) { return a.load(std::memory_order_relaxed); };
+  engine_stats s;
+  for (std::size_t k = 0; k < transport_kind_count; ++k) {
+    auto& a = c.initiated[k];
+    s.initiated[k] = {ld(a.read_ops), ld(a.read_bytes), ld(a.write_ops), ld(a.write_bytes), ld(a.errors)};
+  }
+  s.served_read_ops = ld(c.served_read_ops);
+  s.served_read_bytes = ld(c.served_read_bytes);
+  s.served_write_ops = ld(c.served_write_ops);
+  s.served_write_bytes = ld(c.served_write_bytes);
+  s.served_rejects = ld(c.served_rejects);
+  s.outbound_connections = ld(c.outbound);
+  s.inbound_connections = ld(c.inbound);
+  s.same_host_fallbacks = ld(c.same_host_fallbacks);
+  s.registered_regions = impl_->registry_->size();
+  return s;
+}
+
+}  // namespace mc::transfer

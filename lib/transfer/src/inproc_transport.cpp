@@ -1,0 +1,77 @@
+// In-process transport: the peer engine lives in this process; copy with
+// memcpy after the same token / range checks a remote target would make.
+#include "engine_impl.hpp"
+
+#include <cstring>
+#include <mutex>
+
+namespace mc::transfer::detail {
+namespace {
+
+std::mutex& dir_mutex() {
+  static std::mutex m;
+  return m;
+}
+std::unordered_map<std::string, std::weak_ptr<registry>>& directory() {
+  static std::unordered_map<std::string, std::weak_ptr<registry>> d;
+  return d;
+}
+
+class inproc_transport final : public transport {
+ public:
+  explicit inproc_transport(engine_impl& eng) : eng_(eng) {}
+  transport_kind kind() const noexcept override { return transport_kind::in_process; }
+
+  task<void> execute(thread_state&, const std::string& endpoint, std::span<transfer_item*> items) override {
+    auto reg = inproc_lookup(endpoint);
+    if (!reg) {
+      for (auto* it : items) it->finish(make_error_code(errc::unsupported));
+      co_return;
+    }
+    for (auto* it : items) it->finish(copy(*reg, *it));
+  }
+
+ private:
+  boost::system::error_code copy(const registry& reg, const transfer_item& it) {
+    auto e = reg.find(it.address, it.length, it.token);
+    if (!e) return e.error();
+    // Chunked so that an unregistration waits for at most one chunk.
+    const std::uint64_t chunk = eng_.opts_.slice_size;
+    for (std::uint64_t off = 0; off < it.length; off += chunk) {
+      auto n = static_cast<std::size_t>(std::min(chunk, it.length - off));
+      access_guard g(**e);
+      if (!g) return make_error_code(errc::out_of_range);
+      std::byte* remote = (*e)->ptr(it.address + off);
+      if (it.op == op_kind::read)
+        std::memmove(it.local + off, remote, n);
+      else
+        std::memmove(remote, it.local + off, n);
+    }
+    return {};
+  }
+  engine_impl& eng_;
+};
+
+}  // namespace
+
+std::unique_ptr<transport> make_inproc_transport(engine_impl& eng) {
+  return std::make_unique<inproc_transport>(eng);
+}
+
+void inproc_publish(const std::string& endpoint, std::weak_ptr<registry> reg) {
+  std::lock_guard lk(dir_mutex());
+  directory()[endpoint] = std::move(reg);
+}
+
+void inproc_withdraw(const std::string& endpoint) {
+  std::lock_guard lk(dir_mutex());
+  directory().erase(endpoint);
+}
+
+std::shared_ptr<registry> inproc_lookup(const std::string& endpoint) {
+  std::lock_guard lk(dir_mutex());
+  auto it = directory().find(endpoint);
+  return it == directory().end() ? nullptr : it->second.lock();
+}
+
+}  // namespace mc::transfer::detail

@@ -1,0 +1,188 @@
+#pragma once
+// Reactive socket I/O on native handles: try the non-blocking system call,
+// await readiness on EAGAIN. No kernel operation ever holds a pointer into a
+// user buffer between our own system calls, so a cancelled transfer or a
+// revoked region can never be written after the fact, and no composed asio
+// operation splits large buffers (DESIGN.md §3).
+#include "mc/runtime/error.hpp"
+#include "mc/runtime/task.hpp"
+#include "registry.hpp"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/error.hpp>
+
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstddef>
+
+namespace mc::transfer::detail {
+
+template <class Socket>
+task<result<void>> wait_ready(Socket& s, typename Socket::wait_type w) {
+  auto [ec] = co_await s.async_wait(w, boost::asio::as_tuple(boost::asio::use_awaitable));
+  if (ec) co_return fail(ec == boost::asio::error::operation_aborted ? errc::cancelled : errc::transfer_fail);
+  co_return result<void>{};
+}
+
+inline errc errno_to_errc(int e) noexcept {
+  return e == EBADF ? errc::cancelled : errc::transfer_fail;  // EBADF: closed under us (stop)
+}
+
+/// Sends every byte described by iov[0..cnt) (the array is consumed).
+template <class Socket>
+task<result<void>> send_all(Socket& s, iovec* iov, int cnt) {
+  while (cnt > 0) {
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = static_cast<std::size_t>(cnt);
+    ssize_t n = ::sendmsg(s.native_handle(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno != EAGAIN && errno != EWOULDBLOCK) co_return fail(errno_to_errc(errno));
+      auto r = co_await wait_ready(s, Socket::wait_write);
+      if (!r) co_return r;
+      continue;
+    }
+    auto left = static_cast<std::size_t>(n);
+    while (cnt > 0 && left >= iov->iov_len) {
+      left -= iov->iov_len;
+      ++iov;
+      --cnt;
+    }
+    if (cnt > 0) {
+      iov->iov_base = static_cast<char*>(iov->iov_base) + left;
+      iov->iov_len -= left;
+    }
+  }
+  co_return result<void>{};
+}
+
+template <class Socket>
+task<result<void>> send_all(Socket& s, const void* p, std::size_t n) {
+  iovec iov{const_cast<void*>(p), n};
+  co_return co_await send_all(s, &iov, 1);
+}
+
+/// One non-blocking recv; >0 bytes, 0 = would block, <0 = error code.
+inline ssize_t recv_once(int fd, void* p, std::size_t n, errc& err) noexcept {
+  for (;;) {
+    ssize_t r = ::recv(fd, p, n, MSG_DONTWAIT);
+    if (r > 0) return r;
+    if (r == 0) {  // orderly shutdown by the peer
+      err = errc::transfer_fail;
+      return -1;
+    }
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
+    err = errno_to_errc(errno);
+    return -1;
+  }
+}
+
+/// Receives exactly n bytes into p.
+template <class Socket>
+task<result<void>> recv_all(Socket& s, void* p, std::size_t n) {
+  auto* b = static_cast<std::byte*>(p);
+  while (n > 0) {
+    errc err{};
+    ssize_t r = recv_once(s.native_handle(), b, n, err);
+    if (r < 0) co_return fail(err);
+    if (r == 0) {
+      auto w = co_await wait_ready(s, Socket::wait_read);
+      if (!w) co_return w;
+      continue;
+    }
+    b += r;
+    n -= static_cast<std::size_t>(r);
+  }
+  co_return result<void>{};
+}
+
+/// Reads and discards n bytes (payload of a rejected write).
+template <class Socket>
+task<result<void>> discard(Socket& s, std::uint64_t n) {
+  std::byte scratch[16384];
+  while (n > 0) {
+    auto chunk = static_cast<std::size_t>(std::min<std::uint64_t>(n, sizeof scratch));
+    auto r = co_await recv_all(s, scratch, chunk);
+    if (!r) co_return r;
+    n -= chunk;
+  }
+  co_return result<void>{};
+}
+
+/// Outcome of moving bytes against a registered region on the target side.
+enum class region_io { ok, revoked, failed };
+
+/// Receives n bytes straight into region memory at p; every system call runs
+/// under the region's access lock. When the region is revoked midway the rest
+/// is drained (the connection stays usable) and `revoked` is returned.
+template <class Socket>
+task<region_io> recv_into_region(Socket& s, const region_entry& e, std::byte* p, std::uint64_t n) {
+  while (n > 0) {
+    errc err{};
+    ssize_t r;
+    {
+      access_guard g(e);
+      if (!g) {
+        auto d = co_await discard(s, n);
+        co_return d ? region_io::revoked : region_io::failed;
+      }
+      r = recv_once(s.native_handle(), p, static_cast<std::size_t>(n), err);
+    }
+    if (r < 0) co_return region_io::failed;
+    if (r == 0) {
+      if (!co_await wait_ready(s, Socket::wait_read)) co_return region_io::failed;
+      continue;
+    }
+    p += r;
+    n -= static_cast<std::uint64_t>(r);
+  }
+  co_return region_io::ok;
+}
+
+/// Sends `head` (a response header) followed by n bytes of region memory at p;
+/// every system call that touches the region runs under its access lock.
+template <class Socket>
+task<region_io> send_from_region(Socket& s, const region_entry& e, const std::byte* head,
+                                 std::size_t head_len, const std::byte* p, std::uint64_t n) {
+  iovec iov[2] = {{const_cast<std::byte*>(head), head_len},
+                  {const_cast<std::byte*>(p), static_cast<std::size_t>(n)}};
+  iovec* cur = iov;
+  int cnt = 2;
+  while (cnt > 0) {
+    ssize_t r;
+    int saved = 0;
+    {
+      access_guard g(e);
+      if (!g) co_return region_io::revoked;
+      msghdr msg{};
+      msg.msg_iov = cur;
+      msg.msg_iovlen = static_cast<std::size_t>(cnt);
+      r = ::sendmsg(s.native_handle(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+      saved = errno;
+    }
+    if (r < 0) {
+      if (saved == EINTR) continue;
+      if (saved != EAGAIN && saved != EWOULDBLOCK) co_return region_io::failed;
+      if (!co_await wait_ready(s, Socket::wait_write)) co_return region_io::failed;
+      continue;
+    }
+    auto left = static_cast<std::size_t>(r);
+    while (cnt > 0 && left >= cur->iov_len) {
+      left -= cur->iov_len;
+      ++cur;
+      --cnt;
+    }
+    if (cnt > 0) {
+      cur->iov_base = static_cast<char*>(cur->iov_base) + left;
+      cur->iov_len -= left;
+    }
+  }
+  co_return region_io::ok;
+}
+
+}  // namespace mc::transfer::detail

@@ -1,0 +1,230 @@
+#pragma once
+// Bounded per-thread, per-peer connection pools. Everything here is touched
+// only by the runtime thread that owns the pool: no locks.
+#include "mc/runtime/error.hpp"
+#include "mc/runtime/task.hpp"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+namespace mc::transfer::detail {
+
+/// Something engine::stop() must close (a pooled or a served connection).
+struct closable {
+  virtual ~closable() = default;
+  virtual void close_now() noexcept = 0;
+};
+
+/// Registers a closable in its thread's live set for its lifetime.
+class live_registration {
+ public:
+  live_registration(std::unordered_set<closable*>& set, closable* c) : set_(&set), c_(c) { set.insert(c); }
+  ~live_registration() { set_->erase(c_); }
+  live_registration(const live_registration&) = delete;
+  live_registration& operator=(const live_registration&) = delete;
+
+ private:
+  std::unordered_set<closable*>* set_;
+  closable* c_;
+};
+
+template <class Socket>
+struct pooled_conn final : closable {
+  pooled_conn(Socket s, std::unordered_set<closable*>& live, std::atomic<std::uint64_t>* counter)
+      : sock(std::move(s)), reg(live, this), counter_(counter) {
+    if (counter_) counter_->fetch_add(1, std::memory_order_relaxed);
+  }
+  ~pooled_conn() override {
+    if (counter_) counter_->fetch_sub(1, std::memory_order_relaxed);
+  }
+  pooled_conn(const pooled_conn&) = delete;
+  pooled_conn& operator=(const pooled_conn&) = delete;
+  void close_now() noexcept override {
+    boost::system::error_code ignored;
+    sock.close(ignored);
+  }
+  Socket sock;
+  live_registration reg;
+  std::uint64_t next_id = 1;
+  std::int64_t peer_pid = 0;  // same-host control connections
+
+ private:
+  std::atomic<std::uint64_t>* counter_;
+};
+
+template <class Socket>
+class peer_pool;
+
+/// A checked-out connection. Returns it to the pool on destruction unless
+/// discard()ed (broken or in an unknown protocol state).
+template <class Socket>
+class conn_lease {
+ public:
+  conn_lease() = default;
+  conn_lease(peer_pool<Socket>* p, std::unique_ptr<pooled_conn<Socket>> c, bool reused)
+      : pool_(p), conn_(std::move(c)), reused_(reused) {}
+  conn_lease(conn_lease&& o) noexcept
+      : pool_(std::exchange(o.pool_, nullptr)), conn_(std::move(o.conn_)), reused_(o.reused_) {}
+  conn_lease& operator=(conn_lease&& o) noexcept {
+    if (this != &o) {
+      give_back();
+      pool_ = std::exchange(o.pool_, nullptr);
+      conn_ = std::move(o.conn_);
+      reused_ = o.reused_;
+    }
+    return *this;
+  }
+  ~conn_lease() { give_back(); }
+
+  explicit operator bool() const noexcept { return conn_ != nullptr; }
+  pooled_conn<Socket>* operator->() const noexcept { return conn_.get(); }
+  pooled_conn<Socket>& operator*() const noexcept { return *conn_; }
+  /// Came from the idle list (may be stale if the peer restarted).
+  bool reused() const noexcept { return reused_; }
+  void discard() noexcept;
+
+ private:
+  void give_back() noexcept;
+  peer_pool<Socket>* pool_ = nullptr;
+  std::unique_ptr<pooled_conn<Socket>> conn_;
+  bool reused_ = false;
+};
+
+/// Bounded pool of connections to one peer, owned by one runtime thread.
+template <class Socket>
+class peer_pool {
+ public:
+  using connect_fn = std::function<task<result<std::unique_ptr<pooled_conn<Socket>>>>()>;
+
+  peer_pool(mc::executor ex, std::size_t max, const bool* stopping)
+      : wake_(ex, boost::asio::steady_timer::time_point::max()), max_(max), stopping_(stopping) {}
+
+  /// A connection: an idle one, a new one (while below the bound), or, when
+  /// `wait`, the next one released. Without `wait`, an empty lease when the
+  /// pool is exhausted. Errors: connect errors, cancelled, shutting_down.
+  task<result<conn_lease<Socket>>> acquire(const connect_fn& connect, bool wait) {
+    for (;;) {
+      if (*stopping_) co_return fail(errc::shutting_down);
+      if (!idle_.empty()) {
+        auto c = std::move(idle_.back());
+        idle_.pop_back();
+        co_return conn_lease<Socket>(this, std::move(c), true);
+      }
+      if (total_ < max_) {
+        ++total_;
+        auto c = co_await connect();
+        if (!c) {
+          --total_;
+          wake_.cancel();
+          co_return c.error();
+        }
+        co_return conn_lease<Socket>(this, std::move(*c), false);
+      }
+      if (!wait) co_return conn_lease<Socket>();
+      ++waiters_;
+      co_await wake_.async_wait(boost::asio::as_tuple(boost::asio::use_awaitable));
+      --waiters_;
+      auto cs = co_await boost::asio::this_coro::cancellation_state;
+      if (cs.cancelled() != boost::asio::cancellation_type::none) co_return fail(errc::cancelled);
+    }
+  }
+
+  /// Closes idle connections (they are likely stale after a failure).
+  void drop_idle() noexcept {
+    total_ -= idle_.size();
+    idle_.clear();
+  }
+  /// Wakes every waiter (stop).
+  void wake_all() noexcept { wake_.cancel(); }
+  bool unused() const noexcept { return total_ == idle_.size() && waiters_ == 0; }
+  std::size_t total() const noexcept { return total_; }
+  std::uint64_t last_use = 0;
+
+ private:
+  friend class conn_lease<Socket>;
+  void put_back(std::unique_ptr<pooled_conn<Socket>> c) {
+    if (*stopping_ || !c->sock.is_open()) {
+      --total_;
+    } else {
+      idle_.push_back(std::move(c));
+    }
+    wake_.cancel();
+  }
+  void forget() noexcept {
+    --total_;
+    wake_.cancel();
+  }
+
+  boost::asio::steady_timer wake_;
+  std::vector<std::unique_ptr<pooled_conn<Socket>>> idle_;
+  std::size_t total_ = 0;
+  std::size_t waiters_ = 0;
+  std::size_t max_;
+  const bool* stopping_;
+};
+
+template <class Socket>
+void conn_lease<Socket>::discard() noexcept {
+  if (!conn_) return;
+  conn_.reset();
+  if (pool_) std::exchange(pool_, nullptr)->forget();
+}
+
+template <class Socket>
+void conn_lease<Socket>::give_back() noexcept {
+  if (!conn_) return;
+  if (pool_) std::exchange(pool_, nullptr)->put_back(std::move(conn_));
+  conn_.reset();
+}
+
+/// Pools of one kind on one thread, keyed by endpoint, at most `max_peers`
+/// (the least recently used unused pool is closed to make room).
+template <class Socket>
+class pool_map {
+ public:
+  /// nullptr when max_peers pools are all in use.
+  peer_pool<Socket>* get(const std::string& endpoint, mc::executor ex, std::size_t conns,
+                         std::size_t max_peers, const bool* stopping) {
+    ++clock_;
+    auto it = pools_.find(endpoint);
+    if (it != pools_.end()) {
+      it->second->last_use = clock_;
+      return it->second.get();
+    }
+    if (pools_.size() >= max_peers) {
+      auto victim = pools_.end();
+      for (auto i = pools_.begin(); i != pools_.end(); ++i)
+        if (i->second->unused() && (victim == pools_.end() || i->second->last_use < victim->second->last_use))
+          victim = i;
+      if (victim == pools_.end()) return nullptr;
+      pools_.erase(victim);
+    }
+    auto p = std::make_unique<peer_pool<Socket>>(ex, conns, stopping);
+    p->last_use = clock_;
+    return pools_.emplace(endpoint, std::move(p)).first->second.get();
+  }
+  void wake_all() noexcept {
+    for (auto& [k, p] : pools_) p->wake_all();
+  }
+  /// Drops idle connections of every pool (stop).
+  void drop_idle() noexcept {
+    for (auto& [k, p] : pools_) p->drop_idle();
+  }
+
+ private:
+  std::unordered_map<std::string, std::unique_ptr<peer_pool<Socket>>> pools_;
+  std::uint64_t clock_ = 0;
+};
+
+}  // namespace mc::transfer::detail

@@ -1,0 +1,236 @@
+// TCP transport, initiator side: slices requests over a bounded pool of
+// connections to the peer; one outstanding request per connection.
+#include "engine_impl.hpp"
+#include "io.hpp"
+#include "wire.hpp"
+
+#include "mc/runtime/when_all.hpp"
+
+#include <boost/asio/ip/address.hpp>
+#include <boost/asio/socket_base.hpp>
+
+#include <algorithm>
+#include <optional>
+
+namespace mc::transfer::detail {
+namespace {
+
+namespace asio = boost::asio;
+using tcp = asio::ip::tcp;
+using lease = conn_lease<tcp_socket>;
+
+struct slice {
+  std::uint32_t item;
+  std::uint64_t offset;
+  std::uint64_t length;
+};
+
+/// Outcome of one slice: error (if any) and whether the connection is still
+/// in a known state (a refusal by the target leaves it usable).
+struct slice_result {
+  boost::system::error_code ec;
+  bool conn_ok = true;
+};
+
+struct job {
+  std::span<transfer_item*> items;
+  std::vector<slice> slices;
+  std::vector<std::uint64_t> remaining;  // slices left per item
+  std::size_t next = 0;
+  peer_pool<tcp_socket>* pool = nullptr;
+  peer_pool<tcp_socket>::connect_fn connect;
+};
+
+class tcp_transport final : public transport {
+ public:
+  explicit tcp_transport(engine_impl& eng) : eng_(eng) {}
+  transport_kind kind() const noexcept override { return transport_kind::tcp; }
+
+  task<void> execute(thread_state& ts, const std::string& endpoint,
+                     std::span<transfer_item*> items) override {
+    job j;
+    j.items = items;
+    j.remaining.resize(items.size());
+    const std::uint64_t ss = eng_.opts_.slice_size;
+    for (std::uint32_t i = 0; i < items.size(); ++i) {
+      auto len = items[i]->length;
+      for (std::uint64_t off = 0; off < len; off += ss) {
+        j.slices.push_back({i, off, std::min(ss, len - off)});
+        ++j.remaining[i];
+      }
+    }
+    j.pool = ts.tcp_pools.get(endpoint, ts.ex, eng_.opts_.connections_per_peer, eng_.opts_.max_peers,
+                              &ts.stopping);
+    if (!j.pool) {
+      for (auto* it : items) it->finish(make_error_code(errc::no_available_handle));
+      co_return;
+    }
+    j.connect = [this, &ts, endpoint] { return connect(ts, endpoint); };
+    auto workers = std::min<std::size_t>(j.slices.size(), eng_.opts_.connections_per_peer);
+    if (workers == 1) {
+      co_await worker(j, 0);
+      co_return;
+    }
+    std::vector<task<int>> ws;
+    for (std::size_t w = 0; w < workers; ++w) ws.push_back(worker(j, w));
+    co_await mc::when_all(std::move(ws));
+  }
+
+ private:
+  task<int> worker(job& j, std::size_t w) {
+    lease c;
+    bool first_on_conn = true;
+    std::optional<slice> pending;  // a slice to retry on a fresh connection
+    for (;;) {
+      if (!pending && j.next >= j.slices.size()) co_return 0;
+      if (!c) {
+        auto got = co_await j.pool->acquire(j.connect, w == 0 || pending.has_value());
+        if (!got) {
+          if (!mc::is(got.error(), errc::cancelled)) {
+            if (pending) j.items[pending->item]->finish(got.error());
+            fail_rest(j, got.error());
+          }
+          co_return 0;
+        }
+        if (!*got) co_return 0;  // pool exhausted: the other workers do the work
+        c = std::move(*got);
+        first_on_conn = true;
+      }
+      const bool is_retry = pending.has_value();
+      const slice s = is_retry ? *pending : j.slices[j.next++];
+      pending.reset();
+      transfer_item& it = *j.items[s.item];
+      if (it.done) continue;
+      auto r = co_await run_slice(*c, s, it);
+      if (!r.ec) {
+        first_on_conn = false;
+        if (--j.remaining[s.item] == 0) it.finish({});
+        continue;
+      }
+      if (mc::is(r.ec, errc::cancelled)) {
+        c.discard();
+        co_return 0;  // deadline / stop: the item stays unfinished
+      }
+      if (r.conn_ok) {  // the target refused; the connection is fine
+        first_on_conn = false;
+        it.finish(r.ec);
+        continue;
+      }
+      // Broken connection. A pooled connection that fails on its first use
+      // is probably stale (peer restarted): retry once on a fresh one (READ
+      // and WRITE are idempotent).
+      const bool stale = c.reused() && first_on_conn && !is_retry;
+      c.discard();
+      if (stale) {
+        j.pool->drop_idle();
+        pending = s;
+        continue;
+      }
+      it.finish(r.ec);
+    }
+  }
+
+  static void fail_rest(job& j, boost::system::error_code ec) {
+    for (; j.next < j.slices.size(); ++j.next) j.items[j.slices[j.next].item]->finish(ec);
+  }
+
+  task<slice_result> run_slice(pooled_conn<tcp_socket>& c, const slice& s, transfer_item& it) {
+    header h;
+    h.op = it.op == op_kind::write ? wire_op::write_req : wire_op::read_req;
+    h.request_id = c.next_id++;
+    h.address = it.address + s.offset;
+    h.length = s.length;
+    h.token = it.token;
+    header_bytes hb;
+    encode(h, hb);
+    std::byte* local = it.local + s.offset;
+    if (it.op == op_kind::write) {
+      iovec iov[2] = {{hb.data(), hb.size()}, {local, static_cast<std::size_t>(s.length)}};
+      auto r = co_await send_all(c.sock, iov, 2);
+      if (!r) co_return slice_result{r.error(), false};
+    } else {
+      auto r = co_await send_all(c.sock, hb.data(), hb.size());
+      if (!r) co_return slice_result{r.error(), false};
+    }
+    header_bytes rb;
+    auto r = co_await recv_all(c.sock, rb.data(), rb.size());
+    if (!r) co_return slice_result{r.error(), false};
+    auto resp = decode(rb);
+    const auto expect = it.op == op_kind::write ? wire_op::write_resp : wire_op::read_resp;
+    if (!resp || resp->op != expect || resp->request_id != h.request_id)
+      co_return slice_result{make_error_code(errc::transfer_fail), false};
+    if (resp->status != 0) {
+      if (resp->length != 0) co_return slice_result{make_error_code(errc::transfer_fail), false};
+      co_return slice_result{status_to_error(resp->status), true};
+    }
+    if (it.op == op_kind::read) {
+      if (resp->length != s.length) co_return slice_result{make_error_code(errc::transfer_fail), false};
+      auto p = co_await recv_all(c.sock, local, static_cast<std::size_t>(s.length));
+      if (!p) co_return slice_result{p.error(), false};
+    } else if (resp->length != 0) {
+      co_return slice_result{make_error_code(errc::transfer_fail), false};
+    }
+    co_return slice_result{};
+  }
+
+  task<result<std::unique_ptr<pooled_conn<tcp_socket>>>> connect(thread_state& ts, std::string endpoint) {
+    std::string host;
+    std::uint16_t port = 0;
+    if (!split_endpoint(endpoint, host, port)) co_return fail(errc::invalid_params);
+    std::vector<tcp::endpoint> targets;
+    boost::system::error_code ec;
+    auto addr = asio::ip::make_address(host, ec);
+    if (!ec) {
+      targets.emplace_back(addr, port);
+    } else {
+      tcp::resolver res(ts.ex);
+      auto [rec, found] = co_await res.async_resolve(host, std::to_string(port),
+                                                      asio::as_tuple(asio::use_awaitable));
+      if (rec) co_return fail(rec == asio::error::operation_aborted ? errc::cancelled : errc::transfer_fail);
+      for (auto& e : found) targets.push_back(e.endpoint());
+    }
+    boost::system::error_code last = make_error_code(errc::transfer_fail);
+    for (auto& t : targets) {
+      tcp_socket s(ts.ex);
+      auto [cec] = co_await s.async_connect(t, asio::as_tuple(asio::use_awaitable));
+      if (cec) {
+        if (cec == asio::error::operation_aborted) co_return fail(errc::cancelled);
+        continue;
+      }
+      boost::system::error_code ig;
+      s.set_option(tcp::no_delay(true), ig);
+      s.set_option(asio::socket_base::keep_alive(true), ig);
+      s.non_blocking(true, ig);
+      if (ig) continue;
+      co_return std::make_unique<pooled_conn<tcp_socket>>(std::move(s), ts.live, &eng_.counters_.outbound);
+    }
+    co_return last;
+  }
+
+  engine_impl& eng_;
+};
+
+}  // namespace
+
+std::unique_ptr<transport> make_tcp_transport(engine_impl& eng) { return std::make_unique<tcp_transport>(eng); }
+
+bool split_endpoint(const std::string& ep, std::string& host, std::uint16_t& port) {
+  auto colon = ep.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 >= ep.size()) return false;
+  host = ep.substr(0, colon);
+  if (host.front() == '[') {
+    if (host.size() < 3 || host.back() != ']') return false;
+    host = host.substr(1, host.size() - 2);
+  }
+  unsigned long v = 0;
+  for (std::size_t i = colon + 1; i < ep.size(); ++i) {
+    if (ep[i] < '0' || ep[i] > '9') return false;
+    v = v * 10 + static_cast<unsigned long>(ep[i] - '0');
+    if (v > 65535) return false;
+  }
+  if (v == 0) return false;
+  port = static_cast<std::uint16_t>(v);
+  return true;
+}
+
+}  // namespace mc::transfer::detail

@@ -1,0 +1,56 @@
+#pragma once
+// The internal transport interface. A transport moves a set of items that all
+// target one peer, on the calling runtime thread. Designed so that a verbs
+// transport fits: registration hooks (ibv_reg_mr; the token is the rkey),
+// several connections (QPs) per peer inside execute(), completion as events.
+#include "mc/runtime/error.hpp"
+#include "mc/runtime/task.hpp"
+#include "mc/transfer/types.hpp"
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+
+namespace mc::transfer::detail {
+
+struct region_entry;
+struct thread_state;
+
+/// One request after validation, as a transport sees it.
+struct transfer_item {
+  op_kind op = op_kind::read;
+  std::byte* local = nullptr;
+  std::uint64_t length = 0;
+  std::uint64_t address = 0;
+  std::uint64_t token = 0;
+  /// Final result, valid once `done`. Until then `cancelled` (the engine
+  /// turns it into timeout / shutting_down).
+  boost::system::error_code ec = make_error_code(errc::cancelled);
+  bool done = false;
+  transport_kind via = transport_kind::tcp;  // for the counters
+
+  void finish(boost::system::error_code e) noexcept {
+    if (done) return;
+    ec = e;
+    done = true;
+  }
+};
+
+class transport {
+ public:
+  virtual ~transport() = default;
+  virtual transport_kind kind() const noexcept = 0;
+  /// Moves every item (same peer) on the calling runtime thread, whose state
+  /// is `ts`. Sets each item's result with finish(); items left unfinished
+  /// when cancelled (deadline) stay `cancelled`. A transport that cannot
+  /// reach the peer at all finishes items with errc::unsupported so the
+  /// engine may fall back to another transport. Never throws for I/O errors.
+  virtual task<void> execute(thread_state& ts, const std::string& endpoint,
+                             std::span<transfer_item*> items) = 0;
+  /// Registration hooks (verbs: register / deregister the MR). No-ops here.
+  virtual mc::result<void> on_register(region_entry&) { return {}; }
+  virtual void on_unregister(region_entry&) noexcept {}
+};
+
+}  // namespace mc::transfer::detail

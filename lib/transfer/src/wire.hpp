@@ -1,0 +1,130 @@
+#pragma once
+// The data plane's binary wire protocol (TCP and the same-host control
+// socket). Every message starts with one fixed 48-byte little-endian header:
+//
+//   off size field
+//     0   4  magic       'M','C','X','F'
+//     4   1  version     1
+//     5   1  op          see `wire_op`
+//     6   2  flags       0 (unknown bits are rejected)
+//     8   4  status      0 in requests; 0 or an mc::errc value in responses
+//    12   4  reserved    0
+//    16   8  request_id  chosen by the initiator, echoed in the response
+//    24   8  address     target virtual address (requests); pid in shm_hello_resp
+//    32   8  length      bytes of the range; payload bytes that follow for
+//                        write_req and an ok read_resp
+//    40   8  token       the region's access token (requests)
+//
+// Payload follows the header only for write_req (exactly `length` bytes) and
+// for read_resp with status 0 (exactly the requested length). Everything is
+// validated on receipt; a violation closes the connection.
+#include "mc/runtime/error.hpp"
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+namespace mc::transfer::detail {
+
+inline constexpr std::uint32_t wire_magic = 0x4658434du;  // "MCXF" little-endian
+inline constexpr std::uint8_t wire_version = 1;
+inline constexpr std::size_t header_size = 48;
+/// Largest payload of one message (a slice); bigger requests are sliced.
+inline constexpr std::uint64_t max_wire_length = 256ull << 20;
+
+enum class wire_op : std::uint8_t {
+  read_req = 1,
+  read_resp = 2,
+  write_req = 3,
+  write_resp = 4,
+  shm_hello = 5,       // same-host control: first message of a connection
+  shm_hello_resp = 6,  // address = server pid
+  shm_grant = 7,       // flags: grant_write for a write grant
+  shm_grant_resp = 8,
+  shm_release = 9,     // request_id of the grant to release; no response
+};
+
+inline constexpr std::uint16_t grant_write = 1;
+
+struct header {
+  wire_op op{};
+  std::uint16_t flags = 0;
+  std::int32_t status = 0;
+  std::uint64_t request_id = 0;
+  std::uint64_t address = 0;
+  std::uint64_t length = 0;
+  std::uint64_t token = 0;
+};
+
+using header_bytes = std::array<std::byte, header_size>;
+
+namespace wire_le {
+template <class T>
+inline void store(std::byte* p, T v) noexcept {
+  for (std::size_t i = 0; i < sizeof(T); ++i)
+    p[i] = static_cast<std::byte>(static_cast<std::uint64_t>(v) >> (8 * i));
+}
+template <class T>
+inline T load(const std::byte* p) noexcept {
+  std::uint64_t v = 0;
+  for (std::size_t i = 0; i < sizeof(T); ++i) v |= std::uint64_t(std::to_integer<std::uint8_t>(p[i])) << (8 * i);
+  return static_cast<T>(v);
+}
+}  // namespace wire_le
+
+inline void encode(const header& h, header_bytes& out) noexcept {
+  std::byte* p = out.data();
+  wire_le::store<std::uint32_t>(p + 0, wire_magic);
+  wire_le::store<std::uint8_t>(p + 4, wire_version);
+  wire_le::store<std::uint8_t>(p + 5, static_cast<std::uint8_t>(h.op));
+  wire_le::store<std::uint16_t>(p + 6, h.flags);
+  wire_le::store<std::uint32_t>(p + 8, static_cast<std::uint32_t>(h.status));
+  wire_le::store<std::uint32_t>(p + 12, 0);
+  wire_le::store<std::uint64_t>(p + 16, h.request_id);
+  wire_le::store<std::uint64_t>(p + 24, h.address);
+  wire_le::store<std::uint64_t>(p + 32, h.length);
+  wire_le::store<std::uint64_t>(p + 40, h.token);
+}
+
+/// Structural validation (magic, version, op range, reserved, flags, length
+/// bound, address overflow). Semantic checks (which op is expected, ids,
+/// status values) are the receiver's.
+inline mc::result<header> decode(const header_bytes& in) noexcept {
+  const std::byte* p = in.data();
+  if (wire_le::load<std::uint32_t>(p) != wire_magic) return fail(errc::transfer_fail);
+  if (wire_le::load<std::uint8_t>(p + 4) != wire_version) return fail(errc::transfer_fail);
+  header h;
+  auto op = wire_le::load<std::uint8_t>(p + 5);
+  if (op < 1 || op > 9) return fail(errc::transfer_fail);
+  h.op = static_cast<wire_op>(op);
+  h.flags = wire_le::load<std::uint16_t>(p + 6);
+  h.status = static_cast<std::int32_t>(wire_le::load<std::uint32_t>(p + 8));
+  if (wire_le::load<std::uint32_t>(p + 12) != 0) return fail(errc::transfer_fail);
+  h.request_id = wire_le::load<std::uint64_t>(p + 16);
+  h.address = wire_le::load<std::uint64_t>(p + 24);
+  h.length = wire_le::load<std::uint64_t>(p + 32);
+  h.token = wire_le::load<std::uint64_t>(p + 40);
+  if (h.flags & ~grant_write) return fail(errc::transfer_fail);
+  if (h.flags != 0 && h.op != wire_op::shm_grant) return fail(errc::transfer_fail);
+  if (h.length > max_wire_length && h.op != wire_op::shm_grant && h.op != wire_op::shm_grant_resp)
+    return fail(errc::transfer_fail);
+  if (h.status > 0) return fail(errc::transfer_fail);
+  return h;
+}
+
+/// Maps a status received from a peer to an error code: the codes a target
+/// may legitimately send map to themselves, anything else to transfer_fail.
+inline boost::system::error_code status_to_error(std::int32_t s) noexcept {
+  switch (static_cast<errc>(s)) {
+    case errc::access_denied:
+    case errc::out_of_range:
+    case errc::invalid_params:
+    case errc::shutting_down:
+      return make_error_code(static_cast<errc>(s));
+    default:
+      return make_error_code(errc::transfer_fail);
+  }
+}
+
+}  // namespace mc::transfer::detail

@@ -1,0 +1,422 @@
+#include "mc/runtime/deadline.hpp"
+#include "mc/runtime/when_all.hpp"
+#include "transfer_fixture.hpp"
+
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/write.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <stdexcept>
+#include <thread>
+
+using namespace std::chrono_literals;
+using namespace mc::transfer;
+using mc::transfer::test::bytes;
+using mc::transfer::test::cbytes;
+using mc::transfer::test::loopback_options;
+using mc::transfer::test::two_engines;
+
+namespace {
+
+/// Writes `n` random bytes into a fresh region of b and reads them back.
+void round_trip(two_engines& t, std::size_t n, std::uint64_t seed) {
+  std::vector<std::uint8_t> target(n + 64, 0xAB);
+  auto reg = t.b->register_memory(target.data() + 32, n);
+  REQUIRE(reg.has_value());
+  auto src = mc::test::random_bytes(n, seed);
+  auto w = t.rt.block_on(t.a->write(cbytes(src), reg->describe()));
+  REQUIRE_MESSAGE(w.has_value(), "write of " << n << ": " << w.error().message());
+  CHECK(mc::test::checksum(target.data() + 32, n) == mc::test::checksum(src.data(), n));
+  // Guard bytes around the region are untouched.
+  for (int i = 0; i < 32; ++i) {
+    CHECK(target[i] == 0xAB);
+    CHECK(target[32 + n + i] == 0xAB);
+  }
+  std::vector<std::uint8_t> back(n, 0);
+  auto r = t.rt.block_on(t.a->read(bytes(back), reg->describe()));
+  REQUIRE_MESSAGE(r.has_value(), "read of " << n << ": " << r.error().message());
+  CHECK(mc::test::checksum(back.data(), n) == mc::test::checksum(src.data(), n));
+}
+
+}  // namespace
+
+TEST_SUITE("transfer_engine") {
+  TEST_CASE("random payloads survive a TCP round trip at odd sizes and slice boundaries") {
+    two_engines t;
+    const std::size_t s = t.a->options().slice_size;
+    std::uint64_t seed = 1;
+    for (std::size_t n : {std::size_t(1), std::size_t(7), std::size_t(4095), std::size_t(65537), s - 1, s, s + 1,
+                          3 * s + 17, 2 * s - 1})
+      round_trip(t, n, seed++);
+  }
+
+  TEST_CASE("a 64 MiB payload survives a TCP round trip") {
+    two_engines t;
+    round_trip(t, 64u << 20, 99);
+  }
+
+  TEST_CASE("small slices spread one request over many connections") {
+    auto o = loopback_options();
+    o.slice_size = 4096;
+    two_engines t(o);
+    round_trip(t, 1000003, 5);
+    CHECK(t.a->stats().outbound_connections <= o.connections_per_peer * t.rt.size());
+  }
+
+  TEST_CASE("a wrong token is refused with ACCESS_DENIED and nothing is written") {
+    two_engines t;
+    std::vector<std::uint8_t> target(4096, 0x11);
+    auto reg = t.b->register_memory(target.data(), target.size());
+    REQUIRE(reg);
+    auto d = reg->describe();
+    d.token ^= 1;
+    auto src = mc::test::random_bytes(4096, 3);
+    auto w = t.rt.block_on(t.a->write(cbytes(src), d));
+    REQUIRE(w.has_error());
+    CHECK(mc::is(w.error(), mc::errc::access_denied));
+    for (auto b : target) REQUIRE(b == 0x11);
+    std::vector<std::uint8_t> back(4096, 0x22);
+    auto r = t.rt.block_on(t.a->read(bytes(back), d));
+    CHECK(mc::is(r.error(), mc::errc::access_denied));
+    // The connection stays usable after a refusal (payload was drained).
+    auto ok = t.rt.block_on(t.a->write(cbytes(src), reg->describe()));
+    CHECK(ok.has_value());
+    CHECK(std::memcmp(target.data(), src.data(), src.size()) == 0);
+    CHECK(t.b->stats().served_rejects == 2);
+  }
+
+  TEST_CASE("one byte past the end of a region is refused with OUT_OF_RANGE and nothing is written") {
+    two_engines t;
+    std::vector<std::uint8_t> target(8192, 0x33);
+    auto reg = t.b->register_memory(target.data(), 4096);
+    REQUIRE(reg);
+    auto d = reg->describe();
+    d.length = 4097;  // a forged descriptor
+    auto src = mc::test::random_bytes(4097, 4);
+    auto w = t.rt.block_on(t.a->write(cbytes(src), d));
+    REQUIRE(w.has_error());
+    CHECK(mc::is(w.error(), mc::errc::out_of_range));
+    for (auto b : target) REQUIRE(b == 0x33);
+    auto d2 = reg->describe(4095, 1);
+    d2.address += 1;  // starts at the end
+    auto w2 = t.rt.block_on(t.a->write(cbytes(src).first(1), d2));
+    CHECK(mc::is(w2.error(), mc::errc::out_of_range));
+    for (auto b : target) REQUIRE(b == 0x33);
+  }
+
+  TEST_CASE("an unregistered region is refused with OUT_OF_RANGE and nothing is written") {
+    two_engines t;
+    std::vector<std::uint8_t> target(4096, 0x44);
+    auto reg = t.b->register_memory(target.data(), target.size());
+    REQUIRE(reg);
+    auto d = reg->describe();
+    reg->reset();
+    auto src = mc::test::random_bytes(4096, 5);
+    auto w = t.rt.block_on(t.a->write(cbytes(src), d));
+    REQUIRE(w.has_error());
+    CHECK(mc::is(w.error(), mc::errc::out_of_range));
+    for (auto b : target) REQUIRE(b == 0x44);
+    CHECK(t.b->stats().registered_regions == 0);
+  }
+
+  TEST_CASE("caller errors are INVALID_PARAMS and empty transfers succeed") {
+    two_engines t;
+    std::vector<std::uint8_t> target(100);
+    auto reg = t.b->register_memory(target.data(), target.size());
+    REQUIRE(reg);
+    std::vector<std::uint8_t> big(101);
+    CHECK(mc::is(t.rt.block_on(t.a->write(cbytes(big), reg->describe())).error(), mc::errc::invalid_params));
+    auto d = reg->describe();
+    d.endpoint.clear();
+    CHECK(mc::is(t.rt.block_on(t.a->read(bytes(target).first(10), d)).error(), mc::errc::invalid_params));
+    CHECK(t.rt.block_on(t.a->read(std::span<std::byte>(), reg->describe())).has_value());
+    CHECK_THROWS_AS((void)reg->describe(50, 51), std::out_of_range);
+    CHECK(t.b->register_memory(nullptr, 10).error() == mc::errc::invalid_params);
+    CHECK(t.b->register_memory(target.data(), 0).error() == mc::errc::invalid_params);
+  }
+
+  TEST_CASE("a batch returns one result per request, in order") {
+    two_engines t;
+    std::vector<std::uint8_t> target(1 << 20, 0);
+    auto reg = t.b->register_memory(target.data(), target.size());
+    REQUIRE(reg);
+    auto src = mc::test::random_bytes(1 << 20, 6);
+    std::vector<request> reqs;
+    const std::size_t part = (1 << 20) / 16;
+    for (std::size_t i = 0; i < 16; ++i)
+      reqs.push_back(request::make_write(cbytes(src).subspan(i * part, part), reg->describe(i * part, part)));
+    auto bad = reg->describe(0, 8);
+    bad.token += 1;
+    reqs.insert(reqs.begin() + 3, request::make_write(cbytes(src).first(8), bad));
+    auto res = t.rt.block_on(t.a->batch(std::move(reqs)));
+    REQUIRE(res.size() == 17);
+    for (std::size_t i = 0; i < res.size(); ++i) {
+      if (i == 3)
+        CHECK(mc::is(res[i].error(), mc::errc::access_denied));
+      else
+        CHECK(res[i].has_value());
+    }
+    CHECK(std::memcmp(target.data(), src.data(), src.size()) == 0);
+  }
+
+  TEST_CASE("many concurrent transfers from both threads all land intact") {
+    two_engines t;
+    constexpr std::size_t n = 64, size = 100003;
+    std::vector<std::vector<std::uint8_t>> targets(n, std::vector<std::uint8_t>(size));
+    std::vector<mc::transfer::region> regs;
+    for (auto& v : targets) regs.push_back(std::move(*t.b->register_memory(v.data(), v.size())));
+    std::vector<std::vector<std::uint8_t>> srcs, backs;
+    for (std::size_t i = 0; i < n; ++i) {
+      srcs.push_back(mc::test::random_bytes(size, 100 + i));
+      backs.emplace_back(size);
+    }
+    std::atomic<int> good{0};
+    auto one = [](engine* e, std::span<const std::byte> s, std::span<std::byte> back, remote_buffer d,
+                  std::atomic<int>* good) -> mc::task<int> {
+      auto w = co_await e->write(s, d);
+      if (!w) co_return 0;
+      auto r = co_await e->read(back, d);
+      if (r && std::memcmp(back.data(), s.data(), s.size()) == 0) good->fetch_add(1);
+      co_return 0;
+    };
+    auto all = [&](std::size_t thread) -> mc::task<int> {
+      std::vector<mc::task<int>> ts;
+      for (std::size_t i = thread; i < n; i += 2)
+        ts.push_back(one(t.a.get(), cbytes(srcs[i]), bytes(backs[i]), regs[i].describe(), &good));
+      co_await mc::when_all(std::move(ts));
+      co_return 0;
+    };
+    std::thread other([&] { t.rt.block_on(all(1), 1); });
+    t.rt.block_on(all(0), 0);
+    other.join();
+    CHECK(good.load() == int(n));
+    CHECK(t.a->stats().initiated[0].errors == 0);
+  }
+
+  TEST_CASE("1000 writes each immediately read back never see a stale byte") {
+    two_engines t;
+    std::vector<std::uint8_t> target(65536 + 3);
+    auto reg = t.b->register_memory(target.data(), target.size());
+    REQUIRE(reg);
+    auto body = [](engine* e, remote_buffer d) -> mc::task<int> {
+      std::vector<std::uint8_t> back(d.length);
+      int stale = 0;
+      for (int i = 0; i < 1000; ++i) {
+        auto src = mc::test::random_bytes(d.length, 1000 + i);
+        auto w = co_await e->write(cbytes(src), d);
+        if (!w) co_return -1;
+        auto r = co_await e->read(bytes(back), d);
+        if (!r) co_return -1;
+        if (std::memcmp(back.data(), src.data(), src.size()) != 0) ++stale;
+      }
+      co_return stale;
+    };
+    CHECK(t.rt.block_on(body(t.a.get(), reg->describe())) == 0);
+  }
+
+  TEST_CASE("in-process transport is chosen automatically for an engine of this process") {
+    two_engines t(loopback_options(std::nullopt), loopback_options(std::nullopt));
+    round_trip(t, 3 * (1 << 20) + 5, 7);
+    auto s = t.a->stats();
+    CHECK(s.initiated[std::size_t(transport_kind::in_process)].write_ops == 1);
+    CHECK(s.initiated[std::size_t(transport_kind::tcp)].write_ops == 0);
+    // Same checks as a remote target.
+    std::vector<std::uint8_t> target(64, 1);
+    auto reg = t.b->register_memory(target.data(), target.size());
+    auto d = reg->describe();
+    d.token ^= 0xff;
+    std::vector<std::uint8_t> src(64, 2);
+    CHECK(mc::is(t.rt.block_on(t.a->write(cbytes(src), d)).error(), mc::errc::access_denied));
+    for (auto b : target) REQUIRE(b == 1);
+  }
+}
+
+TEST_SUITE("transfer_engine_failures") {
+  TEST_CASE("a peer that accepts but never answers yields TIMEOUT within the deadline") {
+    mc::runtime::runtime rt(1);
+    rt.start();
+    boost::asio::io_context io;
+    boost::asio::ip::tcp::acceptor acc(io, {boost::asio::ip::make_address("127.0.0.1"), 0});
+    std::vector<boost::asio::ip::tcp::socket> held;
+    std::atomic<bool> done{false};
+    std::thread server([&] {
+      while (!done) {
+        boost::system::error_code ec;
+        auto s = acc.accept(ec);
+        if (!ec) held.push_back(std::move(s));
+      }
+    });
+    engine a(rt, loopback_options());
+    REQUIRE(a.start());
+    remote_buffer d{"127.0.0.1:" + std::to_string(acc.local_endpoint().port()), 4096, 1 << 20, 42};
+    std::vector<std::uint8_t> buf(1 << 20);
+    auto t0 = std::chrono::steady_clock::now();
+    auto r = rt.block_on(a.read(bytes(buf), d, 300ms));
+    auto took = std::chrono::steady_clock::now() - t0;
+    CHECK(mc::is(r.error(), mc::errc::timeout));
+    CHECK(took < 2s);
+    auto w = rt.block_on(a.write(cbytes(buf), d, 300ms));
+    CHECK(mc::is(w.error(), mc::errc::timeout));
+    done = true;
+    boost::asio::ip::tcp::socket poke(io);
+    boost::system::error_code ec;
+    poke.connect(acc.local_endpoint(), ec);
+    server.join();
+    a.stop();
+  }
+
+  TEST_CASE("a peer that resets the connection yields TRANSFER_FAIL, and nobody listening too") {
+    mc::runtime::runtime rt(1);
+    rt.start();
+    boost::asio::io_context io;
+    boost::asio::ip::tcp::acceptor acc(io, {boost::asio::ip::make_address("127.0.0.1"), 0});
+    auto port = acc.local_endpoint().port();
+    std::thread server([&] {
+      boost::system::error_code ec;
+      for (int i = 0; i < 8; ++i) {
+        auto s = acc.accept(ec);
+        if (ec) break;
+        s.set_option(boost::asio::socket_base::linger(true, 0), ec);
+        std::uint8_t junk[48];
+        s.read_some(boost::asio::buffer(junk), ec);
+        s.close(ec);  // RST
+      }
+    });
+    engine a(rt, loopback_options());
+    REQUIRE(a.start());
+    remote_buffer d{"127.0.0.1:" + std::to_string(port), 4096, 4096, 42};
+    std::vector<std::uint8_t> buf(4096);
+    auto r = rt.block_on(a.read(bytes(buf), d, 5s));
+    CHECK(mc::is(r.error(), mc::errc::transfer_fail));
+    acc.close();
+    std::vector<std::uint8_t> junk(48);
+    {
+      boost::asio::ip::tcp::socket poke(io);
+      boost::system::error_code ec;
+      poke.connect({boost::asio::ip::make_address("127.0.0.1"), port}, ec);
+    }
+    server.join();
+    auto r2 = rt.block_on(a.read(bytes(buf), d, 5s));
+    CHECK(mc::is(r2.error(), mc::errc::transfer_fail));
+    a.stop();
+  }
+
+  TEST_CASE("a malformed header closes the connection and a refused write's payload is drained") {
+    two_engines t;
+    std::vector<std::uint8_t> target(4096, 0x55);
+    auto reg = t.b->register_memory(target.data(), target.size());
+    std::string host;
+    auto ep = t.b->endpoint();
+    auto port = static_cast<std::uint16_t>(std::stoi(ep.substr(ep.rfind(':') + 1)));
+    boost::asio::io_context io;
+    boost::asio::ip::tcp::socket s(io);
+    s.connect({boost::asio::ip::make_address("127.0.0.1"), port});
+    std::uint8_t garbage[48] = {'G', 'E', 'T', ' '};
+    boost::asio::write(s, boost::asio::buffer(garbage));
+    std::uint8_t one;
+    boost::system::error_code ec;
+    s.read_some(boost::asio::buffer(&one, 1), ec);
+    CHECK(ec == boost::asio::error::eof);
+    for (auto b : target) REQUIRE(b == 0x55);
+  }
+
+  TEST_CASE("unregistering a region while writes stream into it is safe") {
+    auto o = loopback_options();
+    o.slice_size = 64 * 1024;
+    two_engines t(o);
+    std::vector<std::uint8_t> target(16u << 20);
+    auto reg = t.b->register_memory(target.data(), target.size());
+    auto d = reg->describe();
+    auto src = mc::test::random_bytes(target.size(), 8);
+    std::atomic<int> started{0};
+    auto writer = [](engine* e, std::span<const std::byte> s, remote_buffer d,
+                     std::atomic<int>* started) -> mc::task<int> {
+      int failures = 0;
+      for (int i = 0; i < 50; ++i) {
+        started->fetch_add(1);
+        auto w = co_await e->write(s, d);
+        if (!w) {
+          if (!mc::is(w.error(), mc::errc::out_of_range) && !mc::is(w.error(), mc::errc::transfer_fail)) co_return -1;
+          ++failures;
+        }
+      }
+      co_return failures;
+    };
+    std::thread w([&] { CHECK(t.rt.block_on(writer(t.a.get(), cbytes(src), d, &started), 0) > 0); });
+    while (started.load() < 2) std::this_thread::yield();
+    REQUIRE(t.b->unregister_memory(reg->token()));
+    // From here on nothing may land in the buffer.
+    std::memset(target.data(), 0x77, target.size());
+    w.join();
+    for (std::size_t i = 0; i < target.size(); i += 4096) REQUIRE(target[i] == 0x77);
+    CHECK(std::all_of(target.begin(), target.end(), [](auto b) { return b == 0x77; }));
+  }
+
+  TEST_CASE("stop with transfers in flight fails them promptly instead of hanging") {
+    auto t = std::make_unique<two_engines>();
+    std::vector<std::uint8_t> target(32u << 20);
+    auto reg = t->b->register_memory(target.data(), target.size());
+    auto src = mc::test::random_bytes(target.size(), 9);
+    std::atomic<int> started{0};
+    mc::result<void> last;
+    std::thread w([&] {
+      auto loop = [](engine* e, std::span<const std::byte> s, remote_buffer d, std::atomic<int>* st,
+                     mc::result<void>* last) -> mc::task<int> {
+        for (;;) {
+          st->fetch_add(1);
+          *last = co_await e->write(s, d, 30s);
+          if (!*last) co_return 0;
+        }
+      };
+      t->rt.block_on(loop(t->a.get(), cbytes(src), reg->describe(), &started, &last), 1);
+    });
+    while (started.load() < 2) std::this_thread::yield();
+    auto t0 = std::chrono::steady_clock::now();
+    t->a->stop();
+    w.join();
+    CHECK(std::chrono::steady_clock::now() - t0 < 5s);
+    REQUIRE(last.has_error());
+    CHECK((mc::is(last.error(), mc::errc::shutting_down) || mc::is(last.error(), mc::errc::transfer_fail)));
+  }
+
+  TEST_CASE("configuration errors are clear") {
+    mc::runtime::runtime rt(1);
+    rt.start();
+    engine_options o;
+    o.protocol = "rdma";
+    CHECK_THROWS_WITH_AS(engine(rt, o), doctest::Contains("not built yet"), std::invalid_argument);
+    engine_options s;
+    s.slice_size = 1;
+    CHECK_THROWS_AS(engine(rt, s), std::invalid_argument);
+    engine a(rt, loopback_options());
+    REQUIRE(a.start());
+    auto o2 = loopback_options();
+    auto ep = a.endpoint();
+    o2.port = static_cast<std::uint16_t>(std::stoi(ep.substr(ep.rfind(':') + 1)));
+    engine b(rt, o2);
+    auto r = b.start();
+    REQUIRE(r.has_error());
+    CHECK(mc::is(r.error(), mc::errc::io_error));
+    engine_options bad;
+    bad.bind_host = "not-an-address";
+    engine c(rt, bad);
+    CHECK(mc::is(c.start().error(), mc::errc::invalid_params));
+  }
+
+  TEST_CASE("the advertised endpoint is the bound address, or a real interface for a wildcard") {
+    mc::runtime::runtime rt(1);
+    rt.start();
+    engine a(rt, loopback_options());
+    REQUIRE(a.start());
+    CHECK(a.endpoint().rfind("127.0.0.1:", 0) == 0);
+    engine_options w;
+    w.bind_host = "0.0.0.0";
+    w.advertise_host = "node7.example";
+    engine b(rt, w);
+    REQUIRE(b.start());
+    CHECK(b.endpoint().rfind("node7.example:", 0) == 0);
+  }
+}
