@@ -1,0 +1,52 @@
+#pragma once
+// kj::AsyncIoStream over an asio TCP socket, reactive: readiness is awaited
+// with async_wait and data moves with non-blocking read/write, so the kernel
+// never holds a KJ buffer across a suspension and dropping a KJ promise is
+// always safe (with io_uring a pending recv would write into freed memory).
+// Asio handlers hold only a shared_ptr to plain state, never a KJ object.
+#include "mc/runtime/deadline.hpp"
+
+#include <boost/asio/ip/tcp.hpp>
+#include <kj/async-io.h>
+
+#include <atomic>
+#include <memory>
+
+namespace mc::rpc::detail {
+
+class asio_stream final : public kj::AsyncIoStream {
+ public:
+  /// `sock` must belong to the calling thread's io_context.
+  explicit asio_stream(boost::asio::ip::tcp::socket sock);
+  ~asio_stream() noexcept(false);
+
+  kj::Promise<size_t> tryRead(void* buffer, size_t min_bytes, size_t max_bytes) override;
+  kj::Promise<void> write(const void* buffer, size_t size) override;
+  kj::Promise<void> write(kj::ArrayPtr<const kj::ArrayPtr<const kj::byte>> pieces) override;
+  kj::Promise<void> whenWriteDisconnected() override;
+  void shutdownWrite() override;
+  void abortRead() override;
+  void getsockopt(int level, int option, void* value, kj::uint* length) override;
+  void setsockopt(int level, int option, const void* value, kj::uint length) override;
+  kj::Maybe<int> getFd() const override;
+
+  /// Last time bytes moved in either direction.
+  mc::time_point last_activity() const noexcept { return last_activity_; }
+  /// Shuts the socket down both ways: pending and future reads see EOF,
+  /// writes fail. The owner notices through its normal error path.
+  void close() noexcept;
+
+  struct core;
+
+ private:
+  kj::Promise<void> wait_readable();
+  kj::Promise<void> wait_writable();
+  kj::Promise<size_t> read_loop(kj::byte* buf, size_t min_bytes, size_t max_bytes, size_t done);
+  kj::Promise<void> write_loop(const kj::byte* buf, size_t size);
+  kj::Promise<void> writev_loop(kj::Array<kj::ArrayPtr<const kj::byte>> pieces, size_t first);
+
+  std::shared_ptr<core> core_;
+  mc::time_point last_activity_;
+};
+
+}  // namespace mc::rpc::detail

@@ -1,0 +1,85 @@
+#pragma once
+// Per-thread bounded cache of client connections (LRU + idle close +
+// reconnect after failure). Lives in the thread_context; KJ objects inside.
+#include "mc/rpc/client.hpp"
+#include "mc/runtime/error.hpp"
+#include "mc/runtime/task.hpp"
+
+#include <boost/asio/steady_timer.hpp>
+#include <capnp/capability.h>
+#include <capnp/rpc-twoparty.h>
+
+#include <list>
+#include <map>
+#include <memory>
+#include <string>
+#include <unordered_map>
+
+namespace mc::rpc::detail {
+
+class thread_context;
+class asio_stream;
+
+/// One cached connection to a peer. Members are touched on the owning thread only.
+struct client_connection {
+  enum class state { connecting, ready, broken, closed };
+  explicit client_connection(std::string ep);
+  ~client_connection();
+  /// Destroys the KJ objects (in order) and wakes waiters.
+  void close() noexcept;
+
+  std::string endpoint;
+  state st = state::connecting;
+  mc::time_point last_used;
+  boost::system::error_code connect_error;
+  std::string connect_message;
+  std::unique_ptr<boost::asio::steady_timer> ready_event;  // cancelled when connecting ends
+  std::list<client_connection*>::iterator lru_pos;
+
+  kj::Own<asio_stream> stream;
+  kj::Own<capnp::TwoPartyVatNetwork> network;
+  kj::Own<capnp::RpcSystem<capnp::rpc::twoparty::VatId>> rpc;
+  kj::Maybe<capnp::Capability::Client> bootstrap;
+  std::map<std::string, capnp::Capability::Client> services;
+  kj::Promise<void> watch = nullptr;
+
+  mc::time_point idle_since() const noexcept;
+};
+
+class client_cache : public std::enable_shared_from_this<client_cache> {
+ public:
+  client_cache(thread_context& tc, client_options opts);
+  ~client_cache();
+  client_cache(const client_cache&) = delete;
+  client_cache& operator=(const client_cache&) = delete;
+
+  /// A ready connection to `endpoint` (existing or new). Errors: rpc_fail,
+  /// timeout (connect_timeout), shutting_down.
+  mc::task<mc::result<std::shared_ptr<client_connection>>> acquire(std::string endpoint);
+
+  /// Closes and forgets every connection.
+  void close_all() noexcept;
+
+  const client_options& options() const noexcept { return opts_; }
+  client_stats stats() const noexcept;
+  bool closed() const noexcept { return closed_; }
+
+ private:
+  mc::task<mc::result<void>> open(std::shared_ptr<client_connection> c);
+  void erase(const std::shared_ptr<client_connection>& c) noexcept;
+  bool make_room() noexcept;
+  void touch(client_connection& c) noexcept;
+  void arm_sweep();
+  void sweep();
+
+  thread_context& tc_;
+  client_options opts_;
+  std::unordered_map<std::string, std::shared_ptr<client_connection>> by_endpoint_;
+  std::list<client_connection*> lru_;  // front = most recently used
+  boost::asio::steady_timer sweep_timer_;
+  bool sweep_armed_ = false;
+  bool closed_ = false;
+  client_stats stats_;
+};
+
+}  // namespace mc::rpc::detail

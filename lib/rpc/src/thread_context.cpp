@@ -1,0 +1,213 @@
+#include "thread_context.hpp"
+
+#include "client_cache.hpp"
+#include "mc/rpc/client.hpp"
+#include "mc/runtime/runtime.hpp"
+
+#include <boost/asio/post.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <kj/debug.h>
+
+#include <cstdio>
+#include <stdexcept>
+
+namespace mc::rpc::detail {
+
+// ---------------------------------------------------------------- event port
+
+struct asio_event_port::core {
+  explicit core(boost::asio::io_context& c) : io(c) {}
+  boost::asio::io_context& io;
+  kj::EventLoop* loop = nullptr;  // touched on the owning thread only
+  bool scheduled = false;
+};
+
+namespace {
+// Turns per posted run: small enough that asio handlers interleave with a
+// busy KJ queue, large enough to amortise the post.
+constexpr unsigned max_turns_per_run = 256;
+
+void schedule(const std::shared_ptr<asio_event_port::core>& c) {
+  if (c->scheduled || !c->loop) return;
+  c->scheduled = true;
+  boost::asio::post(c->io, [c] {
+    c->scheduled = false;
+    if (!c->loop) return;
+    c->loop->run(max_turns_per_run);
+    // run() only reports transitions to the port; re-post while work remains.
+    if (c->loop && c->loop->isRunnable()) schedule(c);
+  });
+}
+}  // namespace
+
+asio_event_port::asio_event_port(boost::asio::io_context& io) : core_(std::make_shared<core>(io)) {}
+asio_event_port::~asio_event_port() { detach(); }
+void asio_event_port::attach(kj::EventLoop& loop) noexcept { core_->loop = &loop; }
+void asio_event_port::detach() noexcept { core_->loop = nullptr; }
+
+bool asio_event_port::wait() {
+  // Blocking inside an asio handler would deadlock the thread: KJ's wait() is
+  // not supported on an asio-hosted loop.
+  KJ_FAIL_REQUIRE("mc::rpc: kj::Promise::wait() is not allowed on a runtime thread; co_await it");
+}
+bool asio_event_port::poll() { return false; }
+void asio_event_port::setRunnable(bool runnable) {
+  if (runnable) schedule(core_);
+}
+void asio_event_port::wake() const {
+  // Cross-thread (kj::Executor); not used by mc::rpc but kept correct.
+  boost::asio::post(core_->io, [c = core_] {
+    if (c->loop && c->loop->isRunnable()) schedule(c);
+  });
+}
+
+// ------------------------------------------------------------ thread context
+
+namespace {
+thread_local thread_context* tls_context = nullptr;
+
+// Last-resort cleanup if a thread exits without mc::rpc::shutdown().
+struct exit_guard {
+  ~exit_guard() {
+    if (!tls_context) return;
+    std::fprintf(stderr, "mc::rpc: runtime thread exited without mc::rpc::shutdown(); tearing down\n");
+    thread_context::destroy_current();
+  }
+};
+thread_local exit_guard tls_exit_guard;
+}  // namespace
+
+thread_context::thread_context(boost::asio::io_context& io)
+    : io_(io), port_(io), loop_(port_), scope_(loop_), tasks_(kj::heap<kj::TaskSet>(*this)) {
+  port_.attach(loop_);
+}
+
+thread_context::~thread_context() { teardown(); }
+
+thread_context& thread_context::current() {
+  if (tls_context) return *tls_context;
+  auto* rt = mc::runtime::runtime::current();
+  int idx = mc::runtime::runtime::current_index();
+  if (!rt || idx < 0)
+    throw std::logic_error("mc::rpc: RPC objects may only be used on a runtime thread");
+  (void)&tls_exit_guard;  // make sure the guard exists on this thread
+  tls_context = new thread_context(rt->context(static_cast<std::size_t>(idx)));
+  return *tls_context;
+}
+
+thread_context* thread_context::find() noexcept { return tls_context; }
+
+void thread_context::destroy_current() noexcept {
+  auto* c = tls_context;
+  if (!c) return;
+  delete c;  // teardown() runs with tls_context still set (KJ code may look it up)
+  tls_context = nullptr;
+}
+
+void thread_context::teardown() noexcept {
+  try {
+    auto hooks = std::move(hooks_);
+    hooks_.clear();
+    for (auto& [key, f] : hooks) f();
+    close_clients();
+    for (auto* c = calls_head_; c; c = c->next) c->release_kj();
+    calls_head_ = nullptr;
+    calls_ = 0;
+    tasks_ = nullptr;  // pending awaits resume their coroutines with shutting_down
+    for (int i = 0; i < 1000 && loop_.isRunnable(); ++i) loop_.run();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "mc::rpc: error during thread teardown: %s\n", e.what());
+  }
+  port_.detach();
+  *alive_ = false;
+  for (auto* t : idle_waiters_) t->cancel();
+}
+
+void thread_context::taskFailed(kj::Exception&& e) {
+  // Task chains convert failures into outcomes; reaching here is a bug.
+  KJ_LOG(ERROR, "mc::rpc: unexpected task failure", e);
+}
+
+client_cache& thread_context::clients() {
+  if (!clients_) clients_ = std::make_shared<client_cache>(*this, get_client_options());
+  return *clients_;
+}
+
+void thread_context::close_clients() noexcept {
+  if (!clients_) return;
+  auto c = std::move(clients_);
+  c->close_all();
+}
+
+bool thread_context::enter_call(serving_call* c) noexcept {
+  if (draining_) return false;
+  c->prev = nullptr;
+  c->next = calls_head_;
+  if (calls_head_) calls_head_->prev = c;
+  calls_head_ = c;
+  ++calls_;
+  return true;
+}
+
+void thread_context::leave_call(serving_call* c) noexcept {
+  if (c->prev) c->prev->next = c->next; else calls_head_ = c->next;
+  if (c->next) c->next->prev = c->prev;
+  c->prev = c->next = nullptr;
+  if (calls_ && --calls_ == 0) {
+    for (auto* t : idle_waiters_) t->cancel();
+  }
+}
+
+mc::task<bool> thread_context::wait_calls_idle(mc::time_point deadline) {
+  auto alive = alive_;  // `this` may be torn down while we wait
+  while (calls_ > 0 && std::chrono::steady_clock::now() < deadline) {
+    boost::asio::steady_timer t(io_, deadline);
+    idle_waiters_.push_back(&t);
+    boost::system::error_code ec;
+    co_await t.async_wait(boost::asio::redirect_error(boost::asio::use_awaitable, ec));
+    if (!*alive) co_return true;
+    std::erase(idle_waiters_, &t);
+  }
+  co_return calls_ == 0;
+}
+
+void thread_context::add_teardown_hook(const void* key, std::function<void()> f) {
+  hooks_.emplace_back(key, std::move(f));
+}
+void thread_context::remove_teardown_hook(const void* key) noexcept {
+  std::erase_if(hooks_, [key](auto& h) { return h.first == key; });
+}
+
+// ------------------------------------------------------------------ bridge
+
+kj::TaskSet& thread_tasks() { return thread_context::current().tasks(); }
+
+}  // namespace mc::rpc::detail
+
+// ------------------------------------------------------- public thread API
+
+namespace mc::rpc {
+
+mc::task<void> shutdown_this_thread() {
+  auto* tc = detail::thread_context::find();
+  if (!tc) co_return;
+  auto ex = co_await boost::asio::this_coro::executor;
+  tc->close_clients();
+  // Calls cancelled by closed connections unwind quickly; bound the wait.
+  co_await tc->wait_calls_idle(std::chrono::steady_clock::now() + std::chrono::seconds(1));
+  // Let completions already posted (e.g. responses) reach their coroutines.
+  for (int i = 0; i < 4; ++i) co_await boost::asio::post(ex, boost::asio::use_awaitable);
+  detail::thread_context::destroy_current();
+}
+
+void shutdown(mc::runtime::runtime& rt) {
+  if (mc::runtime::runtime::current())
+    throw std::logic_error("mc::rpc::shutdown: call from a non-runtime thread");
+  for (std::size_t i = 0; i < rt.size(); ++i) rt.block_on(shutdown_this_thread(), i);
+}
+
+void close_thread_connections() {
+  if (auto* tc = detail::thread_context::find()) tc->close_clients();
+}
+
+}  // namespace mc::rpc

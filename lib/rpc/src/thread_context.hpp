@@ -1,0 +1,94 @@
+#pragma once
+// Per-runtime-thread KJ state: an EventLoop hosted on the thread's io_context
+// (asio drives; KJ is a guest), the thread's task set, the serving-call
+// registry used for draining, and the client connection cache.
+#include "mc/rpc/detail/bridge.hpp"
+#include "mc/runtime/task.hpp"
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include <functional>
+#include <memory>
+#include <vector>
+
+namespace mc::rpc::detail {
+
+class client_cache;
+
+/// kj::EventPort driven by asio: when KJ has work it posts a bounded
+/// loop.run() to the io_context and re-posts while work remains. Never blocks.
+class asio_event_port final : public kj::EventPort {
+ public:
+  explicit asio_event_port(boost::asio::io_context& io);
+  ~asio_event_port();
+  void attach(kj::EventLoop& loop) noexcept;
+  /// Stops scheduling (posted runs become no-ops).
+  void detach() noexcept;
+
+  bool wait() override;
+  bool poll() override;
+  void setRunnable(bool runnable) override;
+  void wake() const override;
+
+  struct core;
+
+ private:
+  std::shared_ptr<core> core_;
+};
+
+class thread_context final : public kj::TaskSet::ErrorHandler {
+ public:
+  /// The calling thread's context, created on first use. Throws
+  /// std::logic_error off a runtime thread.
+  static thread_context& current();
+  /// The calling thread's context if it exists.
+  static thread_context* find() noexcept;
+  /// Synchronous teardown of the calling thread's context (inside the loop:
+  /// call from an asio handler or coroutine of this thread). No-op if none.
+  static void destroy_current() noexcept;
+
+  boost::asio::io_context& io() noexcept { return io_; }
+  mc::executor executor() const { return io_.get_executor(); }
+  kj::TaskSet& tasks() { return *tasks_; }
+
+  client_cache& clients();
+  client_cache* clients_if_exists() noexcept { return clients_.get(); }
+  void close_clients() noexcept;
+
+  /// Serving-call registry. enter_call fails while any server drains here.
+  bool enter_call(serving_call* c) noexcept;
+  void leave_call(serving_call* c) noexcept;
+  std::size_t calls_in_flight() const noexcept { return calls_; }
+  void begin_drain() noexcept { ++draining_; }
+  void end_drain() noexcept { if (draining_) --draining_; }
+  /// Completes when no call is in flight or at `deadline`; true if idle.
+  mc::task<bool> wait_calls_idle(mc::time_point deadline);
+
+  /// Hooks run by teardown (servers register the destruction of their
+  /// per-thread KJ state so nothing survives the loop).
+  void add_teardown_hook(const void* key, std::function<void()> f);
+  void remove_teardown_hook(const void* key) noexcept;
+
+  ~thread_context();
+
+ private:
+  explicit thread_context(boost::asio::io_context& io);
+  void taskFailed(kj::Exception&& e) override;
+  void teardown() noexcept;
+
+  boost::asio::io_context& io_;
+  asio_event_port port_;
+  kj::EventLoop loop_;
+  kj::WaitScope scope_;
+  kj::Own<kj::TaskSet> tasks_;
+  std::shared_ptr<client_cache> clients_;
+  serving_call* calls_head_ = nullptr;
+  std::size_t calls_ = 0;
+  std::size_t draining_ = 0;
+  std::vector<boost::asio::steady_timer*> idle_waiters_;
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+  std::vector<std::pair<const void*, std::function<void()>>> hooks_;
+};
+
+}  // namespace mc::rpc::detail
