@@ -1,0 +1,42 @@
+#pragma once
+/// Typed coroutine client of the master (service "master"). KJ-free. Calls run
+/// on the calling runtime thread and use its RPC connection cache; each call
+/// has the given deadline. Errors: the master's mc::errc, or rpc_fail /
+/// timeout when the master cannot be reached.
+#include "mc/master/metadata.hpp"
+#include "mc/runtime/deadline.hpp"
+#include "mc/runtime/task.hpp"
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace mc::master {
+
+class master_client {
+ public:
+  /// `address` is "host:port" of the master's RPC server.
+  explicit master_client(std::string address, mc::duration timeout = std::chrono::seconds(10))
+      : address_(std::move(address)), timeout_(timeout) {}
+
+  const std::string& address() const noexcept { return address_; }
+
+  task<result<void>> register_client(client_info info);
+  task<result<void>> heartbeat(std::string client_id, std::uint64_t used, std::uint64_t capacity);
+  task<result<void>> unregister_client(std::string client_id);
+  /// One result per item, in order.
+  task<result<std::vector<result<void>>>> add_replicas(std::string client_id,
+                                                       std::vector<std::pair<std::string, std::uint64_t>> items);
+  task<result<std::vector<result<void>>>> remove_replicas(std::string client_id, std::vector<std::string> keys);
+  task<result<std::vector<result<key_info>>>> lookup(std::vector<std::string> keys);
+  task<result<key_info>> lookup(std::string key);
+  task<result<replica>> write_route(std::uint64_t size, std::string exclude = {});
+  task<result<std::vector<replica>>> remove_key(std::string key);
+  task<result<std::vector<client_status>>> clients();
+
+ private:
+  std::string address_;
+  mc::duration timeout_;
+};
+
+}  // namespace mc::master

@@ -1,0 +1,170 @@
+#include "mc/master/master_client.hpp"
+
+#include "master.capnp.h"
+#include "mc/rpc/capnp.hpp"
+
+namespace mc::master {
+namespace {
+
+result<void> from_status(Status::Reader s) {
+  if (s.getCode() == 0) return {};
+  return make_error_code(static_cast<errc>(s.getCode()));
+}
+
+replica read_replica(Replica::Reader r) {
+  return {r.getClientId(), r.getRpcEndpoint(), r.getTransferEndpoint()};
+}
+
+task<result<Master::Client>> connect_master(const std::string& address) {
+  co_return co_await mc::rpc::connect<Master>(address, "master");
+}
+
+}  // namespace
+
+task<result<void>> master_client::register_client(client_info info) {
+  auto m = co_await connect_master(address_);
+  if (!m) co_return m.error();
+  auto req = m->registerClientRequest();
+  auto i = req.initInfo();
+  i.setClientId(info.client_id);
+  i.setRpcEndpoint(info.rpc_endpoint);
+  i.setTransferEndpoint(info.transfer_endpoint);
+  i.setCapacity(info.capacity);
+  i.setUsed(info.used);
+  auto r = co_await mc::rpc::call(req.send(), timeout_);
+  if (!r) co_return r.error();
+  co_return from_status(r->getStatus());
+}
+
+task<result<void>> master_client::heartbeat(std::string client_id, std::uint64_t used, std::uint64_t capacity) {
+  auto m = co_await connect_master(address_);
+  if (!m) co_return m.error();
+  auto req = m->heartbeatRequest();
+  req.setClientId(client_id);
+  req.setUsed(used);
+  req.setCapacity(capacity);
+  auto r = co_await mc::rpc::call(req.send(), timeout_);
+  if (!r) co_return r.error();
+  co_return from_status(r->getStatus());
+}
+
+task<result<void>> master_client::unregister_client(std::string client_id) {
+  auto m = co_await connect_master(address_);
+  if (!m) co_return m.error();
+  auto req = m->unregisterClientRequest();
+  req.setClientId(client_id);
+  auto r = co_await mc::rpc::call(req.send(), timeout_);
+  if (!r) co_return r.error();
+  co_return from_status(r->getStatus());
+}
+
+task<result<std::vector<result<void>>>> master_client::add_replicas(
+    std::string client_id, std::vector<std::pair<std::string, std::uint64_t>> items) {
+  auto m = co_await connect_master(address_);
+  if (!m) co_return m.error();
+  auto req = m->addReplicasRequest();
+  req.setClientId(client_id);
+  auto list = req.initItems(static_cast<unsigned>(items.size()));
+  for (unsigned i = 0; i < items.size(); ++i) {
+    list[i].setKey(items[i].first);
+    list[i].setSize(items[i].second);
+  }
+  auto r = co_await mc::rpc::call(req.send(), timeout_);
+  if (!r) co_return r.error();
+  std::vector<result<void>> out;
+  for (auto s : r->getResults()) out.push_back(from_status(s));
+  if (out.size() != items.size()) co_return fail(errc::rpc_fail);
+  co_return out;
+}
+
+task<result<std::vector<result<void>>>> master_client::remove_replicas(std::string client_id,
+                                                                       std::vector<std::string> keys) {
+  auto m = co_await connect_master(address_);
+  if (!m) co_return m.error();
+  auto req = m->removeReplicasRequest();
+  req.setClientId(client_id);
+  auto list = req.initKeys(static_cast<unsigned>(keys.size()));
+  for (unsigned i = 0; i < keys.size(); ++i) list.set(i, keys[i]);
+  auto r = co_await mc::rpc::call(req.send(), timeout_);
+  if (!r) co_return r.error();
+  std::vector<result<void>> out;
+  for (auto s : r->getResults()) out.push_back(from_status(s));
+  if (out.size() != keys.size()) co_return fail(errc::rpc_fail);
+  co_return out;
+}
+
+task<result<std::vector<result<key_info>>>> master_client::lookup(std::vector<std::string> keys) {
+  auto m = co_await connect_master(address_);
+  if (!m) co_return m.error();
+  auto req = m->getReplicaListRequest();
+  auto list = req.initKeys(static_cast<unsigned>(keys.size()));
+  for (unsigned i = 0; i < keys.size(); ++i) list.set(i, keys[i]);
+  auto r = co_await mc::rpc::call(req.send(), timeout_);
+  if (!r) co_return r.error();
+  std::vector<result<key_info>> out;
+  for (auto kr : r->getResults()) {
+    if (auto st = from_status(kr.getStatus()); !st) {
+      out.emplace_back(st.error());
+      continue;
+    }
+    key_info ki;
+    ki.size = kr.getSize();
+    for (auto rep : kr.getReplicas()) ki.replicas.push_back(read_replica(rep));
+    out.emplace_back(std::move(ki));
+  }
+  if (out.size() != keys.size()) co_return fail(errc::rpc_fail);
+  co_return out;
+}
+
+task<result<key_info>> master_client::lookup(std::string key) {
+  std::vector<std::string> keys{std::move(key)};
+  auto r = co_await lookup(std::move(keys));
+  if (!r) co_return r.error();
+  co_return std::move(r->front());
+}
+
+task<result<replica>> master_client::write_route(std::uint64_t size, std::string exclude) {
+  auto m = co_await connect_master(address_);
+  if (!m) co_return m.error();
+  auto req = m->writeRouteRequest();
+  req.setSize(size);
+  req.setExclude(exclude);
+  auto r = co_await mc::rpc::call(req.send(), timeout_);
+  if (!r) co_return r.error();
+  if (auto st = from_status(r->getStatus()); !st) co_return st.error();
+  co_return read_replica(r->getReplica());
+}
+
+task<result<std::vector<replica>>> master_client::remove_key(std::string key) {
+  auto m = co_await connect_master(address_);
+  if (!m) co_return m.error();
+  auto req = m->removeKeyRequest();
+  req.setKey(key);
+  auto r = co_await mc::rpc::call(req.send(), timeout_);
+  if (!r) co_return r.error();
+  if (auto st = from_status(r->getStatus()); !st) co_return st.error();
+  std::vector<replica> out;
+  for (auto rep : r->getReplicas()) out.push_back(read_replica(rep));
+  co_return out;
+}
+
+task<result<std::vector<client_status>>> master_client::clients() {
+  auto m = co_await connect_master(address_);
+  if (!m) co_return m.error();
+  auto r = co_await mc::rpc::call(m->listClientsRequest().send(), timeout_);
+  if (!r) co_return r.error();
+  std::vector<client_status> out;
+  for (auto c : r->getClients()) {
+    client_status s;
+    auto i = c.getInfo();
+    s.info = {i.getClientId(), i.getRpcEndpoint(), i.getTransferEndpoint(), i.getCapacity(), i.getUsed()};
+    std::string h = c.getHealth();
+    s.state = h == "healthy" ? health::healthy : h == "suspect" ? health::suspect : health::dead;
+    s.since_heartbeat = std::chrono::milliseconds(c.getSinceHeartbeatMs());
+    s.keys = c.getKeys();
+    out.push_back(std::move(s));
+  }
+  co_return out;
+}
+
+}  // namespace mc::master

@@ -1,0 +1,108 @@
+#include "mc/master/master_client.hpp"
+#include "mc/master/master_server.hpp"
+#include "mc/rpc/client.hpp"
+#include "test_support.hpp"
+
+#include <doctest/doctest.h>
+
+using namespace std::chrono_literals;
+
+namespace {
+// gcc 12 miscompiles braced aggregates of std::string inside co_await
+// expressions ("array used as initializer"): build them outside.
+mc::master::client_info info(const char* id, const char* rpc, const char* te, std::uint64_t cap,
+                             std::uint64_t used) {
+  return {id, rpc, te, cap, used};
+}
+using items_t = std::vector<std::pair<std::string, std::uint64_t>>;
+
+struct fixture {
+  mc::runtime::runtime rt{2};
+  mc::master::master_options opts;
+  std::unique_ptr<mc::master::master_server> server;
+  fixture() {
+    rt.start();
+    opts.rpc_address = "127.0.0.1";
+    opts.rpc_port = 0;
+    opts.client_ttl = 200ms;
+    opts.client_drop_ttl = 400ms;
+    server = std::make_unique<mc::master::master_server>(rt, opts);
+    REQUIRE(server->start());
+  }
+  ~fixture() {
+    server->stop();
+    mc::rpc::shutdown(rt);
+    rt.stop();
+  }
+  std::string address() const { return "127.0.0.1:" + std::to_string(server->port()); }
+};
+}  // namespace
+
+TEST_SUITE("master rpc") {
+  TEST_CASE("a client registers, publishes replicas and looks them up over RPC") {
+    fixture f;
+    auto addr = f.address();
+    f.rt.block_on([](std::string addr) -> mc::task<void> {
+      mc::master::master_client m(addr, 2s);
+      REQUIRE((co_await m.register_client(info("a", "h:1", "h:2", 1000, 0))).has_value());
+      REQUIRE((co_await m.register_client(info("b", "h:3", "h:4", 1000, 500))).has_value());
+      items_t items{{"k1", 10}, {"k2", 20}, {"", 1}};
+      auto added = co_await m.add_replicas("a", std::move(items));
+      REQUIRE(added.has_value());
+      REQUIRE(added->size() == 3);
+      CHECK((*added)[0].has_value());
+      CHECK(mc::is((*added)[2].error(), mc::errc::invalid_key));
+      auto one = co_await m.lookup(std::string("k2"));
+      REQUIRE(one.has_value());
+      CHECK(one->size == 20);
+      REQUIRE(one->replicas.size() == 1);
+      CHECK(one->replicas[0].rpc_endpoint == "h:1");
+      auto missing = co_await m.lookup(std::string("nope"));
+      CHECK(mc::is(missing.error(), mc::errc::object_not_found));
+      auto route = co_await m.write_route(100);
+      REQUIRE(route.has_value());
+      CHECK(route->client_id == "a");
+      auto cl = co_await m.clients();
+      REQUIRE(cl.has_value());
+      CHECK(cl->size() == 2);
+      CHECK((*cl)[0].keys == 2);
+      auto removed = co_await m.remove_key("k1");
+      REQUIRE(removed.has_value());
+      CHECK(removed->size() == 1);
+      CHECK(mc::is((co_await m.heartbeat("ghost", 0, 0)).error(), mc::errc::client_not_found));
+    }(addr));
+  }
+
+  TEST_CASE("an unreachable master is an RPC error, not a hang") {
+    mc::runtime::runtime rt(1);
+    rt.start();
+    auto r = rt.block_on([]() -> mc::task<mc::result<void>> {
+      mc::master::master_client m("127.0.0.1:1", 2s);
+      co_return co_await m.heartbeat("a", 0, 0);
+    }());
+    CHECK(r.has_error());
+    CHECK((mc::is(r.error(), mc::errc::rpc_fail) || mc::is(r.error(), mc::errc::timeout)));
+    mc::rpc::shutdown(rt);
+  }
+
+  TEST_CASE("the sweeper drops a silent client and its replicas") {
+    fixture f;
+    auto addr = f.address();
+    f.rt.block_on([](std::string addr) -> mc::task<void> {
+      mc::master::master_client m(addr, 2s);
+      REQUIRE((co_await m.register_client(info("a", "h:1", "h:2", 1000, 0))).has_value());
+      items_t items{{"k", 1}};
+      REQUIRE((co_await m.add_replicas("a", std::move(items))).has_value());
+      auto deadline = std::chrono::steady_clock::now() + 5s;
+      while (std::chrono::steady_clock::now() < deadline) {
+        auto cl = co_await m.clients();
+        REQUIRE(cl.has_value());
+        if (cl->empty()) break;
+        co_await mc::sleep_for(50ms);
+      }
+      auto cl = co_await m.clients();
+      CHECK(cl->empty());
+      CHECK(mc::is((co_await m.lookup(std::string("k"))).error(), mc::errc::object_not_found));
+    }(addr));
+  }
+}
