@@ -1,0 +1,281 @@
+// SSD I/O through staging buffers, the staging pool, and the handles.
+#include "backend_core.hpp"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/associated_cancellation_slot.hpp>
+#include <boost/asio/associated_executor.hpp>
+#include <boost/asio/async_result.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <algorithm>
+#include <cstring>
+
+namespace mc::store::detail {
+
+namespace rtm = mc::runtime;
+
+std::size_t backend_core::direct_len(const std::byte* p, std::size_t len) const noexcept {
+  if (!rtm::is_direct_aligned(reinterpret_cast<std::uintptr_t>(p))) return 0;
+  if (rtm::is_direct_aligned(len)) return len;
+  // Inside a staging buffer the padding up to 4096 belongs to the same buffer.
+  if (p >= staging && p < staging + staging_len) {
+    auto idx = static_cast<std::size_t>(p - staging) / opts.staging_chunk_size;
+    auto* end = staging + (idx + 1) * opts.staging_chunk_size;
+    auto padded = rtm::align_up_direct(len);
+    if (p + padded <= end) return padded;
+  }
+  return 0;
+}
+
+task<result<void>> backend_core::ssd_write(const value& v, std::uint64_t at, std::span<const std::byte> src) {
+  if (src.empty()) co_return result<void>{};
+  if (!rtm::is_direct_aligned(at)) co_return mc::fail(mc::errc::invalid_params);
+  auto& f = v.t->file;
+  if (auto n = direct_len(src.data(), src.size()); n > 0) {
+    auto r = co_await f.write_at(v.offset + at, {src.data(), n});
+    if (!r) co_return r.error();
+    co_return result<void>{};
+  }
+  auto sb = co_await acquire_staging(opts.staging_chunk_size);
+  if (!sb) co_return sb.error();
+  auto buf = sb->capacity();
+  std::size_t done = 0;
+  while (done < src.size()) {
+    auto n = std::min(src.size() - done, buf.size());
+    std::memcpy(buf.data(), src.data() + done, n);
+    auto padded = rtm::align_up_direct(n);
+    if (padded > n) std::memset(buf.data() + n, 0, padded - n);
+    auto r = co_await f.write_at(v.offset + at + done, buf.first(padded));
+    if (!r) co_return r.error();
+    done += n;
+  }
+  co_return result<void>{};
+}
+
+task<result<void>> backend_core::ssd_read(const value& v, std::uint64_t at, std::span<std::byte> dst) {
+  if (dst.empty()) co_return result<void>{};
+  auto& f = v.t->file;
+  if (rtm::is_direct_aligned(at)) {
+    if (auto n = direct_len(dst.data(), dst.size()); n > 0) {
+      auto r = co_await f.read_at(v.offset + at, {dst.data(), n});
+      if (!r) co_return r.error();
+      co_return result<void>{};
+    }
+  }
+  auto sb = co_await acquire_staging(opts.staging_chunk_size);
+  if (!sb) co_return sb.error();
+  auto buf = sb->capacity();
+  std::size_t done = 0;
+  while (done < dst.size()) {
+    std::uint64_t pos = at + done;
+    std::uint64_t start = pos / ssd_alignment * ssd_alignment;
+    std::size_t within = static_cast<std::size_t>(pos - start);
+    std::size_t n = std::min(dst.size() - done, buf.size() - within);
+    auto len = rtm::align_up_direct(within + n);
+    auto r = co_await f.read_at(v.offset + start, buf.first(len));
+    if (!r) co_return r.error();
+    std::memcpy(dst.data() + done, buf.data() + within, n);
+    done += n;
+  }
+  co_return result<void>{};
+}
+
+// Asio 1.81's any_completion_handler move-assignment recurses: only move-construct it.
+struct backend_core::staging_waiter {
+  template <class H>
+  staging_waiter(H&& h, mc::executor e, boost::asio::cancellation_slot s)
+      : handler(std::forward<H>(h)), ex(std::move(e)), slot(s) {}
+  boost::asio::any_completion_handler<void(long)> handler;
+  mc::executor ex;  // the waiter's own executor (its runtime thread)
+  boost::asio::cancellation_slot slot;
+  bool done = false;  // granted or cancelled; guarded by staging_m_
+};
+
+namespace {
+template <class W>
+void finish(std::shared_ptr<W> w, long idx) {
+  auto ex = w->ex;
+  boost::asio::post(ex, [w = std::move(w), idx] {
+    if (w->slot.is_connected()) w->slot.clear();
+    std::move(w->handler)(idx);
+  });
+}
+}  // namespace
+
+task<result<staging_buffer>> backend_core::acquire_staging(std::size_t size) {
+  // Completes with a buffer index, or -1 when cancelled.
+  long idx = co_await boost::asio::async_initiate<decltype(boost::asio::use_awaitable), void(long)>(
+      [this](auto handler) {
+        mc::executor ex = boost::asio::get_associated_executor(handler);
+        auto slot = boost::asio::get_associated_cancellation_slot(handler);
+        std::unique_lock lk(staging_m_);
+        if (!free_staging_.empty()) {
+          unsigned i = free_staging_.back();
+          free_staging_.pop_back();
+          lk.unlock();
+          auto w = std::make_shared<staging_waiter>(std::move(handler), ex, boost::asio::cancellation_slot{});
+          finish(std::move(w), static_cast<long>(i));
+          return;
+        }
+        auto w = std::make_shared<staging_waiter>(std::move(handler), ex, slot);
+        staging_waiters_.push_back(w);
+        if (slot.is_connected()) {
+          slot.assign([this, weak = std::weak_ptr<staging_waiter>(w)](boost::asio::cancellation_type t) {
+            if (t == boost::asio::cancellation_type::none) return;
+            auto w = weak.lock();
+            if (!w) return;
+            {
+              std::lock_guard lk(staging_m_);
+              if (w->done) return;
+              w->done = true;
+              std::erase(staging_waiters_, w);
+            }
+            finish(std::move(w), -1);
+          });
+        }
+      },
+      boost::asio::use_awaitable);
+  if (idx < 0) co_return mc::fail(mc::errc::cancelled);
+  staging_buffer b;
+  b.core_ = this;
+  b.index_ = static_cast<unsigned>(idx);
+  b.whole_ = {staging + idx * opts.staging_chunk_size, opts.staging_chunk_size};
+  b.data_ = b.whole_.first(std::min(size, opts.staging_chunk_size));
+  co_return b;
+}
+
+void backend_core::release_staging(unsigned index) noexcept {
+  std::shared_ptr<staging_waiter> w;
+  {
+    std::lock_guard lk(staging_m_);
+    while (!staging_waiters_.empty()) {
+      w = std::move(staging_waiters_.front());
+      staging_waiters_.pop_front();
+      if (!w->done) break;
+      w.reset();
+    }
+    if (!w) {
+      free_staging_.push_back(index);
+      return;
+    }
+    w->done = true;
+  }
+  finish(std::move(w), static_cast<long>(index));
+}
+
+}  // namespace mc::store::detail
+
+namespace mc::store {
+
+// ---- staging_buffer ----
+
+staging_buffer::staging_buffer(staging_buffer&& o) noexcept
+    : core_(std::exchange(o.core_, nullptr)), index_(o.index_), data_(o.data_), whole_(o.whole_) {}
+
+staging_buffer& staging_buffer::operator=(staging_buffer&& o) noexcept {
+  if (this != &o) {
+    if (core_) core_->release_staging(index_);
+    core_ = std::exchange(o.core_, nullptr);
+    index_ = o.index_;
+    data_ = o.data_;
+    whole_ = o.whole_;
+  }
+  return *this;
+}
+
+staging_buffer::~staging_buffer() {
+  if (core_) core_->release_staging(index_);
+}
+
+// ---- write_handle ----
+
+write_handle::~write_handle() = default;
+
+std::size_t write_handle::size() const noexcept { return v_ ? v_->size : 0; }
+tier_type write_handle::tier() const noexcept { return v_ ? v_->t->cfg.type : tier_type::dram; }
+
+std::span<std::byte> write_handle::data() const noexcept {
+  if (!v_ || v_->t->cfg.type != tier_type::dram) return {};
+  return {v_->dram(), v_->size};
+}
+
+task<result<void>> write_handle::write(std::span<const std::byte> src) {
+  if (!v_) co_return mc::fail(mc::errc::invalid_params);
+  if (src.size() > v_->size - cursor_) co_return mc::fail(mc::errc::buffer_overflow);
+  if (v_->t->cfg.type == tier_type::dram) {
+    if (!src.empty()) std::memcpy(v_->dram() + cursor_, src.data(), src.size());
+  } else {
+    auto r = co_await v_->core->ssd_write(*v_, cursor_, src);
+    if (!r) co_return r;
+  }
+  cursor_ += src.size();
+  co_return result<void>{};
+}
+
+// ---- read_handle ----
+
+std::size_t read_handle::size() const noexcept { return v_ ? v_->size : 0; }
+tier_type read_handle::tier() const noexcept { return v_ ? v_->t->cfg.type : tier_type::dram; }
+
+std::span<const std::byte> read_handle::data() const noexcept {
+  if (!v_ || v_->t->cfg.type != tier_type::dram) return {};
+  return {v_->dram(), v_->size};
+}
+
+task<result<void>> read_handle::read_into(std::span<std::byte> dst, std::uint64_t offset) const {
+  if (!v_) co_return mc::fail(mc::errc::invalid_params);
+  if (offset > v_->size || dst.size() > v_->size - offset) co_return mc::fail(mc::errc::out_of_range);
+  if (v_->t->cfg.type == tier_type::dram) {
+    if (!dst.empty()) std::memcpy(dst.data(), v_->dram() + offset, dst.size());
+    co_return result<void>{};
+  }
+  co_return co_await v_->core->ssd_read(*v_, offset, dst);
+}
+
+// ---- tiered_backend forwarding ----
+
+task<result<write_handle>> tiered_backend::allocate(std::size_t size, std::optional<tier_type> preferred) {
+  auto v = co_await core_->allocate(size, preferred);
+  if (!v) co_return v.error();
+  write_handle h;
+  h.v_ = std::move(*v);
+  co_return h;
+}
+
+result<void> tiered_backend::commit(std::string key, write_handle&& h) {
+  if (key.empty()) return mc::fail(mc::errc::invalid_key);
+  if (!h.v_) return mc::fail(mc::errc::invalid_params);
+  if (h.v_->t->cfg.type == tier_type::ssd && h.cursor_ != h.v_->size) return mc::fail(mc::errc::invalid_write);
+  auto v = std::move(h.v_);
+  h.cursor_ = 0;
+  return core_->commit(std::move(key), std::move(v));
+}
+
+result<read_handle> tiered_backend::get(std::string_view key) {
+  auto v = core_->get(key);
+  if (!v) return v.error();
+  read_handle h;
+  h.v_ = std::move(*v);
+  return h;
+}
+
+result<void> tiered_backend::remove(std::string_view key) { return core_->remove(key); }
+bool tiered_backend::exists(std::string_view key) const { return core_->exists(key); }
+std::size_t tiered_backend::count() const { return core_->count(); }
+
+std::vector<key_info> tiered_backend::keys() const {
+  std::vector<key_info> out;
+  core_->for_each([&](const key_info& k) { out.push_back(k); });
+  return out;
+}
+
+void tiered_backend::for_each_key(const std::function<void(const key_info&)>& fn) const { core_->for_each(fn); }
+void tiered_backend::set_observer(observer fn) { core_->set_observer(std::move(fn)); }
+std::vector<tier_usage> tiered_backend::usage() const { return core_->usage(); }
+
+task<result<staging_buffer>> tiered_backend::acquire_staging(std::size_t size) {
+  return core_->acquire_staging(size);
+}
+
+}  // namespace mc::store

@@ -1,0 +1,376 @@
+#include "mc/runtime/deadline.hpp"
+#include "mc/runtime/runtime.hpp"
+#include "mc/runtime/when_all.hpp"
+#include "mc/store/tiered_backend.hpp"
+
+#include "test_support.hpp"
+
+#include "result_printer.hpp"
+
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <fstream>
+#include <cstring>
+#include <future>
+#include <map>
+#include <mutex>
+
+using namespace mc::store;
+using namespace std::chrono_literals;
+
+namespace {
+
+struct temp_dir {
+  temp_dir() : path(mc::test::make_temp_dir("tiered")) {}
+  ~temp_dir() { mc::test::remove_tree(path); }
+  std::string path;
+};
+
+tier_config dram(std::uint64_t cap, int prio = 100) { return tier_config{tier_type::dram, cap, prio, "OFFSET", "", false}; }
+tier_config ssd(std::uint64_t cap, const std::string& path, int prio = 10) {
+  return tier_config{tier_type::ssd, cap, prio, "OFFSET", path, false};
+}
+
+std::vector<std::byte> payload(std::size_t n, std::uint64_t seed) {
+  auto b = mc::test::random_bytes(n, seed);
+  std::vector<std::byte> out(n);
+  if (n) std::memcpy(out.data(), b.data(), n);
+  return out;
+}
+
+struct recorder {
+  std::mutex m;
+  std::vector<std::pair<std::string, removal_reason>> events;
+  tiered_backend::observer fn() {
+    return [this](const std::string& k, removal_reason r) {
+      std::lock_guard lk(m);
+      events.emplace_back(k, r);
+    };
+  }
+};
+
+/// Allocates, writes (through write()), commits.
+mc::task<mc::result<void>> put(tiered_backend& be, std::string key, std::vector<std::byte> data,
+                               std::optional<tier_type> where = {}) {
+  auto h = co_await be.allocate(data.size(), where);
+  if (!h) co_return h.error();
+  if (auto w = co_await h->write(data); !w) co_return w;
+  co_return be.commit(std::move(key), std::move(*h));
+}
+
+mc::task<mc::result<std::vector<std::byte>>> fetch(tiered_backend& be, std::string key) {
+  auto h = be.get(key);
+  if (!h) co_return h.error();
+  std::vector<std::byte> out(h->size());
+  if (auto r = co_await h->read_into(out); !r) co_return r.error();
+  co_return out;
+}
+
+}  // namespace
+
+TEST_SUITE("tiered_backend") {
+  TEST_CASE("a DRAM value round-trips and remove tells the observer") {
+    mc::runtime::runtime rt(1);
+    rt.start();
+    auto be = tiered_backend::create(rt, {dram(1 << 20)}).value();
+    recorder rec;
+    be->set_observer(rec.fn());
+    auto data = payload(1000, 1);
+    auto h = rt.block_on(be->allocate(data.size()));
+    REQUIRE(h);
+    REQUIRE(h->tier() == tier_type::dram);
+    REQUIRE(h->data().size() == 1000);
+    std::memcpy(h->data().data(), data.data(), data.size());
+    REQUIRE(be->commit("k", std::move(*h)));
+    CHECK(be->exists("k"));
+    auto r = be->get("k");
+    REQUIRE(r);
+    CHECK(std::memcmp(r->data().data(), data.data(), data.size()) == 0);
+    auto copy = rt.block_on(fetch(*be, "k"));
+    REQUIRE(copy);
+    CHECK(*copy == data);
+    // A region for the TransferEngine contains the value.
+    bool inside = false;
+    for (auto reg : be->dram_regions())
+      inside |= r->data().data() >= reg.data() && r->data().data() + r->size() <= reg.data() + reg.size();
+    CHECK(inside);
+    REQUIRE(be->remove("k"));
+    CHECK_FALSE(be->exists("k"));
+    CHECK(mc::is(be->get("k").error(), mc::errc::object_not_found));
+    CHECK(mc::is(be->remove("k").error(), mc::errc::object_not_found));
+    // The pinned reader still sees the whole value; the space returns when it lets go.
+    CHECK(std::memcmp(r->data().data(), data.data(), data.size()) == 0);
+    CHECK(be->usage()[0].used > 0);
+    r = mc::result<read_handle>{};
+    CHECK(be->usage()[0].used == 0);
+    REQUIRE(rec.events.size() == 1);
+    CHECK(rec.events[0] == std::pair<std::string, removal_reason>{"k", removal_reason::removed});
+  }
+
+  TEST_CASE("an uncommitted write handle frees its space; bad commits are refused") {
+    mc::runtime::runtime rt(1);
+    rt.start();
+    auto be = tiered_backend::create(rt, {dram(1 << 20)}).value();
+    {
+      auto h = rt.block_on(be->allocate(4096));
+      REQUIRE(h);
+      CHECK(be->usage()[0].used == 4096);
+    }
+    CHECK(be->usage()[0].used == 0);
+    CHECK(mc::is(be->commit("x", write_handle{}).error(), mc::errc::invalid_params));
+    auto h = rt.block_on(be->allocate(10));
+    CHECK(mc::is(be->commit("", std::move(*h)).error(), mc::errc::invalid_key));
+    auto big = rt.block_on(be->allocate(2 << 20));
+    CHECK(mc::is(big.error(), mc::errc::too_large));
+    auto h2 = rt.block_on(be->allocate(10));
+    auto w = rt.block_on(h2->write(payload(11, 1)));
+    CHECK(mc::is(w.error(), mc::errc::buffer_overflow));
+  }
+
+  TEST_CASE("commit replaces atomically: old readers keep the whole old value") {
+    mc::runtime::runtime rt(1);
+    rt.start();
+    auto be = tiered_backend::create(rt, {dram(1 << 20)}).value();
+    recorder rec;
+    be->set_observer(rec.fn());
+    auto a = payload(5000, 1), b = payload(7000, 2);
+    REQUIRE(rt.block_on(put(*be, "k", a)));
+    auto old = be->get("k");
+    REQUIRE(rt.block_on(put(*be, "k", b)));
+    CHECK(old->size() == 5000);
+    CHECK(std::memcmp(old->data().data(), a.data(), a.size()) == 0);
+    CHECK(*rt.block_on(fetch(*be, "k")) == b);
+    CHECK(be->count() == 1);
+    CHECK(rec.events.empty());
+    auto keys = be->keys();
+    REQUIRE(keys.size() == 1);
+    CHECK(keys[0].key == "k");
+    CHECK(keys[0].size == 7000);
+  }
+
+  TEST_CASE("DRAM-only eviction drops the least recently used unpinned value") {
+    mc::runtime::runtime rt(1);
+    rt.start();
+    auto be = tiered_backend::create(rt, {dram(4 * 4096)}).value();
+    recorder rec;
+    be->set_observer(rec.fn());
+    for (int i = 0; i < 4; ++i) REQUIRE(rt.block_on(put(*be, "k" + std::to_string(i), payload(4096, i))));
+    REQUIRE(be->get("k0"));  // touch: k1 is now the oldest
+    auto pin2 = be->get("k2");
+    REQUIRE(rt.block_on(put(*be, "k4", payload(4096, 4))));
+    REQUIRE(rec.events.size() == 1);
+    CHECK(rec.events[0].first == "k1");
+    CHECK(rec.events[0].second == removal_reason::evicted);
+    // k3 is next (k2 is pinned, so it is skipped).
+    REQUIRE(rt.block_on(put(*be, "k5", payload(4096, 5))));
+    REQUIRE(rec.events.size() == 2);
+    CHECK(rec.events[1].first == "k3");
+    CHECK(be->usage()[0].evictions == 2);
+    CHECK(*rt.block_on(fetch(*be, "k2")) == payload(4096, 2));
+  }
+
+  TEST_CASE("a full tier with everything pinned refuses without damaging values") {
+    mc::runtime::runtime rt(1);
+    rt.start();
+    auto be = tiered_backend::create(rt, {dram(2 * 4096)}).value();
+    REQUIRE(rt.block_on(put(*be, "a", payload(4096, 1))));
+    REQUIRE(rt.block_on(put(*be, "b", payload(4096, 2))));
+    auto pa = be->get("a"), pb = be->get("b");
+    auto h = rt.block_on(be->allocate(100));
+    CHECK(mc::is(h.error(), mc::errc::no_available_handle));
+    CHECK(be->usage()[0].allocation_failures == 1);
+    CHECK(*rt.block_on(fetch(*be, "a")) == payload(4096, 1));
+    CHECK(*rt.block_on(fetch(*be, "b")) == payload(4096, 2));
+    pa = mc::result<read_handle>{};
+    CHECK(rt.block_on(be->allocate(100)));
+  }
+
+  TEST_CASE("SSD values of 1 byte to 64 MiB round-trip through the staging buffers") {
+    temp_dir dir;
+    mc::runtime::runtime rt(1);
+    rt.start();
+    auto be = tiered_backend::create(rt, {dram(1 << 20), ssd(200 << 20, dir.path)},
+                                     backend_options{1 << 20, 4})
+                  .value();
+    for (std::size_t size : {std::size_t(1), std::size_t(4095), std::size_t(4096), std::size_t(4097),
+                             std::size_t(1 << 20) + 123, std::size_t(3 << 20) - 1, std::size_t(64) << 20}) {
+      CAPTURE(size);
+      auto data = payload(size, size);
+      auto key = "v" + std::to_string(size);
+      REQUIRE(rt.block_on(put(*be, key, data, tier_type::ssd)));
+      auto h = be->get(key);
+      REQUIRE(h);
+      CHECK(h->tier() == tier_type::ssd);
+      CHECK(h->data().empty());
+      auto back = rt.block_on(fetch(*be, key));
+      REQUIRE(back);
+      CHECK(mc::test::checksum(back->data(), size) == mc::test::checksum(data.data(), size));
+      // Unaligned partial read.
+      if (size > 10) {
+        std::vector<std::byte> part(size / 3 + 1);
+        auto off = size / 2 - 1;
+        if (off + part.size() > size) part.resize(size - off);
+        REQUIRE(rt.block_on(h->read_into(part, off)));
+        CHECK(std::memcmp(part.data(), data.data() + off, part.size()) == 0);
+      }
+    }
+    std::vector<std::byte> two(2);
+    CHECK(mc::is(rt.block_on(be->get("v1")->read_into(two)).error(), mc::errc::out_of_range));
+  }
+
+  TEST_CASE("the store's staging path reads and writes SSD values without a second buffer") {
+    temp_dir dir;
+    mc::runtime::runtime rt(1);
+    rt.start();
+    auto be = tiered_backend::create(rt, {ssd(64 << 20, dir.path)}, backend_options{1 << 20, 1}).value();
+    const std::size_t size = (5 << 20) + 777;
+    auto data = payload(size, 9);
+    // Only ONE staging buffer exists: the direct path must not need another.
+    auto ok = rt.block_on([](tiered_backend& be, const std::vector<std::byte>& data) -> mc::task<bool> {
+      auto h = co_await be.allocate(data.size());
+      if (!h) co_return false;
+      auto sb = co_await be.acquire_staging(be.staging_chunk_size());
+      if (!sb) co_return false;
+      for (std::size_t off = 0; off < data.size(); off += sb->capacity().size()) {
+        auto n = std::min(sb->capacity().size(), data.size() - off);
+        std::memcpy(sb->data().data(), data.data() + off, n);
+        if (!co_await h->write(sb->capacity().first(n))) co_return false;
+      }
+      if (!be.commit("v", std::move(*h))) co_return false;
+      auto r = be.get("v");
+      for (std::size_t off = 0; off < data.size(); off += sb->capacity().size()) {
+        auto n = std::min(sb->capacity().size(), data.size() - off);
+        if (!co_await r->read_into(sb->capacity().first(n), off)) co_return false;
+        if (std::memcmp(sb->data().data(), data.data() + off, n) != 0) co_return false;
+      }
+      co_return true;
+    }(*be, data));
+    CHECK(ok);
+  }
+
+  TEST_CASE("staging is bounded: acquisition waits and can time out") {
+    mc::runtime::runtime rt(1);
+    rt.start();
+    auto be = tiered_backend::create(rt, {dram(1 << 20)}, backend_options{1 << 20, 2}).value();
+    auto r = rt.block_on([](tiered_backend& be) -> mc::task<bool> {
+      auto a = co_await be.acquire_staging(10);
+      auto b = co_await be.acquire_staging(1 << 30);
+      REQUIRE((a && b));
+      CHECK(a->data().size() == 10);
+      CHECK(b->data().size() == (1 << 20));
+      auto c = co_await mc::with_deadline(be.acquire_staging(1), 20ms);
+      REQUIRE_FALSE(c);
+      CHECK(mc::is(c.error(), mc::errc::timeout));
+      *a = staging_buffer{};
+      auto d = co_await mc::with_deadline(be.acquire_staging(1), 1s);
+      CHECK_MESSAGE(d.has_value(), d.error().message());
+      co_return d.has_value();
+    }(*be));
+    CHECK(r);
+  }
+
+  TEST_CASE("full DRAM demotes LRU values to SSD; full SSD evicts its LRU values") {
+    temp_dir dir;
+    mc::runtime::runtime rt(1);
+    rt.start();
+    auto be = tiered_backend::create(rt, {dram(3 * 8192), ssd(2 * 8192, dir.path)}).value();
+    recorder rec;
+    be->set_observer(rec.fn());
+    for (int i = 0; i < 3; ++i) REQUIRE(rt.block_on(put(*be, "k" + std::to_string(i), payload(8000, i))));
+    REQUIRE(be->get("k0"));
+    REQUIRE(rt.block_on(put(*be, "k3", payload(8000, 3))));  // demotes k1
+    CHECK(be->get("k1")->tier() == tier_type::ssd);
+    CHECK(be->get("k0")->tier() == tier_type::dram);
+    CHECK(rec.events.empty());
+    CHECK(be->usage()[0].demotions == 1);
+    REQUIRE(rt.block_on(put(*be, "k4", payload(8000, 4))));  // demotes k2 (k0, k3 newer)
+    CHECK(be->get("k2")->tier() == tier_type::ssd);
+    REQUIRE(rt.block_on(put(*be, "k5", payload(8000, 5))));  // demotes k0; SSD full -> evicts k1
+    REQUIRE(rec.events.size() == 1);
+    CHECK(rec.events[0] == std::pair<std::string, removal_reason>{"k1", removal_reason::evicted});
+    CHECK(be->usage()[1].evictions == 1);
+    for (int i : {0, 2, 3, 4, 5}) {
+      auto v = rt.block_on(fetch(*be, "k" + std::to_string(i)));
+      REQUIRE(v);
+      CHECK(*v == payload(8000, i));
+    }
+    CHECK(be->count() == 5);
+  }
+
+  TEST_CASE("concurrent commit, get and remove from two threads with pinned readers") {
+    temp_dir dir;
+    mc::runtime::runtime rt(2);
+    rt.start();
+    auto be = tiered_backend::create(rt, {dram(256 << 10), ssd(1 << 20, dir.path)}).value();
+    std::atomic<int> bad{0};
+    auto worker = [](tiered_backend& be, int t, std::atomic<int>& bad) -> mc::task<void> {
+      std::vector<read_handle> pins;
+      for (int i = 0; i < 1500; ++i) {
+        int k = (i * 7 + t) % 40;
+        std::string key = "key" + std::to_string(k);
+        std::size_t size = 100 + static_cast<std::size_t>((i * 131 + t * 17) % 20000);
+        // Content is self-describing: 8-byte header with size and seed.
+        std::uint64_t seed = static_cast<std::uint64_t>(t) * 100000 + static_cast<std::uint64_t>(i);
+        switch (i % 4) {
+          case 0:
+          case 1: {
+            auto data = payload(size, seed);
+            std::memcpy(data.data(), &seed, 8);
+            auto r = co_await put(be, key, data);
+            if (!r && !mc::is(r.error(), mc::errc::no_available_handle)) ++bad;
+            break;
+          }
+          case 2: {
+            auto h = be.get(key);
+            if (!h) break;
+            std::vector<std::byte> out(h->size());
+            if (!co_await h->read_into(out)) {
+              ++bad;
+              break;
+            }
+            std::uint64_t s;
+            std::memcpy(&s, out.data(), 8);
+            auto expect = payload(out.size(), s);
+            if (std::memcmp(out.data() + 8, expect.data() + 8, out.size() - 8) != 0) ++bad;
+            pins.push_back(*h);
+            if (pins.size() > 4) pins.erase(pins.begin());
+            break;
+          }
+          default:
+            (void)be.remove(key);
+        }
+      }
+    };
+    std::promise<void> p;
+    boost::asio::co_spawn(rt.executor(1), worker(*be, 1, bad), [&](std::exception_ptr) { p.set_value(); });
+    rt.block_on(worker(*be, 0, bad), 0);
+    p.get_future().wait();
+    CHECK(bad == 0);
+    // Everything unpinned: after removing all keys the tiers are empty.
+    for (auto& k : be->keys()) REQUIRE(be->remove(k.key));
+    for (auto& u : be->usage()) CHECK(u.used == 0);
+  }
+
+  TEST_CASE("start-up errors name the tier; an SSD file is used by one process only") {
+    temp_dir dir;
+    mc::runtime::runtime rt(1);
+    rt.start();
+    auto be = tiered_backend::create(rt, {ssd(1 << 20, dir.path)});
+    REQUIRE(be);
+    // Same path in the same process: flock is per open file description.
+    auto again = tiered_backend::create(rt, {ssd(1 << 20, dir.path)});
+    REQUIRE_FALSE(again);
+    CHECK(again.error().message.find("in use") != std::string::npos);
+    std::string file = dir.path + "/plainfile";
+    { std::ofstream(file) << "x"; }
+    auto bad_path = tiered_backend::create(rt, {ssd(1 << 20, file + "/sub")});
+    REQUIRE_FALSE(bad_path);
+    CHECK(bad_path.error().message.find("tiers[0] (SSD)") != std::string::npos);
+    auto empty = tiered_backend::create(rt, {});
+    REQUIRE_FALSE(empty);
+    CHECK(empty.error().code == mc::errc::invalid_params);
+    auto bad_staging = tiered_backend::create(rt, {dram(4096)}, backend_options{1000, 1});
+    REQUIRE_FALSE(bad_staging);
+  }
+}
