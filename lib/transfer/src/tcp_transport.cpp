@@ -20,9 +20,9 @@ using tcp = asio::ip::tcp;
 using lease = conn_lease<tcp_socket>;
 
 struct slice {
-  std::uint32_t item;
-  std::uint64_t offset;
-  std::uint64_t length;
+  std::uint32_t item = 0;
+  std::uint64_t offset = 0;
+  std::uint64_t length = 0;
 };
 
 /// Outcome of one slice: error (if any) and whether the connection is still
@@ -97,8 +97,14 @@ class tcp_transport final : public transport {
         first_on_conn = true;
       }
       const bool is_retry = pending.has_value();
-      const slice s = is_retry ? *pending : j.slices[j.next++];
-      pending.reset();
+      if (!is_retry && j.next >= j.slices.size()) co_return 0;  // others took the rest meanwhile
+      slice s;
+      if (is_retry) {
+        s = *pending;
+        pending.reset();
+      } else {
+        s = j.slices[j.next++];
+      }
       transfer_item& it = *j.items[s.item];
       if (it.done) continue;
       auto r = co_await run_slice(*c, s, it);
@@ -134,7 +140,7 @@ class tcp_transport final : public transport {
     for (; j.next < j.slices.size(); ++j.next) j.items[j.slices[j.next].item]->finish(ec);
   }
 
-  task<slice_result> run_slice(pooled_conn<tcp_socket>& c, const slice& s, transfer_item& it) {
+  task<slice_result> run_slice(pooled_conn<tcp_socket>& c, slice s, transfer_item& it) {
     header h;
     h.op = it.op == op_kind::write ? wire_op::write_req : wire_op::read_req;
     h.request_id = c.next_id++;
