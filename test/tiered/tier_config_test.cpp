@@ -113,6 +113,12 @@ TEST_SUITE("tier_config") {
     CHECK(has(json_error(R"({"tiers":[{"type":"SSD","capacity":100,"path":"/x"}]})"), "at least 4096"));
     CHECK(has(json_error(R"({"tiers":[{"type":"SSD","capacity":8192,"path":"/x"},{"type":"SSD","capacity":8192,"path":"/x"}]})"),
               "tiers[1].path: \"/x\" is already used by tiers[0]"));
+    CHECK(has(json_error(R"({"tiers":[{"type":"DRAM","capacity":1,"type":"DRAM"}]})"), "duplicate key \"type\""));
+    CHECK(has(json_error(R"({"tiers":[{"type":"DRAM","capacity":1}]} x)"), "trailing"));
+    CHECK(has(json_error(R"({"tiers":[{"type":"DRAM","capacity":01}]})"), "leading zero"));
+    CHECK(has(json_error(R"({"tiers":[{"type":"DRAM","capacity":99999999999999999999}]})"), "out of range"));
+    CHECK(has(json_error(R"({"tiers":[{"type":"DRAM","capacity":1.5}]})"), "tiers[0].capacity: expected"));
+    CHECK(has(json_error(R"({"tiers":[{"type":null,"capacity":1}]})"), "tiers[0].type: expected"));
     CHECK(has(json_error(R"({"tiers":[]})"), "at least one tier"));
     CHECK(has(json_error(R"({"tier":[]})"), "unknown top-level field \"tier\""));
     CHECK(has(json_error(R"({})"), "tiers: missing"));

@@ -1,7 +1,8 @@
 // Tier configuration parsing: JSON (Boost.JSON, header-only), TOML (toml++).
 #include "mc/store/tier_config.hpp"
 
-#include <boost/json/src.hpp>
+#include "json_lite.hpp"
+
 #include <toml++/toml.h>
 
 #include <algorithm>
@@ -108,17 +109,12 @@ config_result<std::vector<tier_config>> build(const std::vector<raw_tier>& raws)
   return out;
 }
 
-config_result<field_value> json_field(const boost::json::value& v, const std::string& where) {
-  switch (v.kind()) {
-    case boost::json::kind::string: return field_value(std::string(v.get_string()));
-    case boost::json::kind::int64: return field_value(v.get_int64());
-    case boost::json::kind::uint64:
-      if (v.get_uint64() > static_cast<std::uint64_t>(INT64_MAX)) return err(where + ": number too large");
-      return field_value(static_cast<std::int64_t>(v.get_uint64()));
-    case boost::json::kind::double_: return field_value(v.get_double());
-    case boost::json::kind::bool_: return field_value(v.get_bool());
-    default: return err(where + ": expected a string, number or boolean");
-  }
+config_result<field_value> json_field(const json::value& v, const std::string& where) {
+  if (auto* s = std::get_if<std::string>(&v.v)) return field_value(*s);
+  if (auto* n = std::get_if<std::int64_t>(&v.v)) return field_value(*n);
+  if (auto* d = std::get_if<double>(&v.v)) return field_value(*d);
+  if (auto* b = std::get_if<bool>(&v.v)) return field_value(*b);
+  return err(where + ": expected a string, number or boolean");
 }
 
 }  // namespace
@@ -186,28 +182,33 @@ config_result<std::vector<tier_config>> parse_tiers_json(std::string_view json_o
     ss << in.rdbuf();
     text = ss.str();
   }
-  boost::system::error_code ec;
-  auto doc = boost::json::parse(text, ec);
-  if (ec) return err("tiers JSON: " + ec.message());
-  if (!doc.is_object()) return err("tiers JSON: expected an object {\"tiers\": [...]}");
+  json::value doc;
+  std::string perr;
+  if (!json::parse(text, doc, perr)) return err("tiers JSON: " + perr);
+  auto* top = doc.as_object();
+  if (!top) return err("tiers JSON: expected an object {\"tiers\": [...]}");
   std::vector<raw_tier> raws;
-  for (const auto& [k, v] : doc.get_object()) {
-    if (k != "tiers") return err("tiers JSON: unknown top-level field \"" + std::string(k) + "\"");
-    if (!v.is_array()) return err("tiers: expected an array");
+  bool have_tiers = false;
+  for (const auto& [k, v] : *top) {
+    if (k != "tiers") return err("tiers JSON: unknown top-level field \"" + k + "\"");
+    have_tiers = true;
+    auto* arr = v.as_array();
+    if (!arr) return err("tiers: expected an array");
     std::size_t i = 0;
-    for (const auto& item : v.get_array()) {
+    for (const auto& item : *arr) {
       const std::string at = "tiers[" + std::to_string(i++) + "]";
-      if (!item.is_object()) return err(at + ": expected an object");
+      auto* obj = item.as_object();
+      if (!obj) return err(at + ": expected an object");
       raw_tier rt;
-      for (const auto& [fk, fv] : item.get_object()) {
-        auto f = json_field(fv, at + "." + std::string(fk));
+      for (const auto& [fk, fv] : *obj) {
+        auto f = json_field(fv, at + "." + fk);
         if (!f) return f.error();
-        rt.fields.emplace_back(std::string(fk), std::move(*f));
+        rt.fields.emplace_back(fk, std::move(*f));
       }
       raws.push_back(std::move(rt));
     }
   }
-  if (!doc.get_object().contains("tiers")) return err("tiers: missing");
+  if (!have_tiers) return err("tiers: missing");
   return build(raws);
 }
 

@@ -1,0 +1,270 @@
+// TieredBackend benchmark: SSD tier put/get throughput (fio as the baseline in
+// the same run) and DRAM allocate+free rate.
+#include "mc/runtime/runtime.hpp"
+#include "mc/runtime/when_all.hpp"
+#include "mc/store/offset_allocator.hpp"
+#include "mc/store/tiered_backend.hpp"
+
+#include "bench_util.hpp"
+#include "fio.hpp"
+
+#include <boost/json/src.hpp>
+
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <utility>
+#include <filesystem>
+#include <random>
+#include <string>
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+namespace b = mc::bench;
+using namespace mc::store;
+
+struct options {
+  unsigned runs = 3;
+  unsigned depth = 8;
+  std::size_t mib = 512;  // data volume of the 1 MiB cases
+  std::string dir = "/var/tmp";
+  bool fio = true;
+};
+
+void usage() {
+  std::puts(
+      "tier_bench [options]\n"
+      "  --runs N      repetitions per case (default 3)\n"
+      "  --depth N     concurrent operations (and fio iodepth) (default 8)\n"
+      "  --mib N       MiB written/read in the 1 MiB cases (default 512)\n"
+      "  --dir PATH    directory for the SSD tier and fio files (default /var/tmp)\n"
+      "  --no-fio      skip the fio baseline\n"
+      "Prints a table and one JSON line per result.");
+}
+
+/// 4096-aligned heap buffer (O_DIRECT-friendly user memory).
+struct aligned_buffer {
+  explicit aligned_buffer(std::size_t n, std::size_t shift = 0)
+      : base(static_cast<std::byte*>(std::aligned_alloc(4096, n + 4096))), data(base + shift), size(n) {}
+  ~aligned_buffer() { std::free(base); }
+  aligned_buffer(aligned_buffer&& o) noexcept : base(std::exchange(o.base, nullptr)), data(o.data), size(o.size) {}
+  std::byte* base;
+  std::byte* data;
+  std::size_t size;
+};
+
+mc::task<mc::result<void>> put_worker(tiered_backend& be, std::atomic<std::size_t>& next, std::size_t count,
+                                      std::size_t size, const aligned_buffer& src, std::string prefix) {
+  for (;;) {
+    auto i = next.fetch_add(1);
+    if (i >= count) co_return mc::result<void>{};
+    auto h = co_await be.allocate(size, tier_type::ssd);
+    if (!h) co_return h.error();
+    if (auto w = co_await h->write({src.data, size}); !w) co_return w;
+    if (auto c = be.commit(prefix + std::to_string(i), std::move(*h)); !c) co_return c;
+  }
+}
+
+mc::task<mc::result<void>> get_worker(tiered_backend& be, std::atomic<std::size_t>& next, std::size_t count,
+                                      std::size_t keys, std::string prefix, aligned_buffer& dst,
+                                      std::uint64_t seed) {
+  std::mt19937_64 g(seed);
+  for (;;) {
+    auto i = next.fetch_add(1);
+    if (i >= count) co_return mc::result<void>{};
+    auto h = be.get(prefix + std::to_string(keys == count ? i : g() % keys));
+    if (!h) co_return h.error();
+    if (auto r = co_await h->read_into({dst.data, h->size()}); !r) co_return r;
+  }
+}
+
+template <class MakeWorker>
+double run_parallel(mc::runtime::runtime& rt, unsigned depth, std::uint64_t bytes, MakeWorker make) {
+  auto t0 = clock_type::now();
+  auto res = rt.block_on([](unsigned depth, MakeWorker make) -> mc::task<mc::result<void>> {
+    std::vector<mc::task<mc::result<void>>> ws;
+    for (unsigned d = 0; d < depth; ++d) ws.push_back(make(d));
+    for (auto& r : co_await mc::when_all(std::move(ws)))
+      if (!r) co_return r;
+    co_return mc::result<void>{};
+  }(depth, make));
+  double secs = b::seconds_since(t0);
+  if (!res) {
+    std::fprintf(stderr, "operation failed: %s\n", res.error().message().c_str());
+    std::exit(1);
+  }
+  return static_cast<double>(bytes) / (1024.0 * 1024.0) / secs;
+}
+
+void bench_ssd(const options& o) {
+  mc::runtime::runtime rt(1);
+  rt.start();
+  const std::string dir = o.dir + "/mc-tier-bench-" + std::to_string(::getpid());
+  const std::size_t big = 1 << 20, small = 4096;
+  const std::size_t big_count = o.mib, small_count = 16384, small_gets = 100000;
+  auto be = tiered_backend::create(rt, {tier_config{tier_type::ssd, (o.mib + 128) << 20, 1, "OFFSET", dir, false}},
+                                   backend_options{4 << 20, o.depth * 2});
+  if (!be) {
+    std::fprintf(stderr, "%s\n", be.error().message.c_str());
+    std::exit(1);
+  }
+  auto& bk = **be;
+  aligned_buffer src(big), src_odd(big, 8);
+  for (std::size_t i = 0; i < big; ++i) src.data[i] = src_odd.data[i] = std::byte(i * 31 + 1);
+  std::vector<aligned_buffer> dst, dst_odd;
+  for (unsigned d = 0; d < o.depth; ++d) {
+    dst.emplace_back(big);
+    dst_odd.emplace_back(big, 8);
+  }
+  const std::string fio_file = dir + "/fio.dat";
+  const auto depth_s = std::to_string(o.depth);
+
+  b::row put{"tiered", "ssd_put_1MiB_qd" + depth_s, "throughput", "MiB/s", {}, o.fio ? "fio" : "", {}};
+  b::row get{"tiered", "ssd_get_1MiB_qd" + depth_s, "throughput", "MiB/s", {}, o.fio ? "fio" : "", {}};
+  b::row put_odd{"tiered", "ssd_put_1MiB_qd" + depth_s + "_unaligned_src", "throughput", "MiB/s", {}, o.fio ? "fio" : "", {}};
+  b::row get_odd{"tiered", "ssd_get_1MiB_qd" + depth_s + "_unaligned_dst", "throughput", "MiB/s", {}, o.fio ? "fio" : "", {}};
+  b::row get4{"tiered", "ssd_get_4KiB_qd" + depth_s, "throughput", "MiB/s", {}, o.fio ? "fio" : "", {}};
+  for (unsigned run = 0; run < o.runs; ++run) {
+    for (auto& k : bk.keys()) (void)bk.remove(k.key);
+    std::atomic<std::size_t> next{0};
+    put.runs.push_back(run_parallel(rt, o.depth, big_count * big, [&](unsigned) {
+      return put_worker(bk, next, big_count, big, src, "b");
+    }));
+    next = 0;
+    get.runs.push_back(run_parallel(rt, o.depth, big_count * big, [&](unsigned d) {
+      return get_worker(bk, next, big_count, big_count, "b", dst[d], d);
+    }));
+    // Unaligned user memory: through the staging buffers (extra memcpy).
+    for (auto& k : bk.keys()) (void)bk.remove(k.key);
+    next = 0;
+    put_odd.runs.push_back(run_parallel(rt, o.depth, big_count * big, [&](unsigned) {
+      return put_worker(bk, next, big_count, big, src_odd, "b");
+    }));
+    next = 0;
+    get_odd.runs.push_back(run_parallel(rt, o.depth, big_count * big, [&](unsigned d) {
+      return get_worker(bk, next, big_count, big_count, "b", dst_odd[d], d);
+    }));
+    for (auto& k : bk.keys()) (void)bk.remove(k.key);
+    next = 0;
+    run_parallel(rt, o.depth, small_count * small, [&](unsigned) {
+      return put_worker(bk, next, small_count, small, src, "s");
+    });
+    next = 0;
+    get4.runs.push_back(run_parallel(rt, o.depth, small_gets * small, [&](unsigned d) {
+      return get_worker(bk, next, small_gets, small_count, "s", dst[d], d + 77);
+    }));
+    if (o.fio) {
+      auto size = std::to_string(o.mib) + "M";
+      if (auto f = b::run_fio({fio_file, "write", "1M", size, o.depth, ""})) {
+        put.baseline_runs.push_back(f->mib_s);
+        put_odd.baseline_runs.push_back(f->mib_s);
+      }
+      if (auto f = b::run_fio({fio_file, "read", "1M", size, o.depth, ""})) {
+        get.baseline_runs.push_back(f->mib_s);
+        get_odd.baseline_runs.push_back(f->mib_s);
+      }
+      if (auto f = b::run_fio({fio_file, "randread", "4k", "64M", o.depth,
+                               "--io_size=" + std::to_string(small_gets * small / 1024) + "k"}))
+        get4.baseline_runs.push_back(f->mib_s);
+    }
+  }
+  b::report(put);
+  b::report(get);
+  b::report(put_odd);
+  b::report(get_odd);
+  b::report(get4);
+  be->reset();
+  rt.stop();
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+}
+
+void bench_dram(const options& o) {
+  // Raw allocator (single thread, mixed sizes, ~50 % fill).
+  b::row raw{"tiered", "offset_allocator_alloc_free", "rate", "ops/s", {}, "", {}};
+  b::row be_row{"tiered", "dram_allocate_free_4KiB", "rate", "ops/s", {}, "", {}};
+  for (unsigned run = 0; run < o.runs; ++run) {
+    offset_allocator a(1ull << 30, 64);
+    std::mt19937_64 g(run);
+    std::vector<std::pair<std::uint64_t, std::uint64_t>> live;
+    for (int i = 0; i < 4096; ++i) {
+      auto s = 64 + g() % (256 << 10);
+      if (auto off = a.allocate(s)) live.emplace_back(*off, s);
+    }
+    constexpr std::size_t n = 2'000'000;
+    auto t0 = clock_type::now();
+    for (std::size_t i = 0; i < n; ++i) {
+      auto k = g() % live.size();
+      a.free(live[k].first, live[k].second);
+      auto s = 64 + g() % (256 << 10);
+      auto off = a.allocate(s);
+      live[k] = {off.value_or(0), s};
+      if (!off) std::abort();
+    }
+    raw.runs.push_back(static_cast<double>(n) / b::seconds_since(t0));
+  }
+  mc::runtime::runtime rt(1);
+  rt.start();
+  auto be = tiered_backend::create(rt, {tier_config{tier_type::dram, 256 << 20, 100, "OFFSET", "", false}}).value();
+  for (unsigned run = 0; run < o.runs; ++run) {
+    constexpr std::size_t n = 500'000;
+    auto t0 = clock_type::now();
+    auto ok = rt.block_on([](tiered_backend& be) -> mc::task<bool> {
+      for (std::size_t i = 0; i < n; ++i) {
+        auto h = co_await be.allocate(4096);
+        if (!h) co_return false;
+      }
+      co_return true;
+    }(*be));
+    if (!ok) std::exit(1);
+    be_row.runs.push_back(static_cast<double>(n) / b::seconds_since(t0));
+  }
+  b::report(raw);
+  b::report(be_row);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  options o;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        usage();
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (a == "--help" || a == "-h") {
+      usage();
+      return 0;
+    } else if (a == "--runs") {
+      o.runs = static_cast<unsigned>(std::stoul(next()));
+    } else if (a == "--depth") {
+      o.depth = static_cast<unsigned>(std::stoul(next()));
+    } else if (a == "--mib") {
+      o.mib = std::stoul(next());
+    } else if (a == "--dir") {
+      o.dir = next();
+    } else if (a == "--no-fio") {
+      o.fio = false;
+    } else {
+      std::fprintf(stderr, "unknown option %s\n", a.c_str());
+      usage();
+      return 2;
+    }
+  }
+  if (o.runs == 0 || o.depth == 0 || o.mib == 0) {
+    usage();
+    return 2;
+  }
+  std::printf("%-34s %-12s %12s %-7s  %-14s %12s\n", "case", "metric", "value", "unit", "baseline", "value");
+  bench_ssd(o);
+  bench_dram(o);
+  return 0;
+}
