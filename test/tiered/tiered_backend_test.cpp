@@ -298,6 +298,25 @@ TEST_SUITE("tiered_backend") {
     CHECK(be->count() == 5);
   }
 
+  TEST_CASE("demotion does not need the pool: it works while every staging buffer is held") {
+    temp_dir dir;
+    mc::runtime::runtime rt(1);
+    rt.start();
+    auto be = tiered_backend::create(rt, {dram(2 * 8192), ssd(4 * 8192, dir.path)}, backend_options{1 << 20, 2})
+                  .value();
+    auto ok = rt.block_on([](tiered_backend& be) -> mc::task<bool> {
+      auto s1 = co_await be.acquire_staging(1);
+      auto s2 = co_await be.acquire_staging(1);
+      if (!s1 || !s2) co_return false;
+      for (int i = 0; i < 4; ++i)
+        if (!co_await put(be, "k" + std::to_string(i), payload(8000, i))) co_return false;
+      auto h = be.get("k0");
+      co_return h && h->tier() == tier_type::ssd;
+    }(*be));
+    CHECK(ok);
+    CHECK(*rt.block_on(fetch(*be, "k0")) == payload(8000, 0));
+  }
+
   TEST_CASE("concurrent commit, get and remove from two threads with pinned readers") {
     temp_dir dir;
     mc::runtime::runtime rt(2);

@@ -87,7 +87,6 @@ void ring_service::shutdown() {
     }
   }
   if (desc_) {
-    boost::system::error_code ignored;
     desc_->release();  // we close efd_ ourselves
     desc_.reset();
   }

@@ -38,10 +38,14 @@ task<result<std::shared_ptr<value>>> backend_core::allocate_in(tier& t, std::siz
       ++t.failures;
       co_return mc::fail(mc::errc::no_available_handle);
     }
-    bool demoted = false;
+    auto outcome = demote_result::failed;
     if (tier* lower = lower_tier(t); lower && vic->v->size <= lower->cfg.capacity)
-      demoted = co_await demote(*vic, *lower);
-    if (!demoted) evict(*vic);
+      outcome = co_await demote(*vic, *lower);
+    if (outcome == demote_result::cancelled) {
+      vic->v->moving = false;  // keep the value where it is
+      co_return mc::fail(mc::errc::cancelled);
+    }
+    if (outcome == demote_result::failed) evict(*vic);
     // Dropping vic frees the space unless a reader pinned it meanwhile.
   }
 }
@@ -82,27 +86,28 @@ void backend_core::evict(victim& vic) {
   }
 }
 
-task<bool> backend_core::demote(victim& vic, tier& to) {
-  auto dst = co_await allocate_in(to, vic.v->size);
-  if (!dst) co_return false;
+task<backend_core::demote_result> backend_core::demote(victim& vic, tier& to) {
   auto& from = *vic.v;
-  if (from.t->cfg.type == tier_type::dram && to.cfg.type == tier_type::ssd) {
-    if (!co_await ssd_write(**dst, 0, {from.dram(), from.size})) co_return false;
-  } else if (from.t->cfg.type == tier_type::dram && to.cfg.type == tier_type::dram) {
-    std::memcpy((*dst)->dram(), from.dram(), from.size);
+  if (from.t->cfg.type != tier_type::dram) co_return demote_result::failed;  // SSD values are dropped
+  auto dst = co_await allocate_in(to, vic.v->size);
+  if (!dst)
+    co_return mc::is(dst.error(), mc::errc::cancelled) ? demote_result::cancelled : demote_result::failed;
+  if (to.cfg.type == tier_type::ssd) {
+    auto w = co_await ssd_write(**dst, 0, {from.dram(), from.size}, /*reserved=*/true);
+    if (!w) co_return mc::is(w.error(), mc::errc::cancelled) ? demote_result::cancelled : demote_result::failed;
   } else {
-    co_return false;  // SSD values are dropped, not moved up or sideways
+    std::memcpy((*dst)->dram(), from.dram(), from.size);
   }
   std::lock_guard lk(m_);
   auto it = index_.find(vic.key);
-  if (it == index_.end() || it->second.v != vic.v) co_return true;  // removed/replaced meanwhile
+  if (it == index_.end() || it->second.v != vic.v) co_return demote_result::moved;  // removed/replaced meanwhile
   from.t->lru.erase(it->second.lru_it);
   --from.t->values;
   to.lru.push_front(vic.key);
   ++to.values;
   it->second = entry{std::move(*dst), to.lru.begin()};
   ++from.t->demotions;
-  co_return true;
+  co_return demote_result::moved;
 }
 
 result<void> backend_core::commit(std::string key, std::shared_ptr<value> v) {

@@ -1,5 +1,6 @@
 #pragma once
 // Internals of the TieredBackend (not a public header).
+#include "mc/runtime/async_mutex.hpp"
 #include "mc/runtime/runtime.hpp"
 #include "mc/runtime/uring_file.hpp"
 #include "mc/store/offset_allocator.hpp"
@@ -91,7 +92,10 @@ class backend_core {
   void set_observer(tiered_backend::observer fn);
 
   // ---- I/O (io.cpp)
-  task<result<void>> ssd_write(const value& v, std::uint64_t at, std::span<const std::byte> src);
+  /// `reserved`: use the demotion buffer (outside the pool) instead of the
+  /// pool, so demotion never waits for buffers held by callers of allocate().
+  task<result<void>> ssd_write(const value& v, std::uint64_t at, std::span<const std::byte> src,
+                               bool reserved = false);
   task<result<void>> ssd_read(const value& v, std::uint64_t at, std::span<std::byte> dst);
   task<result<staging_buffer>> acquire_staging(std::size_t size);
   void release_staging(unsigned index) noexcept;
@@ -113,7 +117,8 @@ class backend_core {
   };
   task<result<std::shared_ptr<value>>> allocate_in(tier& t, std::size_t size);
   std::optional<victim> pick_victim(tier& t);
-  task<bool> demote(victim& vic, tier& to);
+  enum class demote_result { moved, failed, cancelled };
+  task<demote_result> demote(victim& vic, tier& to);
   void evict(victim& vic);
   void notify(const std::string& key, removal_reason why);
   tier* lower_tier(const tier& t) const;
@@ -126,6 +131,7 @@ class backend_core {
   // Staging pool: free buffer indices and FIFO waiters (any thread).
   struct staging_waiter;
   std::mutex staging_m_;
+  mc::async_mutex demote_m_;  // guards the reserved demotion buffer (the last chunk)
   std::vector<unsigned> free_staging_;
   std::deque<std::shared_ptr<staging_waiter>> staging_waiters_;
 };

@@ -28,7 +28,8 @@ std::size_t backend_core::direct_len(const std::byte* p, std::size_t len) const 
   return 0;
 }
 
-task<result<void>> backend_core::ssd_write(const value& v, std::uint64_t at, std::span<const std::byte> src) {
+task<result<void>> backend_core::ssd_write(const value& v, std::uint64_t at, std::span<const std::byte> src,
+                                           bool reserved) {
   if (src.empty()) co_return result<void>{};
   if (!rtm::is_direct_aligned(at)) co_return mc::fail(mc::errc::invalid_params);
   auto& f = v.t->file;
@@ -37,9 +38,19 @@ task<result<void>> backend_core::ssd_write(const value& v, std::uint64_t at, std
     if (!r) co_return r.error();
     co_return result<void>{};
   }
-  auto sb = co_await acquire_staging(opts.staging_chunk_size);
-  if (!sb) co_return sb.error();
-  auto buf = sb->capacity();
+  mc::result<staging_buffer> sb = staging_buffer{};
+  mc::unique_lock_guard reserved_lock;
+  std::span<std::byte> buf;
+  if (reserved) {
+    auto g = co_await demote_m_.lock();
+    if (!g) co_return g.error();
+    reserved_lock = std::move(*g);
+    buf = {staging + opts.staging_buffers * opts.staging_chunk_size, opts.staging_chunk_size};
+  } else {
+    sb = co_await acquire_staging(opts.staging_chunk_size);
+    if (!sb) co_return sb.error();
+    buf = sb->capacity();
+  }
   std::size_t done = 0;
   while (done < src.size()) {
     auto n = std::min(src.size() - done, buf.size());

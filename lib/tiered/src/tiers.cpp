@@ -102,7 +102,8 @@ config_result<void> backend_core::open(std::vector<tier_config> cfgs) {
     tiers.push_back(std::make_unique<tier>(cfgs[i], i));
     if (auto r = tiers.back()->open(); !r) return r.error();
   }
-  staging_len = opts.staging_chunk_size * opts.staging_buffers;
+  // One extra chunk at the end is reserved for demotions.
+  staging_len = opts.staging_chunk_size * (opts.staging_buffers + 1);
   void* p = ::mmap(nullptr, staging_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
   if (p == MAP_FAILED) {
     staging_len = 0;
