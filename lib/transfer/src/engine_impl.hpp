@@ -124,8 +124,9 @@ class shm_server {
   /// Stops the service thread; releases every grant it still holds.
   void stop() noexcept;
 
- private:
   struct state;
+
+ private:
   std::unique_ptr<state> s_;
 };
 
