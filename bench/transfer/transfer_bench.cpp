@@ -1,0 +1,365 @@
+// TransferEngine throughput between two processes (this one and a forked
+// target), against ceilings measured in the same run:
+//   tcp_*  vs a raw TCP pump (plain blocking sockets, same bytes, same two processes,
+//          one stream per initiator thread)
+//   shm_*  vs memcpy of the same sizes (one copy per thread)
+// Run without arguments for the short default matrix; --help for options.
+#include "bench_util.hpp"
+#include "mc/runtime/runtime.hpp"
+#include "mc/transfer/engine.hpp"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+using namespace mc::transfer;
+using clk = std::chrono::steady_clock;
+
+namespace {
+
+constexpr std::size_t region_size = 256u << 20;
+
+struct config {
+  std::vector<std::size_t> sizes{64u << 10, 1u << 20, 16u << 20};
+  std::vector<std::size_t> batches{1, 16, 128};
+  std::vector<std::size_t> threads{1, 2};
+  std::vector<std::string> ops{"read", "write"};
+  std::vector<std::string> transports{"tcp", "shm"};
+  double seconds = 0.07;  // per run
+  std::size_t big_batch_bytes = 512u << 20;  // batches at least this big run once (keeps the default < 1 min)
+  int runs = 3;
+  std::size_t slice = 1u << 20;
+  std::size_t conns = 4;
+  std::string protocol = "tcp";
+};
+
+std::vector<std::size_t> parse_sizes(const char* s) {
+  std::vector<std::size_t> v;
+  std::stringstream in(s);
+  std::string tok;
+  while (std::getline(in, tok, ',')) {
+    std::size_t mult = 1;
+    if (!tok.empty() && (tok.back() == 'K' || tok.back() == 'k')) mult = 1024, tok.pop_back();
+    else if (!tok.empty() && (tok.back() == 'M' || tok.back() == 'm')) mult = 1u << 20, tok.pop_back();
+    v.push_back(std::stoull(tok) * mult);
+  }
+  return v;
+}
+std::vector<std::string> parse_list(const char* s) {
+  std::vector<std::string> v;
+  std::stringstream in(s);
+  std::string tok;
+  while (std::getline(in, tok, ',')) v.push_back(tok);
+  return v;
+}
+
+void usage(const char* argv0) {
+  std::printf(
+      "usage: %s [options]\n"
+      "  --sizes 64K,1M,16M     request sizes\n"
+      "  --batch 1,16,128       requests per batch\n"
+      "  --threads 1,2          initiator runtime threads (one raw TCP stream per thread)\n"
+      "  --ops read,write       directions\n"
+      "  --transports tcp,shm   tcp (vs raw TCP pump) and/or shm = same-host (vs memcpy)\n"
+      "  --seconds 0.07         duration of one run (at least one batch)\n"
+      "  --runs 3               repetitions (median reported); batches >= 512 MiB run once\n"
+      "  --slice 1M             engine slice size\n"
+      "  --conns 4              engine connections per peer per thread\n"
+      "  --protocol tcp         'rdma' needs the verbs transport (issue 8; not built yet)\n"
+      "Prints a table and one JSON line per case (bench_util format).\n",
+      argv0);
+}
+
+// ---- the target process ------------------------------------------------------
+
+void pump_serve(int fd) {
+  // Request: 16 bytes {u64 op (0 = client sends, 1 = client receives), u64 total}; then the
+  // bytes; then a 1-byte ack from the receiver.
+  std::vector<char> buf(1u << 20);
+  for (;;) {
+    std::uint64_t req[2];
+    if (::recv(fd, req, sizeof req, MSG_WAITALL) != sizeof req) break;
+    std::uint64_t left = req[1];
+    if (req[0] == 0) {
+      while (left > 0) {
+        auto n = ::recv(fd, buf.data(), std::min<std::uint64_t>(left, buf.size()), 0);
+        if (n <= 0) return;
+        left -= static_cast<std::uint64_t>(n);
+      }
+      char ack = 1;
+      if (::send(fd, &ack, 1, MSG_NOSIGNAL) != 1) break;
+    } else {
+      while (left > 0) {
+        auto n = ::send(fd, buf.data(), std::min<std::uint64_t>(left, buf.size()), MSG_NOSIGNAL);
+        if (n <= 0) return;
+        left -= static_cast<std::uint64_t>(n);
+      }
+      char ack;
+      if (::recv(fd, &ack, 1, MSG_WAITALL) != 1) break;
+    }
+  }
+  ::close(fd);
+}
+
+int target_main(int out_fd, int in_fd) {
+  mc::runtime::runtime rt(2);
+  rt.start();
+  engine_options o;
+  o.bind_host = "127.0.0.1";
+  engine e(rt, o);
+  if (!e.start()) return 1;
+  std::vector<char> region(region_size, 1);
+  auto reg = e.register_memory(region.data(), region.size());
+  int lfd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t alen = sizeof a;
+  if (::bind(lfd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(lfd, 64) != 0) return 1;
+  ::getsockname(lfd, reinterpret_cast<sockaddr*>(&a), &alen);
+  auto d = reg->describe();
+  char line[512];
+  int n = std::snprintf(line, sizeof line, "%s %llu %llu %llu %u\n", d.endpoint.c_str(),
+                        (unsigned long long)d.address, (unsigned long long)d.length,
+                        (unsigned long long)d.token, unsigned(ntohs(a.sin_port)));
+  if (::write(out_fd, line, static_cast<std::size_t>(n)) != n) return 1;
+  std::thread acceptor([lfd] {
+    for (;;) {
+      int c = ::accept(lfd, nullptr, nullptr);
+      if (c < 0) return;
+      int one = 1;
+      ::setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+      std::thread(pump_serve, c).detach();
+    }
+  });
+  char c;
+  while (::read(in_fd, &c, 1) > 0) {
+  }
+  ::shutdown(lfd, SHUT_RDWR);
+  ::close(lfd);
+  acceptor.join();
+  e.stop();
+  std::_Exit(0);  // pump threads may still be blocked; nothing to flush
+}
+
+// ---- the initiator -----------------------------------------------------------
+
+struct target_info {
+  remote_buffer desc;
+  std::uint16_t pump_port = 0;
+};
+
+/// Bytes per second moved by `threads` threads calling `body(t, stop_at)`
+/// which returns the bytes it moved.
+template <class F>
+double measure(std::size_t threads, double seconds, F body) {
+  std::vector<std::uint64_t> moved(threads, 0);
+  auto t0 = clk::now();
+  auto stop_at = t0 + std::chrono::duration_cast<clk::duration>(std::chrono::duration<double>(seconds));
+  std::vector<std::thread> ts;
+  for (std::size_t t = 0; t < threads; ++t) ts.emplace_back([&, t] { moved[t] = body(t, stop_at); });
+  for (auto& t : ts) t.join();
+  double el = mc::bench::seconds_since(t0);
+  std::uint64_t total = 0;
+  for (auto m : moved) total += m;
+  return static_cast<double>(total) / el;
+}
+
+std::uint64_t pump_stream(std::uint16_t port, bool client_sends, std::size_t size, std::size_t batch,
+                          clk::time_point stop_at) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(port);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) return 0;
+  int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  std::vector<char> buf(std::min<std::size_t>(size, 16u << 20));
+  std::uint64_t moved = 0;
+  while (clk::now() < stop_at) {
+    // One "batch": batch * size bytes, then an ack (the engine acks per request).
+    std::uint64_t req[2] = {client_sends ? 0u : 1u, static_cast<std::uint64_t>(size) * batch};
+    if (::send(fd, req, sizeof req, MSG_NOSIGNAL) != sizeof req) break;
+    std::uint64_t left = req[1];
+    while (left > 0) {
+      auto chunk = std::min<std::uint64_t>(left, buf.size());
+      auto n = client_sends ? ::send(fd, buf.data(), chunk, MSG_NOSIGNAL) : ::recv(fd, buf.data(), chunk, 0);
+      if (n <= 0) return moved;
+      left -= static_cast<std::uint64_t>(n);
+    }
+    char ack = 1;
+    if (client_sends ? ::recv(fd, &ack, 1, MSG_WAITALL) != 1 : ::send(fd, &ack, 1, MSG_NOSIGNAL) != 1) break;
+    moved += req[1];
+  }
+  ::close(fd);
+  return moved;
+}
+
+std::uint64_t memcpy_loop(std::vector<char>& src, std::vector<char>& dst, std::size_t size, std::size_t batch,
+                          clk::time_point stop_at) {
+  std::uint64_t moved = 0;
+  std::size_t off = 0;
+  while (clk::now() < stop_at) {
+    for (std::size_t i = 0; i < batch; ++i) {
+      if (off + size > src.size()) off = 0;
+      std::memcpy(dst.data() + off, src.data() + off, size);
+      off += size;
+    }
+    moved += size * batch;
+  }
+  return moved;
+}
+
+mc::task<std::uint64_t> engine_loop(engine* e, remote_buffer d, std::byte* local, bool write, std::size_t size,
+                                    std::size_t batch, std::size_t thread, clk::time_point stop_at, int* errors) {
+  std::uint64_t moved = 0;
+  std::size_t off = (thread * region_size / 2) % (region_size - size + 1);
+  while (clk::now() < stop_at) {
+    std::vector<request> reqs;
+    reqs.reserve(batch);
+    for (std::size_t i = 0; i < batch; ++i) {
+      if (off + size > region_size) off = 0;
+      auto rb = d;
+      rb.address += off;
+      rb.length = size;
+      reqs.push_back(write ? request::make_write(std::span<const std::byte>(local + off, size), rb)
+                           : request::make_read(std::span<std::byte>(local + off, size), rb));
+      off += size;
+    }
+    auto res = co_await e->batch(std::move(reqs), std::chrono::seconds(30));
+    for (auto& r : res) {
+      if (r) moved += size;
+      else ++*errors;
+    }
+  }
+  co_return moved;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  config cfg;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto next = [&]() -> const char* {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "missing value for %s\n", a.c_str());
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (a == "--help" || a == "-h") return usage(argv[0]), 0;
+    else if (a == "--sizes") cfg.sizes = parse_sizes(next());
+    else if (a == "--batch") cfg.batches = parse_sizes(next());
+    else if (a == "--threads") cfg.threads = parse_sizes(next());
+    else if (a == "--ops") cfg.ops = parse_list(next());
+    else if (a == "--transports") cfg.transports = parse_list(next());
+    else if (a == "--seconds") cfg.seconds = std::stod(next());
+    else if (a == "--runs") cfg.runs = std::stoi(next());
+    else if (a == "--slice") cfg.slice = parse_sizes(next()).at(0);
+    else if (a == "--conns") cfg.conns = parse_sizes(next()).at(0);
+    else if (a == "--protocol") cfg.protocol = next();
+    else {
+      std::fprintf(stderr, "unknown option %s\n", a.c_str());
+      usage(argv[0]);
+      return 2;
+    }
+  }
+  if (cfg.protocol != "tcp") {
+    std::fprintf(stderr, "transfer_bench: protocol '%s' is not available: the verbs transport is issue 8\n",
+                 cfg.protocol.c_str());
+    return 2;
+  }
+  for (auto s : cfg.sizes)
+    if (s == 0 || s > region_size) return std::fprintf(stderr, "size out of range\n"), 2;
+
+  int to_parent[2], to_child[2];
+  if (::pipe(to_parent) != 0 || ::pipe(to_child) != 0) return 1;
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::close(to_parent[0]);
+    ::close(to_child[1]);
+    return target_main(to_parent[1], to_child[0]);
+  }
+  ::close(to_parent[1]);
+  ::close(to_child[0]);
+  std::string line;
+  char ch;
+  while (::read(to_parent[0], &ch, 1) == 1 && ch != '\n') line.push_back(ch);
+  target_info tgt;
+  {
+    std::istringstream in(line);
+    unsigned port = 0;
+    in >> tgt.desc.endpoint >> tgt.desc.address >> tgt.desc.length >> tgt.desc.token >> port;
+    tgt.pump_port = static_cast<std::uint16_t>(port);
+  }
+  if (tgt.desc.endpoint.empty()) return std::fprintf(stderr, "target failed to start\n"), 1;
+
+  std::vector<char> local(region_size, 2), copy_dst(region_size, 3);
+  std::printf("# transfer_bench: target pid %d at %s; %d runs x %.2fs per case\n", int(pid),
+              tgt.desc.endpoint.c_str(), cfg.runs, cfg.seconds);
+  int errors = 0;
+  for (auto& tr : cfg.transports) {
+    for (auto threads : cfg.threads) {
+      mc::runtime::runtime rt(threads);
+      rt.start();
+      engine_options o;
+      o.bind_host = "127.0.0.1";
+      o.slice_size = cfg.slice;
+      o.connections_per_peer = cfg.conns;
+      o.force = tr == "tcp" ? transport_kind::tcp : transport_kind::same_host;
+      engine e(rt, o);
+      if (!e.start()) return 1;
+      for (auto size : cfg.sizes)
+        for (auto batch : cfg.batches) {
+          // A batch bigger than the region just wraps around (overlapping ranges are fine here).
+          for (auto& op : cfg.ops) {
+            bool write = op == "write";
+            mc::bench::row r;
+            r.bench = "transfer";
+            char name[96];
+            std::snprintf(name, sizeof name, "%s_%s_%zu%s_b%zu_t%zu", tr.c_str(), op.c_str(),
+                          size >= (1u << 20) ? size >> 20 : size >> 10, size >= (1u << 20) ? "MiB" : "KiB", batch,
+                          threads);
+            r.case_name = name;
+            r.metric = "throughput";
+            r.unit = "GB/s";
+            r.baseline = tr == "tcp" ? "raw_tcp" : "memcpy";
+            const int runs = size * batch >= cfg.big_batch_bytes ? 1 : cfg.runs;
+            for (int run = 0; run < runs; ++run) {
+              r.runs.push_back(measure(threads, cfg.seconds, [&](std::size_t t, clk::time_point stop_at) {
+                return rt.block_on(engine_loop(&e, tgt.desc, reinterpret_cast<std::byte*>(local.data()), write, size,
+                                               batch, t, stop_at, &errors), t);
+              }) / 1e9);
+              r.baseline_runs.push_back(measure(threads, cfg.seconds, [&](std::size_t, clk::time_point stop_at) {
+                if (tr == "tcp") return pump_stream(tgt.pump_port, write, size, batch, stop_at);
+                return memcpy_loop(local, copy_dst, size, batch, stop_at);
+              }) / 1e9);
+            }
+            mc::bench::report(r);
+          }
+        }
+      e.stop();
+    }
+  }
+  ::close(to_child[1]);
+  int st = 0;
+  ::waitpid(pid, &st, 0);
+  if (errors) std::fprintf(stderr, "transfer_bench: %d requests failed\n", errors);
+  return errors ? 1 : 0;
+}
