@@ -60,6 +60,38 @@ inline bool raw_wait_closed(int fd, std::chrono::milliseconds timeout) {
   }
 }
 
+/// Waits until at least `need` of `fds` were closed by the peer (or the
+/// deadline); returns how many were.
+inline std::size_t raw_count_closed(const std::vector<int>& fds, std::size_t need, std::chrono::milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::vector<bool> closed(fds.size(), false);
+  std::size_t count = 0;
+  char buf[256];
+  while (count < need) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) break;
+    std::vector<pollfd> ps;
+    std::vector<std::size_t> idx;
+    for (std::size_t i = 0; i < fds.size(); ++i)
+      if (!closed[i]) {
+        ps.push_back({fds[i], POLLIN, 0});
+        idx.push_back(i);
+      }
+    int r = ::poll(ps.data(), ps.size(), static_cast<int>(left.count()));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
+    for (std::size_t k = 0; k < ps.size(); ++k) {
+      if (!ps[k].revents) continue;
+      auto n = ::recv(ps[k].fd, buf, sizeof buf, MSG_DONTWAIT);
+      if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) {
+        closed[idx[k]] = true;
+        ++count;
+      }
+    }
+  }
+  return count;
+}
+
 /// capnp stream framing: segment count - 1, then segment sizes in words.
 inline std::vector<std::uint8_t> frame_header(std::uint32_t segments, std::uint32_t first_words) {
   std::vector<std::uint8_t> h(8);

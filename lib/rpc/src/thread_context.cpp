@@ -78,7 +78,8 @@ thread_local exit_guard tls_exit_guard;
 }  // namespace
 
 thread_context::thread_context(boost::asio::io_context& io)
-    : io_(io), port_(io), loop_(port_), scope_(loop_), tasks_(kj::heap<kj::TaskSet>(*this)) {
+    : io_(io), port_(io), loop_(port_), scope_(loop_), tasks_(kj::heap<kj::TaskSet>(*this)),
+      deadline_timer_(io) {
   port_.attach(loop_);
 }
 
@@ -119,6 +120,8 @@ void thread_context::teardown() noexcept {
     std::fprintf(stderr, "mc::rpc: error during thread teardown: %s\n", e.what());
   }
   port_.detach();
+  deadlines_.clear();
+  deadline_timer_.cancel();
   *alive_ = false;
   for (auto* t : idle_waiters_) t->cancel();
 }
@@ -178,9 +181,49 @@ void thread_context::remove_teardown_hook(const void* key) noexcept {
   std::erase_if(hooks_, [key](auto& h) { return h.first == key; });
 }
 
+deadline_token thread_context::add_deadline(mc::time_point when, std::weak_ptr<timed_op> op) {
+  deadline_token t{when, ++next_deadline_id_};
+  deadlines_.emplace(std::make_pair(t.when, t.id), std::move(op));
+  if (when < deadline_armed_) arm_deadline_timer(when);
+  return t;
+}
+
+void thread_context::cancel_deadline(const deadline_token& t) noexcept {
+  // The asio timer stays armed; firing early with nothing due just re-arms.
+  deadlines_.erase(std::make_pair(t.when, t.id));
+}
+
+void thread_context::arm_deadline_timer(mc::time_point when) {
+  deadline_armed_ = when;
+  deadline_timer_.expires_at(when);
+  deadline_timer_.async_wait([this, alive = alive_](boost::system::error_code ec) {
+    if (ec || !*alive) return;  // re-armed (aborted) or torn down
+    deadline_armed_ = mc::time_point::max();
+    fire_deadlines();
+  });
+}
+
+void thread_context::fire_deadlines() {
+  auto now = std::chrono::steady_clock::now();
+  while (!deadlines_.empty() && deadlines_.begin()->first.first <= now) {
+    auto op = deadlines_.begin()->second.lock();
+    deadlines_.erase(deadlines_.begin());
+    if (op) op->on_deadline();
+  }
+  if (!deadlines_.empty()) arm_deadline_timer(deadlines_.begin()->first.first);
+}
+
 // ------------------------------------------------------------------ bridge
 
 kj::TaskSet& thread_tasks() { return thread_context::current().tasks(); }
+
+deadline_token add_deadline(mc::time_point when, std::weak_ptr<timed_op> op) {
+  return thread_context::current().add_deadline(when, std::move(op));
+}
+
+void cancel_deadline(const deadline_token& t) noexcept {
+  if (auto* c = thread_context::find()) c->cancel_deadline(t);
+}
 
 }  // namespace mc::rpc::detail
 

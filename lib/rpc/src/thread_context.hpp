@@ -9,6 +9,7 @@
 #include <boost/asio/steady_timer.hpp>
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -65,6 +66,10 @@ class thread_context final : public kj::TaskSet::ErrorHandler {
   /// Completes when no call is in flight or at `deadline`; true if idle.
   mc::task<bool> wait_calls_idle(mc::time_point deadline);
 
+  /// Deadline queue (see bridge.hpp).
+  deadline_token add_deadline(mc::time_point when, std::weak_ptr<timed_op> op);
+  void cancel_deadline(const deadline_token& t) noexcept;
+
   /// Hooks run by teardown (servers register the destruction of their
   /// per-thread KJ state so nothing survives the loop).
   void add_teardown_hook(const void* key, std::function<void()> f);
@@ -76,6 +81,8 @@ class thread_context final : public kj::TaskSet::ErrorHandler {
   explicit thread_context(boost::asio::io_context& io);
   void taskFailed(kj::Exception&& e) override;
   void teardown() noexcept;
+  void arm_deadline_timer(mc::time_point when);
+  void fire_deadlines();
 
   boost::asio::io_context& io_;
   asio_event_port port_;
@@ -89,6 +96,10 @@ class thread_context final : public kj::TaskSet::ErrorHandler {
   std::vector<boost::asio::steady_timer*> idle_waiters_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
   std::vector<std::pair<const void*, std::function<void()>>> hooks_;
+  std::map<std::pair<mc::time_point, std::uint64_t>, std::weak_ptr<timed_op>> deadlines_;
+  std::uint64_t next_deadline_id_ = 0;
+  boost::asio::steady_timer deadline_timer_;
+  mc::time_point deadline_armed_ = mc::time_point::max();
 };
 
 }  // namespace mc::rpc::detail

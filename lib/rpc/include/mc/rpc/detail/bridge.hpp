@@ -11,10 +11,10 @@
 #include <boost/asio/async_result.hpp>
 #include <boost/asio/cancellation_type.hpp>
 #include <boost/asio/post.hpp>
-#include <boost/asio/steady_timer.hpp>
 #include <capnp/capability.h>
 #include <kj/async.h>
 
+#include <cstdint>
 #include <cstring>
 #include <exception>
 #include <memory>
@@ -28,6 +28,22 @@ namespace mc::rpc::detail {
 /// The calling thread's task set, creating the thread's KJ loop on first use.
 /// Throws std::logic_error off a runtime thread.
 kj::TaskSet& thread_tasks();
+
+/// Something with a deadline in the calling thread's deadline queue.
+struct timed_op {
+  virtual ~timed_op() = default;
+  /// Runs on the owning thread, inside the loop, when the deadline passes.
+  virtual void on_deadline() = 0;
+};
+/// Opaque position in the thread's deadline queue.
+struct deadline_token {
+  mc::time_point when{};
+  std::uint64_t id = 0;
+};
+/// Per-thread deadline queue served by one asio timer (no kernel work per
+/// call). `op` is held weakly; cancel with the returned token.
+deadline_token add_deadline(mc::time_point when, std::weak_ptr<timed_op> op);
+void cancel_deadline(const deadline_token& t) noexcept;
 
 /// Error conversion (src/errors.cpp).
 kj::Exception to_kj_exception(const boost::system::error_code& ec);
@@ -51,12 +67,13 @@ struct outcome {
 /// caller's cancellation slot (weak). The completion is always posted to the
 /// caller's executor, never run inside a KJ callback.
 template <class T, class Handler>
-class await_state : public std::enable_shared_from_this<await_state<T, Handler>> {
+class await_state final : public timed_op, public std::enable_shared_from_this<await_state<T, Handler>> {
  public:
   await_state(Handler h, mc::executor ex) : handler_(std::move(h)), ex_(std::move(ex)) {}
   await_state(const await_state&) = delete;
   await_state& operator=(const await_state&) = delete;
-  ~await_state() {
+  ~await_state() noexcept override {
+    if (deadline_) cancel_deadline(*deadline_);
     if (handler_) {  // the KJ loop dropped us (thread shutdown)
       outcome<T> o;
       o.local = mc::errc::shutting_down;
@@ -73,13 +90,9 @@ class await_state : public std::enable_shared_from_this<await_state<T, Handler>>
       slot.assign([weak](boost::asio::cancellation_type) {
         if (auto s = weak.lock()) s->interrupt(mc::errc::cancelled);
       });
-    if (timeout) {
-      timer_.emplace(ex_, *timeout);
-      timer_->async_wait([weak](boost::system::error_code ec) {
-        if (ec) return;
-        if (auto s = weak.lock()) s->interrupt(mc::errc::timeout);
-      });
-    }
+    if (timeout)
+      deadline_ = add_deadline(std::chrono::steady_clock::now() + *timeout,
+                               std::weak_ptr<timed_op>(this->shared_from_this()));
     kj::Promise<outcome<T>> wrapped = nullptr;
     if constexpr (std::is_void_v<T>) {
       wrapped = p.then([]() { outcome<T> o; o.value.emplace(); return o; },
@@ -96,6 +109,10 @@ class await_state : public std::enable_shared_from_this<await_state<T, Handler>>
   }
 
  private:
+  void on_deadline() override {
+    deadline_.reset();
+    interrupt(mc::errc::timeout);
+  }
   void interrupt(mc::errc why) {
     if (!handler_ || !interrupt_ || !interrupt_->isWaiting()) return;
     outcome<T> o;
@@ -104,7 +121,10 @@ class await_state : public std::enable_shared_from_this<await_state<T, Handler>>
   }
   void finish(outcome<T>&& o) {
     if (!handler_) return;
-    if (timer_) timer_->cancel();
+    if (deadline_) {
+      cancel_deadline(*deadline_);
+      deadline_.reset();
+    }
     auto slot = boost::asio::get_associated_cancellation_slot(*handler_);
     if (slot.is_connected()) slot.clear();
     Handler h(std::move(*handler_));
@@ -114,7 +134,7 @@ class await_state : public std::enable_shared_from_this<await_state<T, Handler>>
 
   std::optional<Handler> handler_;
   mc::executor ex_;
-  std::optional<boost::asio::steady_timer> timer_;
+  std::optional<deadline_token> deadline_;
   kj::Own<kj::PromiseFulfiller<outcome<T>>> interrupt_;
 };
 
