@@ -420,3 +420,77 @@ TEST_SUITE("transfer_engine_failures") {
     CHECK(b.endpoint().rfind("node7.example:", 0) == 0);
   }
 }
+
+TEST_SUITE("transfer_same_host") {
+  // Both engines live in this process; forcing same_host makes the initiator
+  // go through the control socket and process_vm_* against its own pid.
+  TEST_CASE("same-host transfers survive a round trip at odd sizes") {
+    two_engines t(loopback_options(transport_kind::same_host), loopback_options(transport_kind::same_host));
+    std::uint64_t seed = 50;
+    for (std::size_t n : {std::size_t(1), std::size_t(4095), std::size_t(1u << 20) + 1, std::size_t(17u << 20) + 3})
+      round_trip(t, n, seed++);
+    auto s = t.a->stats();
+    CHECK(s.initiated[std::size_t(transport_kind::same_host)].write_ops == 4);
+    CHECK(s.initiated[std::size_t(transport_kind::same_host)].errors == 0);
+    CHECK(t.b->stats().served_write_ops == 4);
+  }
+
+  TEST_CASE("same-host grants are refused for a wrong token, a range past the end and an unregistered region") {
+    two_engines t(loopback_options(transport_kind::same_host), loopback_options(transport_kind::same_host));
+    std::vector<std::uint8_t> target(8192, 0x5A);
+    auto reg = t.b->register_memory(target.data(), 4096);
+    REQUIRE(reg);
+    std::vector<std::uint8_t> src(4097, 0x01);
+    auto bad = reg->describe();
+    bad.token ^= 2;
+    CHECK(mc::is(t.rt.block_on(t.a->write(cbytes(src).first(4096), bad)).error(), mc::errc::access_denied));
+    auto past = reg->describe();
+    past.length = 4097;
+    CHECK(mc::is(t.rt.block_on(t.a->write(cbytes(src), past)).error(), mc::errc::out_of_range));
+    auto d = reg->describe();
+    reg->reset();
+    CHECK(mc::is(t.rt.block_on(t.a->write(cbytes(src).first(4096), d)).error(), mc::errc::out_of_range));
+    for (auto b : target) REQUIRE(b == 0x5A);
+    CHECK(t.b->stats().served_rejects == 3);
+  }
+
+  TEST_CASE("unregistering during same-host transfers waits for the current copy and refuses the rest") {
+    two_engines t(loopback_options(transport_kind::same_host), loopback_options(transport_kind::same_host));
+    std::vector<std::uint8_t> target(32u << 20);
+    auto reg = t.b->register_memory(target.data(), target.size());
+    auto src = mc::test::random_bytes(target.size(), 77);
+    std::atomic<int> started{0};
+    std::atomic<int> bad_error{0};
+    std::thread w([&] {
+      auto loop = [](engine* e, std::span<const std::byte> s, remote_buffer d, std::atomic<int>* st,
+                     std::atomic<int>* bad) -> mc::task<int> {
+        for (int i = 0; i < 200; ++i) {
+          st->fetch_add(1);
+          auto r = co_await e->write(s, d);
+          if (!r) {
+            if (!mc::is(r.error(), mc::errc::out_of_range)) bad->fetch_add(1);
+            co_return 0;
+          }
+        }
+        co_return 0;
+      };
+      t.rt.block_on(loop(t.a.get(), cbytes(src), reg->describe(), &started, &bad_error), 1);
+    });
+    while (started.load() < 3) std::this_thread::yield();
+    reg->reset();  // blocks until no grant is outstanding
+    std::memset(target.data(), 0x66, target.size());
+    w.join();
+    CHECK(bad_error.load() == 0);
+    CHECK(std::all_of(target.begin(), target.end(), [](auto b) { return b == 0x66; }));
+  }
+
+  TEST_CASE("forcing same-host towards a peer that is not on this host is UNSUPPORTED") {
+    mc::runtime::runtime rt(1);
+    rt.start();
+    engine a(rt, loopback_options(transport_kind::same_host));
+    REQUIRE(a.start());
+    std::vector<std::uint8_t> buf(16);
+    remote_buffer d{"192.0.2.1:9", 4096, 16, 1};  // TEST-NET-1: nobody here
+    CHECK(mc::is(rt.block_on(a.read(bytes(buf), d, 2s)).error(), mc::errc::unsupported));
+  }
+}
