@@ -6,30 +6,13 @@
 #include "mc/rpc/protocol.hpp"
 #include "mc/runtime/runtime.hpp"
 
-#include <csignal>
+#include "signals.hpp"
+
 #include <cstdio>
 #include <iostream>
 
-namespace {
-int wait_for_signal() {
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  int sig = 0;
-  sigwait(&set, &sig);
-  return sig;
-}
-}  // namespace
-
 int main(int argc, char** argv) {
-  // Block the stop signals before any thread starts: sigwait receives them.
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
-  std::signal(SIGPIPE, SIG_IGN);
+  mc::apps::block_stop_signals();  // before any thread starts: sigwait receives them
 
   mc::master::master_options opts;
   auto options = mc::master::make_option_set(opts);
@@ -64,7 +47,7 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(stderr, "mooncake_master: P2P mode, serving on %s:%u (%zu threads)\n", opts.rpc_address.c_str(),
                    server.port(), static_cast<std::size_t>(opts.rpc_thread_num));
-      int sig = wait_for_signal();
+      int sig = mc::apps::wait_for_stop_signal();
       std::fprintf(stderr, "mooncake_master: signal %d, shutting down\n", sig);
       server.stop();
     }

@@ -101,6 +101,7 @@ TEST_SUITE("config options") {
       CHECK(o.threads == 3);
       CHECK(o.port == 7001);
       CHECK(o.set.file_text().find("[[tiers]]") != std::string::npos);
+      CHECK(o.set.file_has_key("tiers"));
     }
     setenv("MC_TEST_THREADS", "5", 1);
     {

@@ -160,6 +160,10 @@ option_set::option* option_set::find(std::string_view name) {
   return nullptr;
 }
 
+bool option_set::file_has_key(std::string_view key) const {
+  return std::find(file_keys_seen_.begin(), file_keys_seen_.end(), key) != file_keys_seen_.end();
+}
+
 bool option_set::was_set(std::string_view name) const {
   for (auto& o : options_)
     if (o.name == name) return o.set_explicitly;
@@ -191,7 +195,10 @@ std::optional<std::string> option_set::load_file(const std::string& path) {
   }
   for (auto& [k, node] : tbl) {
     std::string key(k.str());
-    if (std::find(file_keys_.begin(), file_keys_.end(), key) != file_keys_.end()) continue;
+    if (std::find(file_keys_.begin(), file_keys_.end(), key) != file_keys_.end()) {
+      file_keys_seen_.push_back(key);
+      continue;
+    }
     auto* o = find(key);
     if (!o) return path + ": unknown key '" + key + "' (see --help for the option names)";
     std::string value;

@@ -62,6 +62,9 @@ class option_set {
   /// Text of the --config file, empty if none was given.
   const std::string& file_text() const { return file_text_; }
   const std::string& file_path() const { return file_path_; }
+  /// Whether the --config file contained top-level key `key` (one registered
+  /// with allow_file_key()).
+  bool file_has_key(std::string_view key) const;
   /// Whether an option was set explicitly (file, env or flag).
   bool was_set(std::string_view name) const;
 
@@ -83,6 +86,7 @@ class option_set {
   std::string summary_;
   std::vector<option> options_;
   std::vector<std::string> file_keys_;
+  std::vector<std::string> file_keys_seen_;
   std::string file_text_;
   std::string file_path_;
 };

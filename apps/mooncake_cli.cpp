@@ -1,0 +1,256 @@
+// mooncake_cli: the human entry point; itself a real peer client (it has its
+// own TransferEngine so owners can WRITE into / READ from its buffers).
+#include "mc/master/master_client.hpp"
+#include "mc/rpc/client.hpp"
+#include "mc/runtime/runtime.hpp"
+#include "mc/store/data_manager.hpp"
+#include "mc/store/peer_client.hpp"
+#include "mc/transfer/engine.hpp"
+#include "signals.hpp"
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace {
+
+constexpr const char* usage_text =
+    "usage: mooncake_cli --master_server_address HOST:PORT [options] COMMAND [ARGS]\n"
+    "\n"
+    "commands:\n"
+    "  put [--target HOST:RPCPORT] KEY FILE   store FILE under KEY on a node (given, or the\n"
+    "                                         master's write route) via the remote-write flow\n"
+    "  get KEY [OUT]                          remote-read KEY into OUT (default: stdout)\n"
+    "  exists KEY                             prints yes/no (exit 0/1)\n"
+    "  remove KEY                             removes KEY from every holder\n"
+    "  stat KEY                               size and owners\n"
+    "  clients                                registered clients and their health\n"
+    "\n"
+    "options:\n"
+    "  --master_server_address HOST:PORT      the master [127.0.0.1:50051]\n"
+    "  --rpc_timeout MS                       deadline of each RPC in milliseconds [10000]\n"
+    "  --local_hostname ADDR                  address peers use to reach this CLI's TransferEngine\n"
+    "                                         [derived from the interfaces]\n"
+    "  --transfer_transport auto|tcp          force TCP transfers [auto]\n"
+    "  --max_value_bytes N                    refuse larger values [4294967296]\n"
+    "\n"
+    "exit status: 0 success, 1 missing key or failed operation (error name on stderr), 2 usage error\n";
+
+struct cli_options {
+  std::string master = "127.0.0.1:50051";
+  std::chrono::milliseconds timeout{10000};
+  std::string local_hostname;
+  std::string transport = "auto";
+  std::uint64_t max_value = 4ull << 30;
+  std::string target;
+  std::vector<std::string> words;  // command and its arguments
+};
+
+int usage_error(const std::string& msg) {
+  std::cerr << "mooncake_cli: " << msg << "\n(see mooncake_cli --help)\n";
+  return 2;
+}
+
+int op_error(const boost::system::error_code& ec, const std::string& what) {
+  std::cerr << "mooncake_cli: " << what << ": " << mc::error_name(mc::to_errc(ec)) << " (" << ec.message() << ")\n";
+  return 1;
+}
+
+// Returns nullopt on success, else an exit code.
+std::optional<int> parse(int argc, char** argv, cli_options& o) {
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--help" || a == "-h") {
+      std::cout << usage_text;
+      return 0;
+    }
+    if (a.rfind("--", 0) != 0) {
+      o.words.push_back(a);
+      continue;
+    }
+    std::string name = a.substr(2), value;
+    if (auto eq = name.find('='); eq != std::string::npos) {
+      value = name.substr(eq + 1);
+      name = name.substr(0, eq);
+    } else {
+      if (i + 1 >= argc) return usage_error("option --" + name + " needs a value");
+      value = argv[++i];
+    }
+    try {
+      if (name == "master_server_address") o.master = value;
+      else if (name == "rpc_timeout") o.timeout = std::chrono::milliseconds(std::stoull(value));
+      else if (name == "local_hostname") o.local_hostname = value;
+      else if (name == "transfer_transport") o.transport = value;
+      else if (name == "max_value_bytes") o.max_value = std::stoull(value);
+      else if (name == "target") o.target = value;
+      else return usage_error("unknown option --" + name);
+    } catch (const std::exception&) {
+      return usage_error("invalid value '" + value + "' for --" + name);
+    }
+  }
+  if (o.words.empty()) return usage_error("no command given");
+  if (o.transport != "auto" && o.transport != "tcp") return usage_error("--transfer_transport must be auto or tcp");
+  return std::nullopt;
+}
+
+struct session {
+  mc::runtime::runtime& rt;
+  cli_options& o;
+  mc::transfer::engine& engine;
+  mc::master::master_client master{o.master, o.timeout};
+  mc::store::peer_client peers{o.timeout};
+
+  mc::task<int> put() {
+    if (o.words.size() != 3) co_return usage_error("put needs KEY FILE");
+    const auto& key = o.words[1];
+    if (!mc::store::check_key(key)) co_return usage_error("invalid key");
+    std::ifstream in(o.words[2], std::ios::binary | std::ios::ate);
+    if (!in) co_return usage_error("cannot read " + o.words[2]);
+    auto size = static_cast<std::uint64_t>(in.tellg());
+    if (size == 0) co_return usage_error(o.words[2] + " is empty (values must have at least one byte)");
+    if (size > o.max_value) co_return op_error(mc::fail(mc::errc::too_large), "put " + key);
+    std::vector<std::byte> buf(size);
+    in.seekg(0);
+    in.read(reinterpret_cast<char*>(buf.data()), static_cast<std::streamsize>(size));
+    std::string target = o.target;
+    if (target.empty()) {
+      auto r = co_await master.write_route(size);
+      if (!r) co_return op_error(r.error(), "write route for " + key);
+      target = r->rpc_endpoint;
+    }
+    auto region = engine.register_memory(buf.data(), buf.size());
+    if (!region) co_return op_error(region.error(), "register buffer");
+    auto r = co_await peers.write_remote(target, key, region->describe());
+    if (!r) co_return op_error(r.error(), "put " + key + " on " + target);
+    std::cerr << "stored " << size << " bytes under '" << key << "' on " << target << "\n";
+    co_return 0;
+  }
+
+  mc::task<int> get() {
+    if (o.words.size() < 2 || o.words.size() > 3) co_return usage_error("get needs KEY [OUT]");
+    const auto& key = o.words[1];
+    auto info = co_await master.lookup(key);
+    if (!info) co_return op_error(info.error(), "get " + key);
+    if (info->size > o.max_value) co_return op_error(mc::fail(mc::errc::too_large), "get " + key);
+    std::vector<std::byte> buf(info->size);
+    boost::system::error_code last = mc::make_error_code(mc::errc::object_not_found);
+    bool ok = false;
+    for (auto& rep : info->replicas) {
+      auto region = engine.register_memory(buf.data(), buf.size());
+      if (!region) co_return op_error(region.error(), "register buffer");
+      auto r = co_await peers.read_remote(rep.rpc_endpoint, key, region->describe());
+      if (r.value) {
+        ok = true;
+        break;
+      }
+      last = r.value.error();
+      std::cerr << "mooncake_cli: replica " << rep.client_id << " failed: " << mc::error_name(mc::to_errc(last))
+                << "\n";
+    }
+    if (!ok) co_return op_error(last, "get " + key);
+    if (o.words.size() == 3) {
+      std::ofstream out(o.words[2], std::ios::binary | std::ios::trunc);
+      out.write(reinterpret_cast<const char*>(buf.data()), static_cast<std::streamsize>(buf.size()));
+      if (!out) co_return op_error(mc::fail(mc::errc::io_error), "write " + o.words[2]);
+    } else {
+      std::fwrite(buf.data(), 1, buf.size(), stdout);
+      std::fflush(stdout);
+    }
+    co_return 0;
+  }
+
+  mc::task<int> exists() {
+    if (o.words.size() != 2) co_return usage_error("exists needs KEY");
+    auto r = co_await master.lookup(o.words[1]);
+    if (r) {
+      std::cout << "yes\n";
+      co_return 0;
+    }
+    if (mc::is(r.error(), mc::errc::object_not_found)) {
+      std::cout << "no\n";
+      co_return 1;
+    }
+    co_return op_error(r.error(), "exists " + o.words[1]);
+  }
+
+  mc::task<int> remove() {
+    if (o.words.size() != 2) co_return usage_error("remove needs KEY");
+    const auto& key = o.words[1];
+    auto holders = co_await master.remove_key(key);
+    if (!holders) co_return op_error(holders.error(), "remove " + key);
+    int rc = 0;
+    for (auto& h : *holders) {
+      auto r = co_await peers.remove(h.rpc_endpoint, key);
+      if (!r && !mc::is(r.error(), mc::errc::object_not_found)) rc = op_error(r.error(), "remove on " + h.client_id);
+    }
+    co_return rc;
+  }
+
+  mc::task<int> stat() {
+    if (o.words.size() != 2) co_return usage_error("stat needs KEY");
+    auto r = co_await master.lookup(o.words[1]);
+    if (!r) co_return op_error(r.error(), "stat " + o.words[1]);
+    std::cout << "key: " << o.words[1] << "\nsize: " << r->size << "\n";
+    for (auto& rep : r->replicas)
+      std::cout << "owner: " << rep.client_id << " rpc=" << rep.rpc_endpoint << " transfer=" << rep.transfer_endpoint
+                << "\n";
+    co_return 0;
+  }
+
+  mc::task<int> clients() {
+    if (o.words.size() != 1) co_return usage_error("clients takes no argument");
+    auto r = co_await master.clients();
+    if (!r) co_return op_error(r.error(), "clients");
+    std::printf("%-24s %-8s %-22s %-22s %10s %14s %14s\n", "client", "health", "rpc", "transfer", "keys", "used",
+                "capacity");
+    for (auto& c : *r)
+      std::printf("%-24s %-8s %-22s %-22s %10llu %14llu %14llu\n", c.info.client_id.c_str(),
+                  std::string(mc::master::health_name(c.state)).c_str(), c.info.rpc_endpoint.c_str(),
+                  c.info.transfer_endpoint.c_str(), static_cast<unsigned long long>(c.keys),
+                  static_cast<unsigned long long>(c.info.used), static_cast<unsigned long long>(c.info.capacity));
+    co_return 0;
+  }
+
+  mc::task<int> run() {
+    const auto& cmd = o.words[0];
+    if (cmd == "put") co_return co_await put();
+    if (cmd == "get") co_return co_await get();
+    if (cmd == "exists") co_return co_await exists();
+    if (cmd == "remove") co_return co_await remove();
+    if (cmd == "stat") co_return co_await stat();
+    if (cmd == "clients") co_return co_await clients();
+    co_return usage_error("unknown command '" + cmd + "'");
+  }
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  mc::apps::block_stop_signals();
+  cli_options o;
+  if (auto rc = parse(argc, argv, o)) return *rc;
+  mc::runtime::runtime rt(1);
+  rt.start();
+  int rc = 1;
+  {
+    mc::transfer::engine_options eo;
+    eo.port = 0;
+    eo.advertise_host = o.local_hostname;
+    if (o.transport == "tcp") eo.force = mc::transfer::transport_kind::tcp;
+    mc::transfer::engine engine(rt, eo);
+    if (auto r = engine.start(); !r) {
+      rc = op_error(r.error(), "transfer engine");
+    } else {
+      session s{rt, o, engine};
+      rc = rt.block_on(s.run());
+      engine.stop();
+    }
+  }
+  mc::rpc::shutdown(rt);
+  rt.stop();
+  return rc;
+}

@@ -1,0 +1,142 @@
+#pragma once
+/// The public co_await API of a P2P client: put / get / batch forms / exists /
+/// remove / query, backed by the local tiers and, on a miss, by the owning
+/// peer (master lookup + the spec's remote read).
+///
+///   mc::runtime::runtime rt(4); rt.start();
+///   auto c = mc::store::client::start(rt, opts, &why);   // from a non-runtime thread
+///   rt.block_on([&]() -> mc::task<void> {
+///     co_await (*c)->put("k", bytes);
+///     auto n = co_await (*c)->get("k", buffer);            // local or remote
+///   }());
+///   (*c)->stop(); mc::rpc::shutdown(rt); rt.stop();
+///
+/// Threads: every coroutine may be awaited on any thread of the runtime the
+/// client was started on. Cancellation: every operation is bounded by the
+/// rpc_timeout deadline per remote call; cancelling the awaiting coroutine
+/// cancels the call in flight (buffers are released safely).
+#include "mc/master/metadata.hpp"
+#include "mc/runtime/error.hpp"
+#include "mc/runtime/task.hpp"
+#include "mc/store/client_options.hpp"
+#include "mc/transfer/engine.hpp"
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace mc::runtime {
+class runtime;
+}
+
+namespace mc::store {
+
+class tiered_backend;
+class data_manager;
+
+/// Where put() stores a value.
+enum class placement {
+  local,   ///< in this client's tiers (the P2P model; default)
+  remote,  ///< on another client, through the spec's remote write
+};
+
+struct put_options {
+  placement where = placement::local;
+  /// placement::remote: the target's RPC endpoint (host:client_rpc_port);
+  /// empty = the master's write route (a healthy client with room).
+  std::string target;
+};
+
+/// What query() reports.
+struct object_info {
+  std::uint64_t size = 0;
+  bool local = false;                        ///< held by this client
+  std::vector<mc::master::replica> replicas; ///< healthy holders known to the master
+};
+
+struct client_stats {
+  std::uint64_t local_hits = 0;
+  std::uint64_t remote_hits = 0;
+  std::uint64_t misses = 0;
+  std::uint64_t fallbacks = 0;      ///< a replica failed and another was tried
+  std::uint64_t route_cache_hits = 0;
+  std::uint64_t master_errors = 0;
+  bool registered = false;
+};
+
+class client {
+ public:
+  /// Builds the tiers, starts the TransferEngine (opts.port) and the RPC
+  /// server (opts.client_rpc_port, opts.rpc_thread_num threads of `rt`),
+  /// registers with the master and starts heartbeats. Call from a non-runtime
+  /// thread; `rt` must be running with at least rpc_thread_num threads.
+  /// On failure `why` (if given) names the cause.
+  static result<std::unique_ptr<client>> start(mc::runtime::runtime& rt, client_options opts,
+                                               std::string* why = nullptr);
+  /// Calls stop().
+  ~client();
+  client(const client&) = delete;
+  client& operator=(const client&) = delete;
+
+  /// Unregisters from the master (best effort), drains and closes the RPC
+  /// server and the TransferEngine. Blocking; call from a non-runtime thread.
+  /// Afterwards call mc::rpc::shutdown(rt) before rt.stop(). Idempotent.
+  void stop();
+
+  /// Stores `value` under `key` (replacing any older value). Local by
+  /// default; the key is published to the master before this returns.
+  /// Errors: invalid_key, invalid_params (empty value), no_available_handle,
+  /// too_large, and master/peer errors (rpc_fail, timeout, transfer_fail).
+  task<result<void>> put(std::string key, std::span<const std::byte> value, put_options opts);
+  // (No default arguments of class type on coroutines: gcc 12 destroys the
+  // temporary twice. These overloads forward instead.)
+  task<result<void>> put(std::string key, std::span<const std::byte> value) {
+    return put(std::move(key), value, put_options{});
+  }
+  /// Reads `key` into `buf` (local first, else from a healthy replica, trying
+  /// the next one when one fails). Returns the value's size.
+  /// Errors: object_not_found, buffer_overflow (buf smaller than the value),
+  /// timeout / rpc_fail / transfer_fail when every replica failed.
+  task<result<std::size_t>> get(std::string key, std::span<std::byte> buf);
+  /// One result per item, in order; items run concurrently.
+  task<std::vector<result<void>>> batch_put(std::vector<std::string> keys,
+                                            std::vector<std::span<const std::byte>> values, put_options opts);
+  task<std::vector<result<void>>> batch_put(std::vector<std::string> keys,
+                                            std::vector<std::span<const std::byte>> values) {
+    return batch_put(std::move(keys), std::move(values), put_options{});
+  }
+  task<std::vector<result<std::size_t>>> batch_get(std::vector<std::string> keys,
+                                                   std::vector<std::span<std::byte>> bufs);
+  /// Whether any client (this one included) holds `key`.
+  task<result<bool>> exists(std::string key);
+  /// Removes `key` everywhere it is held. object_not_found if nowhere.
+  task<result<void>> remove(std::string key);
+  /// Size and holders of `key`.
+  task<result<object_info>> query(std::string key);
+
+  /// Registers a caller buffer with the TransferEngine (RAII). get() and
+  /// put() register their buffers on the fly anyway (cheap on TCP and
+  /// same-host); a long-lived registration matters for RDMA.
+  result<mc::transfer::region> register_buffer(std::span<std::byte> buf);
+
+  const std::string& id() const noexcept;
+  const std::string& rpc_endpoint() const noexcept;
+  const std::string& transfer_endpoint() const noexcept;
+  std::uint16_t rpc_port() const noexcept;
+  const client_options& options() const noexcept;
+  client_stats stats() const;
+  tiered_backend& backend() noexcept;
+  data_manager& data() noexcept;
+  mc::transfer::engine& engine() noexcept;
+
+  struct impl;
+
+ private:
+  explicit client(std::unique_ptr<impl> p);
+  std::unique_ptr<impl> impl_;
+};
+
+}  // namespace mc::store

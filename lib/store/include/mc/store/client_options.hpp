@@ -1,0 +1,46 @@
+#pragma once
+/// Configuration of one P2P client (mooncake_client and embedders): Mooncake's
+/// flag names, a TOML file, MOONCAKE_DM_LOCK_SHARD_COUNT and MC_RPC_PROTOCOL.
+#include "mc/config/options.hpp"
+#include "mc/store/tier_config.hpp"
+#include "mc/transfer/types.hpp"
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace mc::store {
+
+struct client_options {
+  std::string deployment_mode = "P2P";
+  std::string client_id;              ///< "" = derived from host and ports
+  std::string master_server_address = "127.0.0.1:50051";
+  std::string host = "0.0.0.0";       ///< bind host of the RPC server and the TransferEngine
+  std::string local_hostname;         ///< advertised address ("" = derived, never blindly loopback)
+  std::uint16_t port = 50052;         ///< TransferEngine port (0 = ephemeral)
+  std::uint16_t client_rpc_port = 12345;  ///< ClientRpcService port (0 = ephemeral)
+  std::uint64_t rpc_thread_num = 2;
+  std::string protocol = "tcp";       ///< transfer protocol
+  std::string tiered_backend_config;  ///< the spec's JSON, inline or a path
+  std::vector<tier_config> tiers;     ///< resolved tiers (after resolve())
+  std::uint64_t lock_shard_count = 1024;  ///< MOONCAKE_DM_LOCK_SHARD_COUNT
+  std::chrono::milliseconds rpc_timeout = std::chrono::seconds(10);
+  std::chrono::milliseconds heartbeat_interval = std::chrono::seconds(1);
+  std::string transfer_transport = "auto";  ///< auto | tcp | same_host (force one)
+  std::uint64_t rpc_max_connections = 64;   ///< per-thread client connection cache bound
+};
+
+/// Binds `o` to an option set (flags, file keys, environment variables).
+mc::config::option_set make_option_set(client_options& o);
+
+/// After parse(): validates cross-field rules and fills `o.tiers` from
+/// --tiered_backend_config (JSON) or the file's [[tiers]] (TOML) or the
+/// default (one 512 MiB DRAM tier). Returns an error message or "".
+std::string resolve(client_options& o, const mc::config::option_set& parsed);
+
+/// The forced transport for transfer_transport, or nullopt for "auto".
+std::optional<mc::transfer::transport_kind> forced_transport(const client_options& o);
+
+}  // namespace mc::store

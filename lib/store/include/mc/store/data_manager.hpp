@@ -1,0 +1,112 @@
+#pragma once
+/// DataManager: the one entry point for local and remote data operations of a
+/// P2P client, with key-level read-write locks (lock striping).
+///
+/// Reads (get, remote read) take the shared side of the key's shard lock;
+/// put, remove and remote write take the exclusive side. Locks are coroutine
+/// locks: no thread ever blocks on a key lock.
+#include "mc/runtime/async_mutex.hpp"
+#include "mc/runtime/deadline.hpp"
+#include "mc/runtime/error.hpp"
+#include "mc/runtime/task.hpp"
+#include "mc/transfer/types.hpp"
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace mc::transfer {
+class engine;
+}
+
+namespace mc::store {
+
+class tiered_backend;
+
+/// Default and bounds of MOONCAKE_DM_LOCK_SHARD_COUNT.
+inline constexpr std::size_t default_lock_shard_count = 1024;
+inline constexpr std::size_t max_lock_shard_count = 1 << 20;
+
+/// Parses MOONCAKE_DM_LOCK_SHARD_COUNT's value (1 .. 1048576).
+result<std::size_t> parse_lock_shard_count(std::string_view text);
+
+/// Longest key accepted anywhere in the store.
+inline constexpr std::size_t max_key_bytes = 4096;
+
+struct data_manager_stats {
+  std::uint64_t remote_reads = 0;
+  std::uint64_t remote_read_bytes = 0;
+  std::uint64_t remote_writes = 0;
+  std::uint64_t remote_write_bytes = 0;
+  std::uint64_t remote_errors = 0;
+  std::uint64_t lock_waits = 0;        ///< acquisitions that had to wait
+  std::uint64_t lock_wait_ns = 0;      ///< total time spent waiting for key locks
+};
+
+/// Thread-safe; every coroutine may run on any runtime thread. The backend and
+/// the engine must outlive it.
+class data_manager {
+ public:
+  /// Called after a value was committed under `key` (local put or remote
+  /// write), while the key's exclusive lock is still held, so that the caller
+  /// can publish it before anyone observes the new value elsewhere.
+  using commit_hook = std::function<task<result<void>>(const std::string& key, std::uint64_t size)>;
+
+  data_manager(tiered_backend& backend, mc::transfer::engine& engine,
+               std::size_t lock_shards = default_lock_shard_count);
+  ~data_manager();
+  data_manager(const data_manager&) = delete;
+  data_manager& operator=(const data_manager&) = delete;
+
+  void set_commit_hook(commit_hook hook) { on_commit_ = std::move(hook); }
+  std::size_t lock_shard_count() const noexcept { return shards_.size(); }
+
+  /// Local put: exclusive lock, allocate, copy, commit (replaces atomically).
+  /// Errors: invalid_key, invalid_params (empty value), no_available_handle,
+  /// too_large, and the commit hook's error (the value then stays stored).
+  task<result<void>> put(const std::string& key, std::span<const std::byte> value);
+  /// Local get into `dst` (must hold the value). Returns the value's size.
+  /// Errors: object_not_found, buffer_overflow (dst too small; nothing copied).
+  task<result<std::size_t>> get(const std::string& key, std::span<std::byte> dst);
+  /// Size of a locally held value.
+  result<std::uint64_t> size_of(const std::string& key) const;
+  bool exists(const std::string& key) const;
+  /// Local remove under the exclusive lock. object_not_found if absent.
+  task<result<void>> remove(const std::string& key);
+
+  /// The spec's remote read (steps 2-6): shared lock, tier handle, staging
+  /// copy when the value is not in DRAM, TransferEngine WRITE into `dest`.
+  /// `dest.length` must equal the value's size (invalid_params otherwise;
+  /// the size is still returned through `actual_size`). Returns the size.
+  task<result<std::uint64_t>> read_remote(const std::string& key, mc::transfer::remote_buffer dest,
+                                          mc::duration timeout, std::uint64_t* actual_size = nullptr);
+  /// The spec's remote write (steps 2-9): exclusive lock, allocate, TransferEngine
+  /// READ from `src` (through staging for non-DRAM tiers), commit. On any
+  /// failure the allocation is released and the old value stays untouched.
+  task<result<void>> write_remote(const std::string& key, mc::transfer::remote_buffer src,
+                                  mc::duration timeout);
+
+  data_manager_stats stats() const;
+
+ private:
+  struct shard;
+  struct counters;
+  async_shared_mutex& lock_for(const std::string& key);
+  task<result<shared_lock_guard>> lock_shared(const std::string& key);
+  task<result<unique_lock_guard>> lock_exclusive(const std::string& key);
+
+  tiered_backend& backend_;
+  mc::transfer::engine& engine_;
+  std::vector<std::unique_ptr<shard>> shards_;
+  std::unique_ptr<counters> counters_;
+  commit_hook on_commit_;
+};
+
+/// Validates a key: non-empty and at most max_key_bytes (invalid_key otherwise).
+result<void> check_key(std::string_view key);
+
+}  // namespace mc::store

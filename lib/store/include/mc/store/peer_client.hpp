@@ -1,0 +1,56 @@
+#pragma once
+/// PeerClient: asynchronous RPC calls to another client's ClientRpcService.
+/// KJ-free. Each call runs on the calling runtime thread, uses that thread's
+/// bounded connection cache, and carries a deadline (the spec's 10 s unless
+/// configured). Errors: the remote operation's code (OBJECT_NOT_FOUND,
+/// INVALID_PARAMS, TRANSFER_FAIL, ACCESS_DENIED, ...), or TIMEOUT / RPC_FAIL
+/// when the peer cannot answer in time.
+#include "mc/runtime/deadline.hpp"
+#include "mc/runtime/error.hpp"
+#include "mc/runtime/task.hpp"
+#include "mc/transfer/types.hpp"
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace mc::store {
+
+/// One item of a batch: the key and the requester's buffer descriptor.
+struct peer_item {
+  std::string key;
+  mc::transfer::remote_buffer buffer;
+};
+
+/// Result of a remote read: the value's size on success. On INVALID_PARAMS
+/// because of a size mismatch, `size_hint` carries the value's real size.
+struct peer_read_result {
+  result<std::uint64_t> value = std::uint64_t{0};
+  std::uint64_t size_hint = 0;
+};
+
+class peer_client {
+ public:
+  explicit peer_client(mc::duration timeout = std::chrono::seconds(10)) : timeout_(timeout) {}
+  mc::duration timeout() const noexcept { return timeout_; }
+
+  /// ReadRemoteData: the peer at `rpc_endpoint` WRITEs `key`'s value into `dest`.
+  task<peer_read_result> read_remote(std::string rpc_endpoint, std::string key, mc::transfer::remote_buffer dest);
+  /// WriteRemoteData: the peer READs `src` and stores it under `key`.
+  task<result<void>> write_remote(std::string rpc_endpoint, std::string key, mc::transfer::remote_buffer src);
+  /// Batch forms: one RPC, one result per item (or one error for the whole call).
+  task<result<std::vector<peer_read_result>>> batch_read_remote(std::string rpc_endpoint,
+                                                                std::vector<peer_item> items);
+  task<result<std::vector<result<void>>>> batch_write_remote(std::string rpc_endpoint,
+                                                             std::vector<peer_item> items);
+  /// Size of `key` held by the peer.
+  task<result<std::uint64_t>> query(std::string rpc_endpoint, std::string key);
+  /// Removes `key` held by the peer.
+  task<result<void>> remove(std::string rpc_endpoint, std::string key);
+
+ private:
+  mc::duration timeout_;
+};
+
+}  // namespace mc::store

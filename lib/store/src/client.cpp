@@ -1,0 +1,222 @@
+// mc::store::client: lifecycle, master registration, heartbeats.
+#include "client_impl.hpp"
+
+#include "mc/rpc/client.hpp"
+#include "mc/store/client_service.hpp"
+
+#include <boost/asio/as_tuple.hpp>
+
+#include <cstdio>
+#include <future>
+
+namespace mc::store {
+namespace {
+constexpr std::size_t republish_batch = 1024;
+
+std::string host_of(const std::string& endpoint) {
+  if (!endpoint.empty() && endpoint.front() == '[') return endpoint.substr(0, endpoint.find(']') + 1);
+  return endpoint.substr(0, endpoint.rfind(':'));
+}
+}  // namespace
+
+client::impl::impl(mc::runtime::runtime& r, client_options o)
+    : rt(r), opts(std::move(o)), master(opts.master_server_address, opts.rpc_timeout), peers(opts.rpc_timeout) {}
+
+client::client(std::unique_ptr<impl> p) : impl_(std::move(p)) {}
+client::~client() { stop(); }
+
+result<std::unique_ptr<client>> client::start(mc::runtime::runtime& rt, client_options opts, std::string* why) {
+  auto say = [&](std::string m) {
+    if (why) *why = std::move(m);
+  };
+  if (rt.size() < opts.rpc_thread_num) {
+    say("the runtime has fewer threads than rpc_thread_num");
+    return fail(errc::invalid_params);
+  }
+  auto p = std::make_unique<impl>(rt, opts);
+  auto backend = tiered_backend::create(rt, p->opts.tiers);
+  if (!backend) {
+    say("tiered backend: " + backend.error().message);
+    return make_error_code(backend.error().code);
+  }
+  p->backend = std::move(*backend);
+
+  mc::transfer::engine_options eo;
+  eo.bind_host = p->opts.host;
+  eo.port = p->opts.port;
+  eo.advertise_host = p->opts.local_hostname;
+  eo.force = forced_transport(p->opts);
+  eo.default_timeout = p->opts.rpc_timeout;
+  eo.protocol = p->opts.protocol;
+  try {
+    p->engine = std::make_unique<mc::transfer::engine>(rt, eo);
+  } catch (const std::exception& e) {
+    say(std::string("transfer engine: ") + e.what());
+    return fail(errc::invalid_params);
+  }
+  if (auto r = p->engine->start(); !r) {
+    say("transfer engine: cannot listen on " + p->opts.host + ":" + std::to_string(p->opts.port) + ": " +
+        r.error().message());
+    return r.error();
+  }
+  p->transfer_endpoint = p->engine->endpoint();
+  for (auto span : p->backend->dram_regions())
+    if (auto reg = p->engine->register_memory(span.data(), span.size())) p->arena_regions.push_back(std::move(*reg));
+
+  p->dm = std::make_unique<data_manager>(*p->backend, *p->engine, p->opts.lock_shard_count);
+  auto* raw = p.get();
+  p->dm->set_commit_hook([raw](const std::string& key, std::uint64_t size) { return raw->publish(key, size); });
+  p->backend->set_observer([raw](const std::string& key, removal_reason why_removed) {
+    if (why_removed == removal_reason::evicted) raw->on_evicted(key);
+  });
+
+  mc::rpc::server_options so;
+  so.host = p->opts.host;
+  so.port = p->opts.client_rpc_port;
+  so.threads = p->opts.rpc_thread_num;
+  p->server = std::make_unique<mc::rpc::server>(rt, so);
+  add_client_service(*p->server, *p->dm);
+  if (auto r = p->server->start(); !r) {
+    say("RPC server: cannot listen on " + p->opts.host + ":" + std::to_string(p->opts.client_rpc_port) + ": " +
+        p->server->message());
+    p->engine->stop();
+    return r.error();
+  }
+  p->rpc_endpoint = host_of(p->transfer_endpoint) + ":" + std::to_string(p->server->port());
+  p->id = p->opts.client_id.empty() ? p->rpc_endpoint : p->opts.client_id;
+
+  auto reg = rt.block_on(p->register_with_master(true));
+  if (!reg) {
+    say("cannot register with the master at " + p->opts.master_server_address + ": " + reg.error().message() +
+        " (will keep retrying in the background)");
+    std::fprintf(stderr, "mooncake_client: %s\n", why ? why->c_str() : "master registration failed");
+  }
+  p->heartbeat_timer = std::make_shared<boost::asio::steady_timer>(rt.executor(0));
+  if (auto h = p->background.try_enter())
+    boost::asio::co_spawn(rt.executor(0),
+                          [](impl* self, gate_holder h) -> task<void> {
+                            co_await self->heartbeat_loop();
+                            h.leave();
+                          }(raw, std::move(h)),
+                          boost::asio::detached);
+  return std::unique_ptr<client>(new client(std::move(p)));
+}
+
+void client::stop() {
+  auto& p = *impl_;
+  if (p.stopped) return;
+  p.stopped = true;
+  p.rt.block_on([](impl* self) -> task<void> {
+    self->heartbeat_timer->cancel();
+    if (self->registered.load())
+      (void)co_await mc::with_deadline(self->master.unregister_client(self->id), std::chrono::seconds(2));
+    co_await self->background.close();
+  }(&p));
+  p.server->stop();
+  p.engine->stop();
+}
+
+task<result<void>> client::impl::register_with_master(bool republish) {
+  mc::master::client_info info;
+  info.client_id = id;
+  info.rpc_endpoint = rpc_endpoint;
+  info.transfer_endpoint = transfer_endpoint;
+  for (auto& u : backend->usage()) {
+    info.capacity += u.capacity;
+    info.used += u.used;
+  }
+  auto r = co_await master.register_client(info);
+  if (!r) co_return r;
+  if (republish) {
+    std::vector<std::pair<std::string, std::uint64_t>> batch;
+    for (auto& k : backend->keys()) {
+      batch.emplace_back(k.key, k.size);
+      if (batch.size() == republish_batch) {
+        auto a = co_await master.add_replicas(id, std::exchange(batch, {}));
+        if (!a) co_return a.error();
+      }
+    }
+    if (!batch.empty()) {
+      auto a = co_await master.add_replicas(id, std::move(batch));
+      if (!a) co_return a.error();
+    }
+  }
+  registered = true;
+  co_return result<void>{};
+}
+
+task<void> client::impl::heartbeat_loop() {
+  for (;;) {
+    heartbeat_timer->expires_after(opts.heartbeat_interval);
+    auto [ec] = co_await heartbeat_timer->async_wait(boost::asio::as_tuple(boost::asio::use_awaitable));
+    if (ec || stopped) co_return;
+    std::uint64_t used = 0, cap = 0;
+    for (auto& u : backend->usage()) {
+      cap += u.capacity;
+      used += u.used;
+    }
+    if (registered) {
+      auto r = co_await master.heartbeat(id, used, cap);
+      if (r) continue;
+      stats.master_errors.fetch_add(1, std::memory_order_relaxed);
+      registered = false;
+      if (!mc::is(r.error(), errc::client_not_found)) continue;  // unreachable: retry next period
+    }
+    // Unknown to the master (it restarted, or dropped us): register and re-publish.
+    if (auto r = co_await register_with_master(true); r)
+      std::fprintf(stderr, "mooncake_client %s: (re)registered with the master, %zu keys published\n", id.c_str(),
+                   backend->count());
+  }
+}
+
+task<result<void>> client::impl::publish(const std::string& key, std::uint64_t size) {
+  std::vector<std::pair<std::string, std::uint64_t>> item{{key, size}};
+  auto r = co_await master.add_replicas(id, std::move(item));
+  if (!r) {
+    stats.master_errors.fetch_add(1, std::memory_order_relaxed);
+    co_return r.error();
+  }
+  auto& one = r->front();
+  if (!one && mc::is(one.error(), errc::client_not_found)) {
+    registered = false;
+    if (auto reg = co_await register_with_master(true); !reg) co_return reg;
+    co_return result<void>{};  // republished with everything else
+  }
+  co_return one;
+}
+
+void client::impl::on_evicted(const std::string& key) {
+  forget_route(key);
+  auto h = background.try_enter();
+  if (!h) return;
+  boost::asio::co_spawn(rt.executor(0),
+                        [](impl* self, std::string key, gate_holder h) -> task<void> {
+                          std::vector<std::string> keys{std::move(key)};
+                          (void)co_await self->master.remove_replicas(self->id, std::move(keys));
+                          h.leave();
+                        }(this, key, std::move(h)),
+                        boost::asio::detached);
+}
+
+const std::string& client::id() const noexcept { return impl_->id; }
+const std::string& client::rpc_endpoint() const noexcept { return impl_->rpc_endpoint; }
+const std::string& client::transfer_endpoint() const noexcept { return impl_->transfer_endpoint; }
+std::uint16_t client::rpc_port() const noexcept { return impl_->server->port(); }
+const client_options& client::options() const noexcept { return impl_->opts; }
+tiered_backend& client::backend() noexcept { return *impl_->backend; }
+data_manager& client::data() noexcept { return *impl_->dm; }
+mc::transfer::engine& client::engine() noexcept { return *impl_->engine; }
+
+client_stats client::stats() const {
+  auto& s = impl_->stats;
+  constexpr auto r = std::memory_order_relaxed;
+  return {s.local_hits.load(r), s.remote_hits.load(r),       s.misses.load(r),
+          s.fallbacks.load(r),  s.route_cache_hits.load(r), s.master_errors.load(r),
+          impl_->registered.load()};
+}
+
+result<mc::transfer::region> client::register_buffer(std::span<std::byte> buf) {
+  return impl_->engine->register_memory(buf.data(), buf.size());
+}
+
+}  // namespace mc::store

@@ -1,0 +1,64 @@
+#include "mc/store/client_options.hpp"
+
+#include "mc/store/data_manager.hpp"
+
+namespace mc::store {
+
+mc::config::option_set make_option_set(client_options& o) {
+  mc::config::option_set s("mooncake_client",
+                           "A P2P client node: stores KV blocks in its own tiers, serves them to peers.");
+  s.add("deployment_mode", &o.deployment_mode, "deployment mode; only P2P is supported")
+      .add("client_id", &o.client_id, "unique client id (\"\" = <advertised host>:<client_rpc_port>)")
+      .add("master_server_address", &o.master_server_address, "master RPC address host:port")
+      .add("host", &o.host, "bind host of the RPC server and the TransferEngine")
+      .add("local_hostname", &o.local_hostname, "address advertised to peers (\"\" = derived from host)")
+      .add("port", &o.port, "TransferEngine port (data plane; 0 = ephemeral)")
+      .add("client_rpc_port", &o.client_rpc_port, "ClientRpcService port (control plane; 0 = ephemeral)")
+      .add("rpc_thread_num", &o.rpc_thread_num, "RPC server threads", 1, 64)
+      .add("protocol", &o.protocol, "transfer protocol: tcp (rdma is not built)")
+      .add("tiered_backend_config", &o.tiered_backend_config,
+           "tiers as the spec's JSON, inline or a file path (default: one 512MiB DRAM tier)")
+      .add("dm_lock_shard_count", &o.lock_shard_count, "DataManager lock shards", 1, max_lock_shard_count)
+      .add("rpc_timeout", &o.rpc_timeout, "deadline of every peer and master RPC")
+      .add("heartbeat_interval", &o.heartbeat_interval, "heartbeat period towards the master")
+      .add("transfer_transport", &o.transfer_transport,
+           "auto | tcp | same_host: force one transport for transfers this node initiates")
+      .add("rpc_max_connections", &o.rpc_max_connections, "RPC connections cached per thread", 1, 65536)
+      .env("MOONCAKE_DM_LOCK_SHARD_COUNT", "dm_lock_shard_count")
+      .allow_file_key("tiers");
+  return s;
+}
+
+std::string resolve(client_options& o, const mc::config::option_set& parsed) {
+  if (o.deployment_mode != "P2P" && o.deployment_mode != "p2p")
+    return "deployment_mode '" + o.deployment_mode + "' is not supported: this client implements only P2P";
+  if (o.protocol == "rdma")
+    return "protocol 'rdma': the RDMA transfer transport is not built in this version (no verbs support); use "
+           "--protocol tcp";
+  if (o.protocol != "tcp") return "protocol '" + o.protocol + "' is unknown (expected tcp or rdma)";
+  if (o.master_server_address.find(':') == std::string::npos)
+    return "master_server_address '" + o.master_server_address + "' must be host:port";
+  if (o.transfer_transport != "auto" && o.transfer_transport != "tcp" && o.transfer_transport != "same_host")
+    return "transfer_transport '" + o.transfer_transport + "' is unknown (expected auto, tcp or same_host)";
+  if (o.rpc_timeout.count() <= 0) return "rpc_timeout must be positive";
+  if (o.heartbeat_interval.count() <= 0) return "heartbeat_interval must be positive";
+  if (!o.tiered_backend_config.empty()) {
+    auto t = parse_tiers_json(o.tiered_backend_config);
+    if (!t) return "tiered_backend_config: " + t.error().message;
+    o.tiers = std::move(*t);
+  } else if (parsed.file_has_key("tiers")) {
+    auto t = parse_tiers_toml(parsed.file_text());
+    if (!t) return "config file: " + t.error().message;
+    o.tiers = std::move(*t);
+  }
+  if (o.tiers.empty()) o.tiers.push_back(tier_config{tier_type::dram, 512ull << 20, 100, "OFFSET", {}, false});
+  return {};
+}
+
+std::optional<mc::transfer::transport_kind> forced_transport(const client_options& o) {
+  if (o.transfer_transport == "tcp") return mc::transfer::transport_kind::tcp;
+  if (o.transfer_transport == "same_host") return mc::transfer::transport_kind::same_host;
+  return std::nullopt;
+}
+
+}  // namespace mc::store

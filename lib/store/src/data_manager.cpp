@@ -1,0 +1,222 @@
+#include "mc/store/data_manager.hpp"
+
+#include "mc/store/tiered_backend.hpp"
+#include "mc/transfer/engine.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <charconv>
+#include <chrono>
+#include <cstring>
+#include <functional>
+
+namespace mc::store {
+
+struct data_manager::shard {
+  async_shared_mutex mu;
+};
+
+struct data_manager::counters {
+  std::atomic<std::uint64_t> remote_reads{0}, remote_read_bytes{0}, remote_writes{0}, remote_write_bytes{0},
+      remote_errors{0}, lock_waits{0}, lock_wait_ns{0};
+};
+
+namespace {
+using clock = std::chrono::steady_clock;
+constexpr auto relaxed = std::memory_order_relaxed;
+
+mc::duration remaining(clock::time_point deadline) {
+  auto now = clock::now();
+  return deadline > now ? deadline - now : mc::duration::zero();
+}
+}  // namespace
+
+result<std::size_t> parse_lock_shard_count(std::string_view text) {
+  std::size_t v = 0;
+  auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc{} || p != text.data() + text.size() || v == 0 || v > max_lock_shard_count)
+    return fail(errc::invalid_params);
+  return v;
+}
+
+result<void> check_key(std::string_view key) {
+  if (key.empty() || key.size() > max_key_bytes) return fail(errc::invalid_key);
+  return {};
+}
+
+data_manager::data_manager(tiered_backend& backend, mc::transfer::engine& engine, std::size_t lock_shards)
+    : backend_(backend), engine_(engine), counters_(std::make_unique<counters>()) {
+  lock_shards = std::clamp<std::size_t>(lock_shards, 1, max_lock_shard_count);
+  shards_.reserve(lock_shards);
+  for (std::size_t i = 0; i < lock_shards; ++i) shards_.push_back(std::make_unique<shard>());
+}
+
+data_manager::~data_manager() = default;
+
+async_shared_mutex& data_manager::lock_for(const std::string& key) {
+  return shards_[std::hash<std::string>{}(key) % shards_.size()]->mu;
+}
+
+task<result<shared_lock_guard>> data_manager::lock_shared(const std::string& key) {
+  auto& m = lock_for(key);
+  if (auto g = m.try_lock_shared(); g.owns_lock()) co_return std::move(g);
+  auto t0 = clock::now();
+  auto g = co_await m.lock_shared();
+  counters_->lock_waits.fetch_add(1, relaxed);
+  counters_->lock_wait_ns.fetch_add(
+      static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(clock::now() - t0).count()),
+      relaxed);
+  co_return g;
+}
+
+task<result<unique_lock_guard>> data_manager::lock_exclusive(const std::string& key) {
+  auto& m = lock_for(key);
+  if (auto g = m.try_lock(); g.owns_lock()) co_return std::move(g);
+  auto t0 = clock::now();
+  auto g = co_await m.lock();
+  counters_->lock_waits.fetch_add(1, relaxed);
+  counters_->lock_wait_ns.fetch_add(
+      static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(clock::now() - t0).count()),
+      relaxed);
+  co_return g;
+}
+
+task<result<void>> data_manager::put(const std::string& key, std::span<const std::byte> value) {
+  if (auto r = check_key(key); !r) co_return r;
+  if (value.empty()) co_return fail(errc::invalid_params);
+  auto lock = co_await lock_exclusive(key);
+  if (!lock) co_return lock.error();
+  auto h = co_await backend_.allocate(value.size());
+  if (!h) co_return h.error();
+  if (auto w = co_await h->write(value); !w) co_return w;
+  if (auto c = backend_.commit(key, std::move(*h)); !c) co_return c;
+  if (on_commit_) co_return co_await on_commit_(key, value.size());
+  co_return result<void>{};
+}
+
+task<result<std::size_t>> data_manager::get(const std::string& key, std::span<std::byte> dst) {
+  if (auto r = check_key(key); !r) co_return r.error();
+  auto lock = co_await lock_shared(key);
+  if (!lock) co_return lock.error();
+  auto h = backend_.get(key);
+  if (!h) co_return h.error();
+  if (dst.size() < h->size()) co_return fail(errc::buffer_overflow);
+  if (auto r = co_await h->read_into(dst.first(h->size())); !r) co_return r.error();
+  co_return h->size();
+}
+
+result<std::uint64_t> data_manager::size_of(const std::string& key) const {
+  auto h = backend_.get(key);
+  if (!h) return h.error();
+  return h->size();
+}
+
+bool data_manager::exists(const std::string& key) const { return backend_.exists(key); }
+
+task<result<void>> data_manager::remove(const std::string& key) {
+  if (auto r = check_key(key); !r) co_return r;
+  auto lock = co_await lock_exclusive(key);
+  if (!lock) co_return lock.error();
+  co_return backend_.remove(key);
+}
+
+task<result<std::uint64_t>> data_manager::read_remote(const std::string& key, mc::transfer::remote_buffer dest,
+                                                      mc::duration timeout, std::uint64_t* actual_size) {
+  auto deadline = clock::now() + timeout;
+  if (auto r = check_key(key); !r) co_return r.error();
+  // Step 2/3: shared key lock, then the tier's handle (pins the value).
+  auto lock = co_await lock_shared(key);
+  if (!lock) co_return lock.error();
+  auto h = backend_.get(key);
+  if (!h) co_return h.error();
+  const std::uint64_t size = h->size();
+  if (actual_size) *actual_size = size;
+  if (dest.length != size || dest.endpoint.empty()) co_return fail(errc::invalid_params);
+
+  result<void> r;
+  if (h->tier() == tier_type::dram) {
+    // Step 5: TransferEngine WRITE straight from the tier into the requester.
+    r = co_await engine_.write(h->data(), dest, remaining(deadline));
+  } else {
+    // Step 4: not in DRAM: stage chunk by chunk through a temporary DRAM buffer.
+    for (std::uint64_t off = 0; off < size && r;) {
+      auto st = co_await backend_.acquire_staging(static_cast<std::size_t>(size - off));
+      if (!st) {
+        r = st.error();
+        break;
+      }
+      auto chunk = st->data();
+      r = co_await h->read_into(chunk, off);
+      if (!r) break;
+      auto part = dest;
+      part.address += off;
+      part.length = chunk.size();
+      r = co_await engine_.write(chunk, part, remaining(deadline));
+      off += chunk.size();
+    }
+  }
+  if (!r) {
+    counters_->remote_errors.fetch_add(1, relaxed);
+    co_return r.error();
+  }
+  counters_->remote_reads.fetch_add(1, relaxed);
+  counters_->remote_read_bytes.fetch_add(size, relaxed);
+  co_return size;  // step 6
+}
+
+task<result<void>> data_manager::write_remote(const std::string& key, mc::transfer::remote_buffer src,
+                                              mc::duration timeout) {
+  auto deadline = clock::now() + timeout;
+  if (auto r = check_key(key); !r) co_return r;
+  if (src.length == 0 || src.endpoint.empty()) co_return fail(errc::invalid_params);
+  // Step 3: writes to one key are mutually exclusive.
+  auto lock = co_await lock_exclusive(key);
+  if (!lock) co_return lock.error();
+  // Step 4: space from the TieredBackend; the handle frees it unless committed.
+  auto h = co_await backend_.allocate(static_cast<std::size_t>(src.length));
+  if (!h) co_return h.error();
+  result<void> r;
+  if (h->tier() == tier_type::dram) {
+    // Step 6: TransferEngine READ from the requester straight into the tier.
+    r = co_await engine_.read(h->data(), src, remaining(deadline));
+  } else {
+    // Steps 5-7: through a temporary DRAM buffer, then into the tier.
+    for (std::uint64_t off = 0; off < src.length && r;) {
+      auto st = co_await backend_.acquire_staging(static_cast<std::size_t>(src.length - off));
+      if (!st) {
+        r = st.error();
+        break;
+      }
+      auto chunk = st->data();
+      auto part = src;
+      part.address += off;
+      part.length = chunk.size();
+      r = co_await engine_.read(chunk, part, remaining(deadline));
+      if (!r) break;
+      r = co_await h->write(chunk);
+      off += chunk.size();
+    }
+  }
+  if (!r) {
+    counters_->remote_errors.fetch_add(1, relaxed);
+    co_return r;  // RAII: `h` releases the allocation, the old value is untouched
+  }
+  // Step 8: commit publishes atomically.
+  if (auto c = backend_.commit(key, std::move(*h)); !c) {
+    counters_->remote_errors.fetch_add(1, relaxed);
+    co_return c;
+  }
+  counters_->remote_writes.fetch_add(1, relaxed);
+  counters_->remote_write_bytes.fetch_add(src.length, relaxed);
+  if (on_commit_) co_return co_await on_commit_(key, src.length);
+  co_return result<void>{};  // step 9
+}
+
+data_manager_stats data_manager::stats() const {
+  return {counters_->remote_reads.load(relaxed),  counters_->remote_read_bytes.load(relaxed),
+          counters_->remote_writes.load(relaxed), counters_->remote_write_bytes.load(relaxed),
+          counters_->remote_errors.load(relaxed), counters_->lock_waits.load(relaxed),
+          counters_->lock_wait_ns.load(relaxed)};
+}
+
+}  // namespace mc::store

@@ -1,0 +1,141 @@
+#include "mc/store/data_manager.hpp"
+#include "mc/store/tiered_backend.hpp"
+#include "mc/transfer/engine.hpp"
+#include "test_support.hpp"
+
+#include <doctest/doctest.h>
+
+using namespace std::chrono_literals;
+using mc::test::random_bytes;
+
+namespace {
+struct dm_fixture {
+  mc::runtime::runtime rt{2};
+  std::unique_ptr<mc::store::tiered_backend> backend;
+  std::unique_ptr<mc::transfer::engine> owner_engine;   // node B (holds data)
+  std::unique_ptr<mc::transfer::engine> reader_engine;  // node A (requester)
+  std::unique_ptr<mc::store::data_manager> dm;
+  dm_fixture() {
+    rt.start();
+    auto tiers = mc::store::parse_tiers_json(R"({"tiers":[{"type":"DRAM","capacity":"16MiB","priority":1}]})");
+    REQUIRE(tiers.has_value());
+    auto b = mc::store::tiered_backend::create(rt, *tiers);
+    REQUIRE(b.has_value());
+    backend = std::move(*b);
+    mc::transfer::engine_options eo;
+    eo.bind_host = "127.0.0.1";
+    eo.force = mc::transfer::transport_kind::tcp;
+    owner_engine = std::make_unique<mc::transfer::engine>(rt, eo);
+    reader_engine = std::make_unique<mc::transfer::engine>(rt, eo);
+    REQUIRE(owner_engine->start());
+    REQUIRE(reader_engine->start());
+    dm = std::make_unique<mc::store::data_manager>(*backend, *owner_engine, 16);
+  }
+  ~dm_fixture() {
+    dm.reset();
+    owner_engine->stop();
+    reader_engine->stop();
+    rt.stop();
+  }
+};
+
+mc::task<mc::result<void>> put(mc::store::data_manager& dm, std::string key, std::vector<std::uint8_t> v) {
+  co_return co_await dm.put(key, std::as_bytes(std::span(v)));
+}
+}  // namespace
+
+TEST_SUITE("data manager") {
+  TEST_CASE("MOONCAKE_DM_LOCK_SHARD_COUNT values are validated") {
+    CHECK(*mc::store::parse_lock_shard_count("1024") == 1024);
+    CHECK(*mc::store::parse_lock_shard_count("1") == 1);
+    CHECK(mc::store::parse_lock_shard_count("0").has_error());
+    CHECK(mc::store::parse_lock_shard_count("-3").has_error());
+    CHECK(mc::store::parse_lock_shard_count("12x").has_error());
+    CHECK(mc::store::parse_lock_shard_count("99999999999").has_error());
+  }
+
+  TEST_CASE("remote read writes the exact value into the requester's registered buffer") {
+    dm_fixture f;
+    auto v = random_bytes(123457, 5);
+    REQUIRE(f.rt.block_on(put(*f.dm, "k", v)));
+    std::vector<std::uint8_t> dst(v.size());
+    auto reg = f.reader_engine->register_memory(dst.data(), dst.size());
+    REQUIRE(reg.has_value());
+    auto r = f.rt.block_on(f.dm->read_remote("k", reg->describe(), 5s));
+    REQUIRE(r.has_value());
+    CHECK(*r == v.size());
+    CHECK(dst == v);
+    CHECK(f.dm->stats().remote_reads == 1);
+  }
+
+  TEST_CASE("a descriptor of the wrong length, a wrong token or a bad address fail and keep the value") {
+    dm_fixture f;
+    auto v = random_bytes(5000, 6);
+    REQUIRE(f.rt.block_on(put(*f.dm, "k", v)));
+    std::vector<std::uint8_t> dst(10000, 0);
+    auto reg = f.reader_engine->register_memory(dst.data(), dst.size());
+    REQUIRE(reg.has_value());
+    std::uint64_t actual = 0;
+    auto wrong_len = f.rt.block_on(f.dm->read_remote("k", reg->describe(0, 4999), 5s, &actual));
+    CHECK(mc::is(wrong_len.error(), mc::errc::invalid_params));
+    CHECK(actual == 5000);
+    auto bad_token = reg->describe(0, 5000);
+    bad_token.token ^= 0x5a5a;
+    auto denied = f.rt.block_on(f.dm->read_remote("k", bad_token, 5s));
+    CHECK(mc::is(denied.error(), mc::errc::access_denied));
+    auto past_end = reg->describe(5001, 4999);
+    past_end.length = 5000;
+    auto oob = f.rt.block_on(f.dm->read_remote("k", past_end, 5s));
+    CHECK(mc::is(oob.error(), mc::errc::out_of_range));
+    CHECK(std::all_of(dst.begin(), dst.end(), [](std::uint8_t x) { return x == 0; }));
+    auto missing = f.rt.block_on(f.dm->read_remote("nope", reg->describe(0, 5000), 5s));
+    CHECK(mc::is(missing.error(), mc::errc::object_not_found));
+    auto empty_key = f.rt.block_on(f.dm->read_remote("", reg->describe(0, 5000), 5s));
+    CHECK(mc::is(empty_key.error(), mc::errc::invalid_key));
+    // The stored value is intact.
+    std::vector<std::uint8_t> back(5000);
+    auto g = f.rt.block_on(f.dm->get("k", std::as_writable_bytes(std::span(back))));
+    REQUIRE(g.has_value());
+    CHECK(back == v);
+  }
+
+  TEST_CASE("a failed remote write releases its allocation and leaves the old value untouched") {
+    dm_fixture f;
+    auto old_value = random_bytes(4000, 7);
+    REQUIRE(f.rt.block_on(put(*f.dm, "k", old_value)));
+    auto used_before = f.backend->usage().at(0).used;
+    auto fresh = random_bytes(8000, 8);
+    auto reg = f.reader_engine->register_memory(fresh.data(), fresh.size());
+    REQUIRE(reg.has_value());
+    auto bad = reg->describe();
+    bad.token += 1;
+    auto r = f.rt.block_on(f.dm->write_remote("k", bad, 5s));
+    CHECK(mc::is(r.error(), mc::errc::access_denied));
+    auto zero = f.rt.block_on(f.dm->write_remote("k", reg->describe(0, 0), 5s));
+    CHECK(mc::is(zero.error(), mc::errc::invalid_params));
+    CHECK(f.backend->usage().at(0).used == used_before);
+    std::vector<std::uint8_t> back(4000);
+    REQUIRE(f.rt.block_on(f.dm->get("k", std::as_writable_bytes(std::span(back)))));
+    CHECK(back == old_value);
+    // And a good remote write replaces it completely.
+    REQUIRE(f.rt.block_on(f.dm->write_remote("k", reg->describe(), 5s)));
+    std::vector<std::uint8_t> back2(8000);
+    auto g = f.rt.block_on(f.dm->get("k", std::as_writable_bytes(std::span(back2))));
+    REQUIRE(g.has_value());
+    CHECK(*g == 8000);
+    CHECK(back2 == fresh);
+  }
+
+  TEST_CASE("the commit hook runs under the key lock and its error is reported") {
+    dm_fixture f;
+    int calls = 0;
+    f.dm->set_commit_hook([&calls](const std::string&, std::uint64_t) -> mc::task<mc::result<void>> {
+      ++calls;
+      co_return mc::fail(mc::errc::rpc_fail);
+    });
+    auto r = f.rt.block_on(put(*f.dm, "k", random_bytes(10, 1)));
+    CHECK(mc::is(r.error(), mc::errc::rpc_fail));
+    CHECK(calls == 1);
+    CHECK(f.dm->exists("k"));  // stored; only publishing failed
+  }
+}

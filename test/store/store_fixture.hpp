@@ -1,0 +1,97 @@
+#pragma once
+// An in-process P2P cluster for store tests: one master and N clients, each
+// client on its own runtime (as if on its own node).
+#include "mc/master/master_server.hpp"
+#include "mc/rpc/client.hpp"
+#include "mc/runtime/runtime.hpp"
+#include "mc/store/client.hpp"
+#include "test_support.hpp"
+
+#include <doctest/doctest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace mc::test {
+
+struct node {
+  std::unique_ptr<mc::runtime::runtime> rt;
+  std::unique_ptr<mc::store::client> client;
+};
+
+struct cluster {
+  mc::runtime::runtime master_rt{2};
+  std::unique_ptr<mc::master::master_server> master;
+  std::vector<node> nodes;
+  std::vector<std::string> temp_dirs;
+
+  cluster() {
+    master_rt.start();
+    mc::master::master_options mo;
+    mo.rpc_address = "127.0.0.1";
+    mo.rpc_port = 0;
+    master = std::make_unique<mc::master::master_server>(master_rt, mo);
+    REQUIRE(master->start());
+  }
+
+  std::string master_address() const { return "127.0.0.1:" + std::to_string(master->port()); }
+
+  /// Adds a client; `tiers_json` empty = 64 MiB DRAM. "SSD" in it is given a
+  /// fresh temp directory through the placeholder @DIR@.
+  mc::store::client& add(const std::string& id, std::string tiers_json = {}, const std::string& transport = "auto") {
+    mc::store::client_options o;
+    o.client_id = id;
+    o.master_server_address = master_address();
+    o.host = "127.0.0.1";
+    o.port = 0;
+    o.client_rpc_port = 0;
+    o.rpc_timeout = std::chrono::seconds(5);
+    o.heartbeat_interval = std::chrono::milliseconds(200);
+    o.transfer_transport = transport;
+    if (tiers_json.empty()) tiers_json = R"({"tiers":[{"type":"DRAM","capacity":"64MiB","priority":100}]})";
+    if (auto pos = tiers_json.find("@DIR@"); pos != std::string::npos) {
+      temp_dirs.push_back(make_temp_dir("mc-store-ssd"));
+      tiers_json.replace(pos, 5, temp_dirs.back());
+    }
+    o.tiered_backend_config = tiers_json;
+    mc::config::option_set dummy("t", "t");
+    auto err = mc::store::resolve(o, dummy);
+    REQUIRE_MESSAGE(err.empty(), err);
+    node n;
+    n.rt = std::make_unique<mc::runtime::runtime>(2);
+    n.rt->start();
+    std::string why;
+    auto c = mc::store::client::start(*n.rt, o, &why);
+    REQUIRE_MESSAGE(c.has_value(), why);
+    n.client = std::move(*c);
+    nodes.push_back(std::move(n));
+    return *nodes.back().client;
+  }
+
+  /// Runs a coroutine on node i's runtime and waits.
+  template <class T>
+  T on(std::size_t i, mc::task<T> t) {
+    return nodes.at(i).rt->block_on(std::move(t));
+  }
+
+  ~cluster() {
+    for (auto& n : nodes) {
+      n.client->stop();
+      n.client.reset();
+      mc::rpc::shutdown(*n.rt);
+      n.rt->stop();
+    }
+    master->stop();
+    mc::rpc::shutdown(master_rt);
+    master_rt.stop();
+    for (auto& d : temp_dirs) remove_tree(d);
+  }
+};
+
+inline std::span<const std::byte> bytes_of(const std::vector<std::uint8_t>& v) {
+  return std::as_bytes(std::span(v));
+}
+inline std::span<std::byte> writable(std::vector<std::uint8_t>& v) { return std::as_writable_bytes(std::span(v)); }
+
+}  // namespace mc::test
