@@ -494,3 +494,36 @@ TEST_SUITE("transfer_same_host") {
     CHECK(mc::is(rt.block_on(a.read(bytes(buf), d, 2s)).error(), mc::errc::unsupported));
   }
 }
+
+TEST_SUITE("transfer_engine_failures") {
+  TEST_CASE("pooled connections to a peer that restarted on the same endpoint are replaced transparently") {
+    for (auto force : {transport_kind::tcp, transport_kind::same_host}) {
+      CAPTURE(to_string(force));
+      mc::runtime::runtime rt(1);
+      rt.start();
+      engine a(rt, loopback_options(force));
+      REQUIRE(a.start());
+      auto b = std::make_unique<engine>(rt, loopback_options(force));
+      REQUIRE(b->start());
+      auto ep = b->endpoint();
+      std::vector<std::uint8_t> target(1 << 16);
+      auto src = mc::test::random_bytes(target.size(), 11);
+      {
+        auto reg = b->register_memory(target.data(), target.size());
+        REQUIRE(rt.block_on(a.write(cbytes(src), reg->describe())).has_value());
+      }
+      b->stop();
+      b.reset();
+      auto o = loopback_options(force);
+      o.port = static_cast<std::uint16_t>(std::stoi(ep.substr(ep.rfind(':') + 1)));
+      engine b2(rt, o);
+      REQUIRE(b2.start());
+      REQUIRE(b2.endpoint() == ep);
+      std::fill(target.begin(), target.end(), 0);
+      auto reg = b2.register_memory(target.data(), target.size());
+      auto w = rt.block_on(a.write(cbytes(src), reg->describe()));
+      REQUIRE_MESSAGE(w.has_value(), w.error().message());
+      CHECK(std::memcmp(target.data(), src.data(), src.size()) == 0);
+    }
+  }
+}

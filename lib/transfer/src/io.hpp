@@ -82,15 +82,40 @@ inline ssize_t recv_once(int fd, void* p, std::size_t n, errc& err) noexcept {
   }
 }
 
+/// While a large payload is outstanding, ask the kernel to report readability
+/// only once a useful amount has arrived (fewer wake-ups per MiB); restored to
+/// 1 when the payload is complete.
+class rcvlowat {
+ public:
+  explicit rcvlowat(int fd) : fd_(fd) {}
+  ~rcvlowat() {
+    if (cur_ > 1) set(1);
+  }
+  void before_wait(std::uint64_t remaining) noexcept {
+    int want = remaining >= (64u << 10) ? static_cast<int>(std::min<std::uint64_t>(remaining, 256u << 10)) : 1;
+    if (want != cur_) set(want);
+  }
+
+ private:
+  void set(int v) noexcept {
+    ::setsockopt(fd_, SOL_SOCKET, SO_RCVLOWAT, &v, sizeof v);
+    cur_ = v;
+  }
+  int fd_;
+  int cur_ = 1;
+};
+
 /// Receives exactly n bytes into p.
 template <class Socket>
 task<result<void>> recv_all(Socket& s, void* p, std::size_t n) {
   auto* b = static_cast<std::byte*>(p);
+  rcvlowat lowat(s.native_handle());
   while (n > 0) {
     errc err{};
     ssize_t r = recv_once(s.native_handle(), b, n, err);
     if (r < 0) co_return fail(err);
     if (r == 0) {
+      lowat.before_wait(n);
       auto w = co_await wait_ready(s, Socket::wait_read);
       if (!w) co_return w;
       continue;
@@ -122,6 +147,7 @@ enum class region_io { ok, revoked, failed };
 /// is drained (the connection stays usable) and `revoked` is returned.
 template <class Socket>
 task<region_io> recv_into_region(Socket& s, const region_entry& e, std::byte* p, std::uint64_t n) {
+  rcvlowat lowat(s.native_handle());
   while (n > 0) {
     errc err{};
     ssize_t r;
@@ -135,6 +161,7 @@ task<region_io> recv_into_region(Socket& s, const region_entry& e, std::byte* p,
     }
     if (r < 0) co_return region_io::failed;
     if (r == 0) {
+      lowat.before_wait(n);
       if (!co_await wait_ready(s, Socket::wait_read)) co_return region_io::failed;
       continue;
     }

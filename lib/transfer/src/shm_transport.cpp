@@ -101,15 +101,31 @@ class shm_transport final : public transport {
     }
     lease c = std::move(*got);
     if (!c) co_return 0;
+    bool first_on_conn = true;
     while (next < items.size()) {
       transfer_item& it = *items[next++];
       auto r = co_await move_one(*c, it);
-      if (!r) {
-        if (mc::is(r.error(), errc::cancelled)) {
-          c.discard();
+      if (!r && !mc::is(r.error(), errc::cancelled) && c.reused() && first_on_conn && !it.done) {
+        // A pooled connection failing on first use is probably stale (the
+        // peer restarted): retry once on a fresh connection.
+        c.discard();
+        pool.drop_idle();
+        auto again = co_await pool.acquire(connect, true);
+        if (!again || !*again) {
+          auto e = again ? make_error_code(errc::transfer_fail) : again.error();
+          if (!mc::is(e, errc::cancelled)) {
+            it.finish(e);
+            for (; next < items.size(); ++next) items[next]->finish(e);
+          }
           co_return 0;
         }
+        c = std::move(*again);
+        r = co_await move_one(*c, it);
+      }
+      first_on_conn = false;
+      if (!r) {
         c.discard();
+        if (mc::is(r.error(), errc::cancelled)) co_return 0;
         it.finish(r.error());
         for (; next < items.size(); ++next) items[next]->finish(r.error());
         co_return 0;
