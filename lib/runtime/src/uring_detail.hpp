@@ -101,6 +101,7 @@ class ring_service : public boost::asio::execution_context::service {
   int efd_ = -1;
   std::unique_ptr<boost::asio::posix::stream_descriptor> desc_;
   bool armed_ = false;
+  bool retry_posted_ = false;
   std::size_t pending_cqes_ = 0;  // SQEs submitted whose CQE is outstanding
   std::uint64_t synced_version_ = 0;
   std::array<std::uint64_t, max_fixed_slots> ring_gen_{};   // gen pinned in the ring (0: none)

@@ -165,8 +165,16 @@ void ring_service::submit_now() {
   int rc;
   do rc = io_uring_submit(&ring_);
   while (rc == -EINTR);
-  // Other errors (EAGAIN/EBUSY: CQ overflow) leave the SQEs queued; they are
-  // submitted again on the next completion round.
+  // EAGAIN/EBUSY (kernel short of resources, CQ overflow) leave the SQEs
+  // queued: retry after the handlers already queued on this thread ran (they
+  // include the completion round that reaps the CQ).
+  if ((rc == -EAGAIN || rc == -EBUSY) && !retry_posted_ && desc_) {
+    retry_posted_ = true;
+    asio::post(desc_->get_executor(), [this] {
+      retry_posted_ = false;
+      if (ring_ok_ && io_uring_sq_ready(&ring_) > 0) submit_now();
+    });
+  }
 }
 
 void ring_service::request_cancel(op_base* o) {
