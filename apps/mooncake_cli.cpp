@@ -3,6 +3,7 @@
 #include "mc/master/master_client.hpp"
 #include "mc/rpc/client.hpp"
 #include "mc/runtime/runtime.hpp"
+#include "mc/store/client_options.hpp"
 #include "mc/store/data_manager.hpp"
 #include "mc/store/peer_client.hpp"
 #include "mc/transfer/engine.hpp"
@@ -34,7 +35,8 @@ constexpr const char* usage_text =
     "  --master_server_address HOST:PORT      the master [127.0.0.1:50051]\n"
     "  --rpc_timeout MS                       deadline of each RPC in milliseconds [10000]\n"
     "  --local_hostname ADDR                  address peers use to reach this CLI's TransferEngine\n"
-    "                                         [derived from the interfaces]\n"
+    "                                         [127.0.0.1 if the master is on loopback, else\n"
+    "                                         derived from the interfaces]\n"
     "  --transfer_transport auto|tcp          force TCP transfers [auto]\n"
     "  --max_value_bytes N                    refuse larger values [4294967296]\n"
     "\n"
@@ -240,6 +242,7 @@ int main(int argc, char** argv) {
     mc::transfer::engine_options eo;
     eo.port = 0;
     eo.advertise_host = o.local_hostname;
+    if (eo.advertise_host.empty() && mc::store::is_loopback_endpoint(o.master)) eo.advertise_host = "127.0.0.1";
     if (o.transport == "tcp") eo.force = mc::transfer::transport_kind::tcp;
     mc::transfer::engine engine(rt, eo);
     if (auto r = engine.start(); !r) {

@@ -51,8 +51,16 @@ std::string resolve(client_options& o, const mc::config::option_set& parsed) {
     if (!t) return "config file: " + t.error().message;
     o.tiers = std::move(*t);
   }
+  // A master reached over loopback means a single-host cluster: advertise
+  // loopback too, rather than whichever interface address comes first.
+  if (o.local_hostname.empty() && is_loopback_endpoint(o.master_server_address)) o.local_hostname = "127.0.0.1";
   if (o.tiers.empty()) o.tiers.push_back(tier_config{tier_type::dram, 512ull << 20, 100, "OFFSET", {}, false});
   return {};
+}
+
+bool is_loopback_endpoint(std::string_view endpoint) {
+  auto host = endpoint.substr(0, endpoint.rfind(':'));
+  return host.rfind("127.", 0) == 0 || host == "localhost" || host == "[::1]";
 }
 
 std::optional<mc::transfer::transport_kind> forced_transport(const client_options& o) {

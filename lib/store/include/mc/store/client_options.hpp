@@ -18,7 +18,8 @@ struct client_options {
   std::string client_id;              ///< "" = derived from host and ports
   std::string master_server_address = "127.0.0.1:50051";
   std::string host = "0.0.0.0";       ///< bind host of the RPC server and the TransferEngine
-  std::string local_hostname;         ///< advertised address ("" = derived, never blindly loopback)
+  std::string local_hostname;         ///< advertised address ("" = derived: 127.0.0.1 when the master
+                                      ///< is on loopback, else from `host` or the interfaces)
   std::uint16_t port = 50052;         ///< TransferEngine port (0 = ephemeral)
   std::uint16_t client_rpc_port = 12345;  ///< ClientRpcService port (0 = ephemeral)
   std::uint64_t rpc_thread_num = 2;
@@ -39,6 +40,9 @@ mc::config::option_set make_option_set(client_options& o);
 /// --tiered_backend_config (JSON) or the file's [[tiers]] (TOML) or the
 /// default (one 512 MiB DRAM tier). Returns an error message or "".
 std::string resolve(client_options& o, const mc::config::option_set& parsed);
+
+/// Whether host:port names a loopback host (127.x, localhost, [::1]).
+bool is_loopback_endpoint(std::string_view endpoint);
 
 /// The forced transport for transfer_transport, or nullopt for "auto".
 std::optional<mc::transfer::transport_kind> forced_transport(const client_options& o);

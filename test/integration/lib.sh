@@ -1,0 +1,75 @@
+# Shared helpers of the integration scripts (sourced). Every process started
+# through `spawn` is recorded and killed by `cleanup` (by PID, never by name).
+set -uo pipefail
+BIN=${BIN:?BIN must point at the apps directory of a build}
+BIN=$(cd "$BIN" && pwd)
+WORK=$(mktemp -d /tmp/mc-it.XXXXXX)
+PIDS=()
+FAILS=0
+PASSES=0
+
+cleanup() {
+  for p in "${PIDS[@]:-}"; do [[ -n "$p" ]] && kill -CONT "$p" 2>/dev/null; done
+  for p in "${PIDS[@]:-}"; do [[ -n "$p" ]] && kill -TERM "$p" 2>/dev/null; done
+  local deadline=$((SECONDS + 10))
+  for p in "${PIDS[@]:-}"; do
+    [[ -n "$p" ]] || continue
+    while kill -0 "$p" 2>/dev/null && ((SECONDS < deadline)); do sleep 0.05; done
+    kill -KILL "$p" 2>/dev/null
+    wait "$p" 2>/dev/null
+  done
+  PIDS=()
+  [[ -n "${KEEP_WORK:-}" ]] || rm -rf "$WORK"
+}
+
+# spawn NAME CMD... : starts CMD in the background, logs to $WORK/NAME.log; sets LAST_PID.
+spawn() {
+  local name=$1; shift
+  "$@" >"$WORK/$name.log" 2>&1 &
+  LAST_PID=$!
+  PIDS+=("$LAST_PID")
+}
+
+# wait_port HOST PORT SECONDS [NETNS]
+wait_port() {
+  local host=$1 port=$2 secs=$3 ns=${4:-}
+  local deadline=$((SECONDS + secs))
+  while ((SECONDS < deadline)); do
+    if [[ -n "$ns" ]]; then
+      ip netns exec "$ns" bash -c "exec 3<>/dev/tcp/$host/$port" 2>/dev/null && return 0
+    else
+      (exec 3<>"/dev/tcp/$host/$port") 2>/dev/null && return 0
+    fi
+    sleep 0.05
+  done
+  echo "timed out waiting for $host:$port" >&2
+  return 1
+}
+
+# wait_for SECONDS CMD... : retries CMD until it succeeds.
+wait_for() {
+  local secs=$1; shift
+  local deadline=$((SECONDS + secs))
+  until "$@" >/dev/null 2>&1; do
+    ((SECONDS < deadline)) || return 1
+    sleep 0.1
+  done
+}
+
+check() {  # check "description" CMD...
+  local what=$1; shift
+  if "$@"; then
+    PASSES=$((PASSES + 1)); echo "ok   - $what"
+  else
+    FAILS=$((FAILS + 1)); echo "FAIL - $what"
+  fi
+}
+
+finish() {
+  echo "$PASSES passed, $FAILS failed"
+  ((FAILS == 0))
+}
+
+random_file() {  # random_file PATH BYTES
+  head -c "$2" /dev/urandom >"$1"
+}
