@@ -7,6 +7,7 @@
 #include <sys/uio.h>
 
 #include <cerrno>
+#include <cstring>
 #include <optional>
 
 namespace mc::rpc::detail {
@@ -93,10 +94,26 @@ kj::Promise<size_t> asio_stream::tryRead(void* buffer, size_t min_bytes, size_t 
 
 kj::Promise<size_t> asio_stream::read_loop(kj::byte* buf, size_t min_bytes, size_t max_bytes, size_t done) {
   int fd = core_->sock.native_handle();
-  while (done < min_bytes) {
-    ssize_t n = ::recv(fd, buf + done, max_bytes - done, 0);
+  for (;;) {
+    // Serve from the read-ahead buffer first.
+    if (rpos_ < rend_) {
+      size_t n = std::min(rend_ - rpos_, max_bytes - done);
+      std::memcpy(buf + done, rbuf_.get() + rpos_, n);
+      rpos_ += n;
+      done += n;
+    }
+    if (done >= min_bytes) return done;
+    rpos_ = rend_ = 0;
+    size_t want = max_bytes - done;
+    ssize_t n;
+    if (want >= read_ahead_bytes) {
+      n = ::recv(fd, buf + done, want, 0);  // large read: straight into the caller's buffer
+      if (n > 0) done += static_cast<size_t>(n);
+    } else {
+      n = ::recv(fd, rbuf_.get(), read_ahead_bytes, 0);  // small read: fetch what is there
+      if (n > 0) rend_ = static_cast<size_t>(n);
+    }
     if (n > 0) {
-      done += static_cast<size_t>(n);
       last_activity_ = std::chrono::steady_clock::now();
       continue;
     }
@@ -109,7 +126,6 @@ kj::Promise<size_t> asio_stream::read_loop(kj::byte* buf, size_t min_bytes, size
     }
     return socket_error("recv", errno);
   }
-  return done;
 }
 
 kj::Promise<void> asio_stream::write(const void* buffer, size_t size) {

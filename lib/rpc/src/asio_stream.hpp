@@ -45,8 +45,15 @@ class asio_stream final : public kj::AsyncIoStream {
   kj::Promise<void> write_loop(const kj::byte* buf, size_t size);
   kj::Promise<void> writev_loop(kj::Array<kj::ArrayPtr<const kj::byte>> pieces, size_t first);
 
+  static constexpr size_t read_ahead_bytes = 8192;
   std::shared_ptr<core> core_;
   mc::time_point last_activity_;
+  // Read-ahead: small reads (capnp reads a frame header, then its segments)
+  // take whatever is queued in one recv. Owned by the stream; only touched
+  // synchronously, never by the kernel across a suspension.
+  std::unique_ptr<kj::byte[]> rbuf_ = std::make_unique<kj::byte[]>(read_ahead_bytes);
+  size_t rpos_ = 0;
+  size_t rend_ = 0;
 };
 
 }  // namespace mc::rpc::detail

@@ -105,6 +105,7 @@ void client_connection::close() noexcept {
   if (st == state::closed) return;
   st = state::closed;
   watch = nullptr;
+  lookups.clear();
   services.clear();
   bootstrap = nullptr;
   rpc = nullptr;

@@ -41,6 +41,8 @@ struct client_connection {
   kj::Own<capnp::RpcSystem<capnp::rpc::twoparty::VatId>> rpc;
   kj::Maybe<capnp::Capability::Client> bootstrap;
   std::map<std::string, capnp::Capability::Client> services;
+  /// Lookups in progress: concurrent connect()s share one getService call.
+  std::map<std::string, kj::ForkedPromise<capnp::Capability::Client>> lookups;
   kj::Promise<void> watch = nullptr;
 
   mc::time_point idle_since() const noexcept;

@@ -21,22 +21,27 @@ mc::task<mc::result<capnp::Capability::Client>> connect_service(std::string endp
   auto it = c->services.find(service);
   if (it != c->services.end()) co_return it->second;
 
-  capnp::Capability::Client boot = nullptr;
-  KJ_IF_MAYBE(b, c->bootstrap) { boot = *b; }
-  else co_return mc::fail(mc::errc::rpc_fail);
-  auto req = boot.castAs<schema::Bootstrap>().getServiceRequest();
-  req.setName(service);
-  kj::Promise<capnp::Response<schema::Bootstrap::GetServiceResults>> p = req.send();
-  auto o = co_await await(kj::mv(p), cache->options().connect_timeout);
+  auto lit = c->lookups.find(service);
+  if (lit == c->lookups.end()) {
+    capnp::Capability::Client boot = nullptr;
+    KJ_IF_MAYBE(b, c->bootstrap) { boot = *b; }
+    else co_return mc::fail(mc::errc::rpc_fail);
+    auto req = boot.castAs<schema::Bootstrap>().getServiceRequest();
+    req.setName(service);
+    kj::Promise<capnp::Capability::Client> p = req.send().then(
+        [](capnp::Response<schema::Bootstrap::GetServiceResults>&& r) { return r.getService(); });
+    lit = c->lookups.emplace(service, p.fork()).first;
+  }
+  auto o = co_await await(lit->second.addBranch(), cache->options().connect_timeout);
+  c->lookups.erase(service);  // done (or failed: the next connect() retries)
   if (o.error) co_return mc::fail(from_kj_exception(*o.error));
   if (!o.value) {
     set_last_error("service lookup: " + std::string(mc::error_message(o.local)));
     co_return mc::fail(o.local);
   }
-  auto cap = o.value->getService();
   if (c->st == client_connection::state::ready && c->services.size() < max_services_per_connection)
-    c->services.emplace(service, cap);
-  co_return cap;
+    c->services.emplace(service, *o.value);
+  co_return std::move(*o.value);
 }
 
 }  // namespace mc::rpc::detail

@@ -8,15 +8,42 @@
 #include "mc/rpc/call_options.hpp"
 #include "mc/rpc/client.hpp"
 #include "mc/rpc/detail/bridge.hpp"
+#include "mc/rpc/method_stats.hpp"
 #include "mc/rpc/server.hpp"
 
 #include <capnp/capability.h>
+#include <capnp/schema.h>
+
+#include <chrono>
 
 #include <functional>
 #include <string>
 #include <utility>
 
 namespace mc::rpc {
+
+namespace detail {
+/// The method_stats slot of the method whose params/results struct is `T`.
+template <class T>
+method_counters& method_slot_of(call_side side) {
+  return method_slot(method_from_display_name(capnp::Schema::from<T>().getProto().getDisplayName().cStr()), side);
+}
+
+/// Runs `body` and records its latency and outcome in `slot`.
+inline mc::task<mc::result<void>> timed_serving(mc::task<mc::result<void>> body, method_counters& slot) {
+  auto t0 = std::chrono::steady_clock::now();
+  bool ok = false;
+  try {
+    auto r = co_await std::move(body);
+    ok = r.has_value();
+    slot.record(std::chrono::steady_clock::now() - t0, ok);
+    co_return r;
+  } catch (...) {
+    if (!ok) slot.record(std::chrono::steady_clock::now() - t0, false);
+    throw;
+  }
+}
+}  // namespace detail
 
 /// Makes the capability of one service for one serving thread. Runs on that
 /// thread, with that thread's executor (pass it to your service object so its
@@ -54,6 +81,10 @@ kj::Promise<void> serve(capnp::CallContext<Params, Results>& ctx, mc::executor e
                         mc::task<mc::result<void>> body,
                         kj::Maybe<capnp::Capability::Client> keepalive = nullptr) {
   ctx.allowCancellation();
+  if (method_stats_enabled()) {
+    static method_counters& slot = detail::method_slot_of<Params>(call_side::server);
+    body = detail::timed_serving(std::move(body), slot);
+  }
   return detail::spawn_serving(detail::context_hook(ctx), std::move(ex), std::move(body),
                                kj::mv(keepalive));
 }
@@ -108,7 +139,13 @@ template <class T>
 mc::task<mc::result<capnp::Response<T>>> call(capnp::RemotePromise<T>&& p,
                                               mc::duration timeout = default_call_timeout) {
   kj::Promise<capnp::Response<T>> promise = kj::mv(p);
+  const bool timed = method_stats_enabled();
+  const auto t0 = timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
   auto o = co_await detail::await(kj::mv(promise), timeout);
+  if (timed) {
+    static method_counters& slot = detail::method_slot_of<T>(call_side::client);
+    slot.record(std::chrono::steady_clock::now() - t0, o.value.has_value());
+  }
   if (o.value) co_return std::move(*o.value);
   if (o.error) co_return mc::fail(detail::from_kj_exception(*o.error));
   detail::set_last_error(mc::error_message(o.local));
