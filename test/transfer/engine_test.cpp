@@ -527,3 +527,20 @@ TEST_SUITE("transfer_engine_failures") {
     }
   }
 }
+
+TEST_SUITE("transfer_same_host") {
+  TEST_CASE("when the kernel refuses cross-memory attach the engine falls back to TCP") {
+    ::setenv("MC_TRANSFER_TEST_REFUSE_CMA", "1", 1);
+    auto oa = loopback_options(std::nullopt);
+    oa.enable_in_process = false;  // so that same-host is the first choice
+    two_engines t(oa, loopback_options(std::nullopt));
+    ::unsetenv("MC_TRANSFER_TEST_REFUSE_CMA");
+    round_trip(t, (1u << 20) + 7, 90);
+    round_trip(t, 333, 91);
+    auto s = t.a->stats();
+    CHECK(s.same_host_fallbacks >= 1);
+    CHECK(s.initiated[std::size_t(transport_kind::tcp)].write_ops == 2);
+    CHECK(s.initiated[std::size_t(transport_kind::same_host)].write_ops == 0);
+    CHECK(s.initiated[std::size_t(transport_kind::tcp)].errors == 0);
+  }
+}

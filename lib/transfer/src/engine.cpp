@@ -11,6 +11,7 @@
 #include <netinet/in.h>
 #include <arpa/inet.h>
 
+#include <cstdlib>
 #include <map>
 #include <stdexcept>
 
@@ -62,6 +63,8 @@ std::string format_endpoint(const std::string& host, std::uint16_t port) {
 
 engine_impl::engine_impl(mc::runtime::runtime& rt, engine_options opts) : rt_(rt), opts_(std::move(opts)) {
   check_options(opts_);
+  // Test hook: behave as if the kernel refused cross-memory attach (EPERM).
+  if (const char* v = std::getenv("MC_TRANSFER_TEST_REFUSE_CMA"); v && *v == '1') refuse_cma_for_tests_ = true;
   for (std::size_t i = 0; i < rt_.size(); ++i) {
     auto ts = std::make_unique<thread_state>();
     ts->index = i;
@@ -171,7 +174,6 @@ task<void> engine_impl::run_group(thread_state& ts, const std::string& endpoint,
           redo.push_back(it);
         }
       for (auto* it : redo) it->via = tk::tcp;
-      if (!redo.empty()) bump(counters_.same_host_fallbacks);
       if (!redo.empty()) co_await tcp_->execute(ts, endpoint, std::span<transfer_item*>(redo));
     }
     co_return;

@@ -77,6 +77,7 @@ class engine_impl : public std::enable_shared_from_this<engine_impl> {
   std::atomic<bool> stopping_{false};
   std::atomic<bool> started_{false};
   std::atomic<bool> cma_refused_{false};
+  bool refuse_cma_for_tests_ = false;  // MC_TRANSFER_TEST_REFUSE_CMA=1
   mc::gate gate_;
   engine_counters counters_;
   std::vector<std::unique_ptr<thread_state>> threads_;

@@ -168,14 +168,19 @@ class shm_transport final : public transport {
       iovec l{it.local + done, static_cast<std::size_t>(it.length - done)};
       iovec r{reinterpret_cast<void*>(static_cast<std::uintptr_t>(it.address + done)),
               static_cast<std::size_t>(it.length - done)};
-      ssize_t n = it.op == op_kind::read ? ::process_vm_readv(static_cast<pid_t>(pid), &l, 1, &r, 1, 0)
-                                         : ::process_vm_writev(static_cast<pid_t>(pid), &l, 1, &r, 1, 0);
+      ssize_t n = -1;
+      if (eng_.refuse_cma_for_tests_)
+        errno = EPERM;
+      else
+        n = it.op == op_kind::read ? ::process_vm_readv(static_cast<pid_t>(pid), &l, 1, &r, 1, 0)
+                                   : ::process_vm_writev(static_cast<pid_t>(pid), &l, 1, &r, 1, 0);
       if (n < 0) {
         if (errno == EINTR) continue;
         if (errno == EPERM || errno == EACCES || errno == ENOSYS) {
           if (!eng_.cma_refused_.exchange(true))
             std::fprintf(stderr, "transfer: the kernel refuses cross-memory attach (%s); using TCP on this host\n",
                          std::strerror(errno));
+          bump(eng_.counters_.same_host_fallbacks);
           return make_error_code(errc::unsupported);
         }
         return make_error_code(errc::transfer_fail);  // ESRCH (peer gone), EFAULT
