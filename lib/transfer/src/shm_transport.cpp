@@ -113,6 +113,8 @@ class shm_transport final : public transport {
         auto again = co_await pool.acquire(connect, true);
         if (!again || !*again) {
           auto e = again ? make_error_code(errc::transfer_fail) : again.error();
+          // The peer was reachable a moment ago: its socket vanishing means it died.
+          if (mc::is(e, errc::unsupported)) e = make_error_code(errc::transfer_fail);
           if (!mc::is(e, errc::cancelled)) {
             it.finish(e);
             for (; next < items.size(); ++next) items[next]->finish(e);
