@@ -1,0 +1,311 @@
+// store_bench: remote get / put throughput and latency between two client
+// processes on this host, against Redis (redis-server + redis-benchmark: GET /
+// SET, same value sizes and client counts, no pipelining) measured in the
+// same run.
+//   configuration tcp: transfers forced over TCP        vs Redis over TCP
+//   configuration shm: the default same-host transport  vs Redis over a unix socket
+// This process is one client (the reader/writer); a spawned mooncake_client
+// is the owner; a spawned mooncake_master routes.
+#include "bench_util.hpp"
+#include "mc/rpc/client.hpp"
+#include "mc/runtime/runtime.hpp"
+#include "mc/runtime/when_all.hpp"
+#include "mc/store/client.hpp"
+
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <fcntl.h>
+#include <sys/prctl.h>
+#include <string>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
+#include <vector>
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+struct settings {
+  std::vector<std::size_t> sizes{4096, 1 << 20};
+  std::vector<int> concurrency{1, 8};
+  std::vector<std::string> configs{"tcp", "shm"};
+  int runs = 3;
+  double seconds = 0.4;
+  std::string apps_dir;
+  bool redis = true;
+};
+
+void usage() {
+  std::printf(
+      "usage: store_bench [--full] [--sizes 4096,65536,...] [--concurrency 1,8,32] [--configs tcp,shm]\n"
+      "                   [--runs N] [--seconds S] [--apps DIR] [--no-redis]\n"
+      "Remote get/put of this process (a client) against a mooncake_client owner process,\n"
+      "baseline redis-server/redis-benchmark in the same run. Default: 4KiB and 1MiB,\n"
+      "1 and 8 in flight, tcp and shm, 3 runs of 0.4 s (< 1 min). --full: 4KiB, 64KiB,\n"
+      "1MiB, 4MiB x 1, 8, 32 in flight.\n");
+}
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  for (std::string x; std::getline(ss, x, ',');) out.push_back(x);
+  return out;
+}
+
+// fork + exec with PR_SET_PDEATHSIG: a child never outlives this benchmark,
+// even when it crashes.
+pid_t spawn(const std::vector<std::string>& args, const std::string& log) {
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  pid_t parent = getpid();
+  pid_t pid = fork();
+  if (pid != 0) return pid;
+  prctl(PR_SET_PDEATHSIG, SIGTERM);
+  if (getppid() != parent) _exit(1);
+  int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd >= 0) {
+    dup2(fd, 1);
+    dup2(fd, 2);
+    close(fd);
+  }
+  execv(argv[0], argv.data());
+  _exit(127);
+}
+
+void stop(pid_t pid) {
+  if (pid <= 0) return;
+  kill(pid, SIGTERM);
+  for (int i = 0; i < 100; ++i) {
+    if (waitpid(pid, nullptr, WNOHANG) == pid) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  kill(pid, SIGKILL);
+  waitpid(pid, nullptr, 0);
+}
+
+bool wait_port(int port, double seconds) {
+  auto until = clock_type::now() + std::chrono::duration<double>(seconds);
+  while (clock_type::now() < until) {
+    std::string cmd = "bash -c 'exec 3<>/dev/tcp/127.0.0.1/" + std::to_string(port) + "' 2>/dev/null";
+    if (std::system(cmd.c_str()) == 0) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return false;
+}
+
+std::string size_name(std::size_t n) {
+  if (n >= (1 << 20)) return std::to_string(n >> 20) + "MiB";
+  return std::to_string(n >> 10) + "KiB";
+}
+
+struct sample {
+  double ops_per_s = 0;
+  double p50_us = 0;
+  double p99_us = 0;
+};
+
+// c workers issue back-to-back ops for `seconds`; keys rotate over `keys`.
+sample drive(mc::runtime::runtime& rt, mc::store::client& c, bool get, std::size_t size, int conc, double seconds,
+             int keys) {
+  std::vector<std::vector<double>> lat(conc);
+  std::vector<std::vector<std::byte>> bufs(conc, std::vector<std::byte>(size, std::byte{0x5a}));
+  std::atomic<long> ops{0};
+  auto deadline = clock_type::now() + std::chrono::duration_cast<clock_type::duration>(std::chrono::duration<double>(seconds));
+  std::vector<std::future<void>> done;
+  for (int w = 0; w < conc; ++w) {
+    auto p = std::make_shared<std::promise<void>>();
+    done.push_back(p->get_future());
+    boost::asio::co_spawn(
+        rt.executor(static_cast<std::size_t>(w) % rt.size()),
+        [](mc::store::client& c, bool get, std::vector<std::byte>& buf, std::vector<double>& lat,
+           std::atomic<long>& ops, clock_type::time_point deadline, int w, int keys) -> mc::task<void> {
+          mc::store::put_options remote;
+          remote.where = mc::store::placement::remote;
+          for (int i = w; clock_type::now() < deadline; i += 7) {
+            std::string key = "bench/" + std::to_string(buf.size()) + "/" + std::to_string(i % keys);
+            auto t0 = clock_type::now();
+            bool ok = get ? (co_await c.get(key, buf)).has_value() : (co_await c.put(key, buf, remote)).has_value();
+            if (!ok) throw std::runtime_error("operation failed on " + key);
+            lat.push_back(std::chrono::duration<double, std::micro>(clock_type::now() - t0).count());
+            ++ops;
+          }
+        }(c, get, bufs[w], lat[w], ops, deadline, w, keys),
+        [p](std::exception_ptr e) {
+          if (e) p->set_exception(e);
+          else p->set_value();
+        });
+  }
+  auto t0 = clock_type::now();
+  for (auto& f : done) f.get();
+  double secs = mc::bench::seconds_since(t0);
+  std::vector<double> all;
+  for (auto& l : lat) all.insert(all.end(), l.begin(), l.end());
+  return {ops.load() / secs, mc::bench::percentile(all, 50), mc::bench::percentile(all, 99)};
+}
+
+// redis-benchmark --csv: "test","rps","avg_latency_ms","min_latency_ms","p50_latency_ms","p95_latency_ms","p99_latency_ms","max_latency_ms"
+sample redis(const std::string& target, bool get, std::size_t size, int conc, double seconds) {
+  long n = std::max<long>(200, static_cast<long>(seconds * (size >= (1 << 20) ? 2000 : 30000)));
+  std::string cmd = "redis-benchmark " + target + " -t " + (get ? "get" : "set") + " -d " + std::to_string(size) +
+                    " -c " + std::to_string(conc) + " -n " + std::to_string(n) + " -r 64 --csv 2>/dev/null";
+  FILE* f = popen(cmd.c_str(), "r");
+  sample s;
+  if (!f) return s;
+  char line[1024];
+  while (std::fgets(line, sizeof line, f)) {
+    std::string l = line;
+    if (l.rfind("\"GET\"", 0) != 0 && l.rfind("\"SET\"", 0) != 0) continue;
+    std::vector<double> v;
+    std::stringstream ss(l);
+    for (std::string x; std::getline(ss, x, ',');) {
+      if (x.size() >= 2 && x.front() == '"') x = x.substr(1, x.size() - 2);
+      try {
+        v.push_back(std::stod(x));
+      } catch (...) {
+        v.push_back(0);
+      }
+    }
+    if (v.size() >= 7) s = {v[1], v[4] * 1000, v[6] * 1000};
+  }
+  pclose(f);
+  return s;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::signal(SIGPIPE, SIG_IGN);
+  settings s;
+  s.apps_dir = (std::filesystem::path(argv[0]).parent_path() / ".." / ".." / "apps").string();
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
+    if (a == "--help" || a == "-h") {
+      usage();
+      return 0;
+    } else if (a == "--full") {
+      s.sizes = {4096, 65536, 1 << 20, 4 << 20};
+      s.concurrency = {1, 8, 32};
+      s.seconds = 1.0;
+    } else if (a == "--sizes") {
+      s.sizes.clear();
+      for (auto& x : split(next())) s.sizes.push_back(std::stoul(x));
+    } else if (a == "--concurrency") {
+      s.concurrency.clear();
+      for (auto& x : split(next())) s.concurrency.push_back(std::stoi(x));
+    } else if (a == "--configs") {
+      s.configs = split(next());
+    } else if (a == "--runs") {
+      s.runs = std::stoi(next());
+    } else if (a == "--seconds") {
+      s.seconds = std::stod(next());
+    } else if (a == "--apps") {
+      s.apps_dir = next();
+    } else if (a == "--no-redis") {
+      s.redis = false;
+    } else {
+      std::fprintf(stderr, "store_bench: unknown option %s\n", a.c_str());
+      usage();
+      return 2;
+    }
+  }
+  auto tmp = std::filesystem::temp_directory_path() / ("store_bench." + std::to_string(getpid()));
+  std::filesystem::create_directories(tmp);
+  const int master_port = 50151, owner_rpc = 12445, owner_te = 50152, redis_port = 6391;
+  std::string sock = (tmp / "redis.sock").string();
+  pid_t redis_pid = -1;
+  if (s.redis) {
+    redis_pid = spawn({"/usr/bin/redis-server", "--port", std::to_string(redis_port), "--unixsocket", sock,
+                       "--save", "", "--appendonly", "no", "--bind", "127.0.0.1"},
+                      (tmp / "redis.log").string());
+    if (redis_pid < 0 || !wait_port(redis_port, 10)) {
+      std::fprintf(stderr, "store_bench: cannot start redis-server (apt-get install redis-server); use --no-redis\n");
+      stop(redis_pid);
+      return 1;
+    }
+  }
+  std::printf("%-34s %-12s %12s %-7s  %-14s %12s\n", "case", "metric", "ours", "unit", "baseline", "value");
+  int rc = 0;
+  for (auto& config : s.configs) {
+    std::string transport = config == "tcp" ? "tcp" : "auto";
+    pid_t master = spawn({s.apps_dir + "/mooncake_master", "--rpc_port", std::to_string(master_port),
+                          "--rpc_address", "127.0.0.1"},
+                         (tmp / "master.log").string());
+    wait_port(master_port, 10);
+    pid_t owner = spawn({s.apps_dir + "/mooncake_client", "--master_server_address",
+                         "127.0.0.1:" + std::to_string(master_port), "--host", "127.0.0.1", "--port",
+                         std::to_string(owner_te), "--client_rpc_port", std::to_string(owner_rpc),
+                         "--transfer_transport", transport, "--client_id", "owner", "--tiered_backend_config",
+                         R"({"tiers":[{"type":"DRAM","capacity":"2GiB","priority":100}]})"},
+                        (tmp / "owner.log").string());
+    if (!wait_port(owner_rpc, 20)) {
+      std::fprintf(stderr, "store_bench: the owner client did not start (see %s)\n", (tmp / "owner.log").c_str());
+      stop(owner);
+      stop(master);
+      rc = 1;
+      break;
+    }
+    mc::runtime::runtime rt(2);
+    rt.start();
+    {
+      mc::store::client_options o;
+      o.client_id = "bench";
+      o.master_server_address = "127.0.0.1:" + std::to_string(master_port);
+      o.host = "127.0.0.1";
+      o.port = 0;
+      o.client_rpc_port = 0;
+      o.transfer_transport = transport;
+      o.tiered_backend_config = R"({"tiers":[{"type":"DRAM","capacity":"64MiB","priority":100}]})";
+      mc::config::option_set none("b", "b");
+      mc::store::resolve(o, none);
+      std::string why;
+      auto c = mc::store::client::start(rt, o, &why);
+      if (!c) {
+        std::fprintf(stderr, "store_bench: %s\n", why.c_str());
+        rc = 1;
+      } else {
+        for (auto size : s.sizes) {
+          const int keys = size >= (1 << 20) ? 16 : 64;
+          // Load the owner with remote puts (the spec's remote write flow).
+          for (auto conc : s.concurrency)
+            for (std::string op : {"put", "get"}) {
+              std::vector<double> ours_ops, ours_p50, ours_p99, base_ops, base_p50, base_p99;
+              for (int r = 0; r < s.runs; ++r) {
+                auto x = drive(rt, **c, op == "get", size, conc, s.seconds, keys);
+                ours_ops.push_back(x.ops_per_s);
+                ours_p50.push_back(x.p50_us);
+                ours_p99.push_back(x.p99_us);
+                if (s.redis) {
+                  auto target = config == "tcp" ? "-h 127.0.0.1 -p " + std::to_string(redis_port) : "-s " + sock;
+                  auto b = redis(target, op == "get", size, conc, s.seconds);
+                  base_ops.push_back(b.ops_per_s);
+                  base_p50.push_back(b.p50_us);
+                  base_p99.push_back(b.p99_us);
+                }
+              }
+              std::string name = config + "_" + op + "_" + size_name(size) + "_c" + std::to_string(conc);
+              std::string base = s.redis ? (config == "tcp" ? "redis_tcp" : "redis_unix") : "";
+              mc::bench::report({"store", name, "throughput", "ops/s", ours_ops, base, base_ops});
+              mc::bench::report({"store", name, "p50", "us", ours_p50, base, base_p50});
+              mc::bench::report({"store", name, "p99", "us", ours_p99, base, base_p99});
+            }
+        }
+        (*c)->stop();
+        c->reset();
+      }
+    }
+    mc::rpc::shutdown(rt);
+    rt.stop();
+    stop(owner);
+    stop(master);
+  }
+  stop(redis_pid);
+  std::filesystem::remove_all(tmp);
+  return rc;
+}
