@@ -52,6 +52,8 @@ echo "== stat"
 echo "== get it back (remote read from the owner) and compare"
 "${cli[@]}" get demo/block-0 "$run_dir/back.bin"
 cmp "$run_dir/value.bin" "$run_dir/back.bin" && echo "OK: $(stat -c %s "$run_dir/back.bin") bytes identical"
+echo "== the co_await API example (examples/kv_cache_example.cpp) joins as a third client"
+"$build/examples/kv_cache_example" --master_server_address 127.0.0.1:50051 --blocks 4
 echo
 echo "cluster is serving: master 127.0.0.1:50051, clients 127.0.0.1:12345 and :12346."
 echo "try: $bin/mooncake_cli --master_server_address 127.0.0.1:50051 clients"

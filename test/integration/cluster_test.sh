@@ -62,6 +62,10 @@ done
 check "nodes keep serving and keep their data after garbage on every port" \
   bash -c "'${CLI[0]}' --master_server_address 127.0.0.1:50051 get b-5000003 out.after && cmp -s in.b-5000003 out.after"
 
+# --- The API example joins as a client, stores, reads back, reads a remote block, leaves.
+check "the co_await API example runs against the cluster" \
+  bash -c "'$BIN/../examples/kv_cache_example' --master_server_address 127.0.0.1:50051 --blocks 3 --block_bytes 100003 >/dev/null"
+
 # --- remove really removes.
 "${CLI[@]}" remove a-1 2>/dev/null
 "${CLI[@]}" exists a-1 >/dev/null 2>&1; rc=$?
