@@ -49,8 +49,10 @@ test-rdma:
 run: build
 	@bash scripts/run-cluster.sh $(BUILD)
 
+# make bench [QUICK=1]: optimised build in $(BENCH_BUILD), every benchmark program,
+# report + plots in bench/results/<date>-<commit>/ (bench/README.md).
 bench: deps
-	@bash scripts/bench.sh
+	@QUICK=$(QUICK) BENCH_BUILD=$(BENCH_BUILD) JOBS=$(JOBS) bash scripts/bench.sh
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(BENCH_BUILD)
