@@ -12,6 +12,7 @@
 #   BENCH_ONLY       comma list of areas to run: runtime,rpc,transfer,tiered,store
 #   BENCH_OUT        output directory (default bench/results/<date>-<commit>[-quick])
 #   JOBS             build parallelism (default nproc)
+#   BENCH_NO_BUILD=1 do not (re)build: run the programs already in BENCH_BUILD
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -20,6 +21,7 @@ cd "$root"
 quick=${QUICK:-0}
 [[ $quick == "" || $quick == 0 ]] && quick=0 || quick=1
 build=${BENCH_BUILD:-build-release}
+build_abs=$(realpath -m "$build")
 jobs=${JOBS:-$(nproc)}
 only=${BENCH_ONLY:-}
 t_start=$SECONDS
@@ -33,16 +35,20 @@ bash scripts/install-deps.sh --bench
 
 # ---- 2. optimised build (its own directory; tests are not needed here)
 say "optimised build in $build"
-if [[ ! -f $build/build.ninja ]]; then
+if [[ -n ${BENCH_NO_BUILD:-} ]]; then
+  echo "BENCH_NO_BUILD set: using the programs already in $build"
+elif [[ ! -f $build/build.ninja ]]; then
   meson setup "$build" --buildtype=release -Dtests=false -Dbench=true >/dev/null
 fi
-build_log=$(mktemp /tmp/mc-bench-build.XXXXXX)
-if ! meson compile -C "$build" -j "$jobs" >"$build_log" 2>&1; then
-  tail -n 40 "$build_log"
-  echo "bench: the build failed (full log: $build_log)" >&2
-  exit 1
+if [[ -z ${BENCH_NO_BUILD:-} ]]; then
+  build_log=$(mktemp /tmp/mc-bench-build.XXXXXX)
+  if ! meson compile -C "$build" -j "$jobs" >"$build_log" 2>&1; then
+    tail -n 40 "$build_log"
+    echo "bench: the build failed (full log: $build_log)" >&2
+    exit 1
+  fi
+  rm -f "$build_log"
 fi
-rm -f "$build_log"
 
 # ---- 3. output directory
 short=$(git rev-parse --short HEAD 2>/dev/null || echo nogit)
@@ -115,14 +121,15 @@ status() {  # one status line: program, results done/left, last case, times
 
 run_step() {  # step index
   local i=$1 step=$2
-  local area=${areas[$i]} prog=$build/bench/${programs[$i]} args=${argv[$i]} exp=${expected[$i]}
+  local area=${areas[$i]} prog=$build_abs/bench/${programs[$i]} args=${argv[$i]} exp=${expected[$i]}
   local name=${prog##*/} log=$out/logs/${prog##*/}.log
   local t0=$SECONDS n=0 last="" line buf="" rc=0 tick=$SECONDS
   say "$name $args"
   # shellcheck disable=SC2086
   exec {fd}< <(
-    timeout --foreground -k 10 "$limit" "$root/$prog" $args 2>"$out/logs/$name.err"
-    echo "__rc $?"
+    st=0
+    timeout --foreground -k 10 "$limit" "$prog" $args 2>"$out/logs/$name.err" || st=$?
+    echo "__rc $st"
   )
   ((tty)) && status "$step" "$name" 0 "$exp" "" "$t0"
   while :; do

@@ -82,7 +82,7 @@ def machine(args):
         "kernel": platform.release(),
         "os": _os_name(),
         "memory_gib": round(mem_kib / 1024 / 1024, 1),
-        "load_average": list(os.getloadavg()),
+        "load_average": [round(x, 2) for x in os.getloadavg()],
         "compiler": compiler[0] if compiler else "",
         "build": args.build,
         "quick": bool(int(args.quick)),
@@ -104,7 +104,7 @@ def _os_name():
 def end(args):
     print(json.dumps({"type": "end",
                       "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
-                      "seconds": int(args.seconds), "load_average": list(os.getloadavg())}))
+                      "seconds": int(args.seconds), "load_average": [round(x, 2) for x in os.getloadavg()]}))
 
 
 # ------------------------------------------------------------------- rows
@@ -320,8 +320,9 @@ def report(args):
         L += ["Key results:", ""] + key + [""]
     if failed:
         for p in failed:
-            L.append(f"- **{p['program']}** exited with {p.get('exit')} after {p.get('results')} of "
-                     f"{p.get('expected')} results (logs/{p['program']}.err)")
+            why = {0: "exited normally", 124: "timed out"}.get(p.get("exit"), f"failed (exit status {p.get('exit')})")
+            L.append(f"- **{p['program']}** {why} and printed {p.get('results')} of the {p.get('expected')} "
+                     f"expected results (see logs/{p['program']}.err)")
         L.append("")
 
     for key, title, prog, what in AREAS:
@@ -374,7 +375,7 @@ COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c
 class Figure:
     """One gnuplot multiplot figure written as PNG and SVG."""
 
-    def __init__(self, name, title, rows, cols, width=1400, height=900):
+    def __init__(self, name, title, rows, cols, width=1400, height=1000):
         self.name, self.title, self.rows, self.cols = name, title, rows, cols
         self.width, self.height = width, height
         self.panels = []  # (settings lines, [(datafile, using, title, style)])
@@ -385,7 +386,7 @@ class Figure:
     def script(self, directory):
         body = [f'set multiplot layout {self.rows},{self.cols} title "{self.title}" font ",14"']
         for settings, series in self.panels:
-            body += ["reset", "set grid", "set key top left font \",9\" opaque box", "set tics font \",9\""]
+            body += ["reset", "set grid", "set key below font \",9\" maxrows 3 samplen 3", "set tics font \",9\""]
             body += settings
             parts = []
             for datafile, using, title, style in series:
@@ -436,7 +437,7 @@ def plot_store(rows, directory):
                len(ops), len(configs))
     for op in ops:
         for cfg in configs:
-            series = []
+            series, base = [], []
             for i, c in enumerate(concs):
                 pts = []
                 for k, ms in cases.items():
@@ -451,9 +452,11 @@ def plot_store(rows, directory):
                 col = COLORS[i % len(COLORS)]
                 series.append((dat, "1:2", f"ours, {c} in flight", f"with linespoints lw 2 pt 7 lc rgb '{col}'"))
                 if any(p[2] > 0 for p in pts):
-                    series.append((dat, "1:($3>0?$3:1/0)", f"{base_name[cfg]}, {c} in flight",
-                                   f"with linespoints lw 2 dt 2 pt 6 lc rgb '{col}'"))
-            f.panel([f'set title "{cfg} {op}"', "set logscale x 2", "set logscale y 10",
+                    base.append((dat, "1:($3>0?$3:1/0)", f"{base_name[cfg]}, {c} in flight",
+                                 f"with linespoints lw 2 dt 2 pt 6 lc rgb '{col}'"))
+            rows_ = max(len(series), 1)
+            series += base
+            f.panel([f'set title "{cfg} {op}"', f"set key maxrows {rows_}", "set logscale x 2", "set logscale y 10",
                      'set xlabel "value size"', 'set ylabel "MiB/s"',
                      f"set xrange [{sizes[0] / 1.4}:{sizes[-1] * 1.4}]",
                      "set xtics (" + ", ".join(f'"{size_label(s)}" {s}' for s in sizes) + ")"], series)
@@ -481,7 +484,7 @@ def plot_store(rows, directory):
                                 f"with linespoints lw 2 dt 2 pt 6 lc rgb '{COLORS[0]}'"),
                                (dat, "1:($5>0?$5:1/0)", f"{base_name[cfg]} p99",
                                 f"with linespoints lw 2 dt 2 pt 4 lc rgb '{COLORS[1]}'")]
-                f.panel([f'set title "{cfg} {op}"', "set logscale x 2", "set logscale y 10",
+                f.panel([f'set title "{cfg} {op}"', "set logscale x 2", "set logscale y 10", "set key maxrows 2",
                          'set xlabel "requests in flight"', 'set ylabel "latency (us)"',
                          "set xtics (" + ", ".join(f'"{c}" {c}' for c in concs) + ")",
                          f"set xrange [{concs[0] / 1.3}:{concs[-1] * 1.3}]"], series)
@@ -495,33 +498,41 @@ def plot_transfer(rows, directory):
         return []
     transports = [t for t in ("tcp", "shm") if any(k[0] == t for k in cases)]
     ops = [o for o in ("read", "write") if any(k[1] == o for k in cases)]
-    variants = sorted({(int(k[5]), int(k[4])) for k in cases})  # (threads, batch)
+    threads = sorted({int(k[5]) for k in cases})
+    batches = sorted({int(k[4]) for k in cases})
     sizes = sorted({size_bytes(k[2], k[3]) for k in cases})
     base_name = {"tcp": "raw TCP pump", "shm": "memcpy"}
-    f = Figure("transfer_throughput", "transfer: throughput vs request size (ours solid, baseline dashed)",
-               len(ops), len(transports))
-    for op in ops:
-        for tr in transports:
-            series = []
-            for i, (t, b) in enumerate(variants):
-                pts = []
-                for k, ms in cases.items():
-                    if k[0] == tr and k[1] == op and int(k[4]) == b and int(k[5]) == t and "throughput" in ms:
-                        r = ms["throughput"]
-                        pts.append((size_bytes(k[2], k[3]), r["value"], r.get("baseline_value") or 0))
-                pts.sort()
-                if not pts:
-                    continue
-                dat = write_dat(directory, f"transfer_{tr}_{op}_b{b}_t{t}.dat", ["bytes", "ours_GBs", "base_GBs"], pts)
-                col = COLORS[i % len(COLORS)]
-                label = f"batch {b}, {t} thread{'s' if t > 1 else ''}"
-                series.append((dat, "1:2", f"ours, {label}", f"with linespoints lw 2 pt 7 lc rgb '{col}'"))
-                series.append((dat, "1:($3>0?$3:1/0)", f"{base_name[tr]}, {label}",
-                               f"with linespoints lw 2 dt 2 pt 6 lc rgb '{col}'"))
-            f.panel([f'set title "{tr} {op}"', "set logscale x 2", 'set xlabel "request size"', f"set xrange [{sizes[0] / 1.4}:{sizes[-1] * 1.4}]",
-                     'set ylabel "GB/s"', "set yrange [0:*]",
-                     "set xtics (" + ", ".join(f'"{size_label(s)}" {s}' for s in sizes) + ")"], series)
-    return [(f, "transfer: throughput vs request size, ours vs raw TCP pump / memcpy")]
+    figs = []
+    for t in threads:  # one figure per initiator thread count, one line per batch size
+        tn = f"{t} initiator thread{'s' if t > 1 else ''}"
+        name = "transfer_throughput" + (f"_t{t}" if len(threads) > 1 else "")
+        f = Figure(name, f"transfer: throughput vs request size, {tn} (ours solid, baseline dashed)",
+                   len(ops), len(transports))
+        for op in ops:
+            for tr in transports:
+                series, base = [], []
+                for i, b in enumerate(batches):
+                    pts = []
+                    for k, ms in cases.items():
+                        if k[0] == tr and k[1] == op and int(k[4]) == b and int(k[5]) == t and "throughput" in ms:
+                            r = ms["throughput"]
+                            pts.append((size_bytes(k[2], k[3]), r["value"], r.get("baseline_value") or 0))
+                    pts.sort()
+                    if not pts:
+                        continue
+                    dat = write_dat(directory, f"transfer_{tr}_{op}_b{b}_t{t}.dat", ["bytes", "ours_GBs", "base_GBs"],
+                                    pts)
+                    col = COLORS[i % len(COLORS)]
+                    series.append((dat, "1:2", f"ours, batch {b}", f"with linespoints lw 2 pt 7 lc rgb '{col}'"))
+                    base.append((dat, "1:($3>0?$3:1/0)", f"{base_name[tr]}, batch {b}",
+                                 f"with linespoints lw 2 dt 2 pt 6 lc rgb '{col}'"))
+                rows_ = max(len(series), 1)
+                series += base
+                f.panel([f'set title "{tr} {op}"', f"set key maxrows {rows_}", "set logscale x 2", 'set xlabel "request size"',
+                         f"set xrange [{sizes[0] / 1.4}:{sizes[-1] * 1.4}]", 'set ylabel "GB/s"', "set yrange [0:*]",
+                         "set xtics (" + ", ".join(f'"{size_label(s)}" {s}' for s in sizes) + ")"], series)
+        figs.append((f, f"transfer: throughput vs request size, {tn}, ours vs raw TCP pump / memcpy"))
+    return figs
 
 
 def plot_rpc(rows, directory):
@@ -532,7 +543,7 @@ def plot_rpc(rows, directory):
              ("call_64B_plain_method", "ours (plain KJ method)"),
              ("pingpong_64B_asio_floor", "raw asio ping-pong (floor)")]
     qds = sorted({int(k[1]) for k in cases})
-    f = Figure("rpc_latency", "rpc: 64-byte calls vs calls in flight", 1, 3, 1500, 550)
+    f = Figure("rpc_latency", "rpc: 64-byte calls vs calls in flight", 1, 3, 1500, 600)
     dats = {}
     for impl, _ in impls:
         pts = []
@@ -556,7 +567,7 @@ def plot_rpc(rows, directory):
         if "call_64B" in dats:
             series.append((dats["call_64B"], f"1:(${col + 3}>0?${col + 3}:1/0)", "capnp kj loop (baseline)",
                            f"with linespoints lw 2 dt 2 pt 6 lc rgb '{COLORS[4]}'"))
-        f.panel([f'set title "{metric}"', f'set ylabel "{ylabel}"'] + xt +
+        f.panel([f'set title "{metric}"', f'set ylabel "{ylabel}"', "set key maxrows 2"] + xt +
                 (["set logscale y 10"] if log else ["set yrange [0:*]"]), series)
     return [(f, "rpc: p50/p99 latency and calls/s vs calls in flight, ours vs capnp's kj loop and the asio floor")]
 
