@@ -17,6 +17,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -77,6 +78,7 @@ void usage(const char* argv0) {
       "  --transports tcp,shm   tcp (vs raw TCP pump) and/or shm = same-host (vs memcpy)\n"
       "  --seconds 0.07         duration of one run (at least one batch)\n"
       "  --runs 3               repetitions (median reported); batches >= 512 MiB run once\n"
+      "  --big-batch-mib 512    batches at least this big run once (0: repeat every case)\n"
       "  --slice 1M             engine slice size\n"
       "  --conns 4              engine connections per peer per thread\n"
       "  --protocol tcp         'rdma' needs the verbs transport (issue 8; not built yet)\n"
@@ -271,6 +273,10 @@ int main(int argc, char** argv) {
     else if (a == "--transports") cfg.transports = parse_list(next());
     else if (a == "--seconds") cfg.seconds = std::stod(next());
     else if (a == "--runs") cfg.runs = std::stoi(next());
+    else if (a == "--big-batch-mib") {
+      auto mib = std::stoull(next());
+      cfg.big_batch_bytes = mib ? mib << 20 : SIZE_MAX;
+    }
     else if (a == "--slice") cfg.slice = parse_sizes(next()).at(0);
     else if (a == "--conns") cfg.conns = parse_sizes(next()).at(0);
     else if (a == "--protocol") cfg.protocol = next();
