@@ -20,10 +20,11 @@ namespace detail {
 namespace {
 
 void check_options(const engine_options& o) {
-  if (o.protocol == "rdma")
+  if (o.protocol == "rdma" && !rdma_built())
     throw std::invalid_argument(
-        "transfer: protocol 'rdma' is not built yet (verbs transport: issue 8); use protocol 'tcp'");
-  if (o.protocol != "tcp") throw std::invalid_argument("transfer: unknown protocol '" + o.protocol + "'");
+        "transfer: protocol 'rdma': this build has no verbs support (libibverbs was not found at build time); "
+        "use protocol 'tcp'");
+  if (o.protocol != "tcp" && o.protocol != "rdma") throw std::invalid_argument("transfer: unknown protocol '" + o.protocol + "'");
   if (o.slice_size < 4096 || o.slice_size > (64u << 20))
     throw std::invalid_argument("transfer: slice_size must be within 4 KiB .. 64 MiB");
   if (o.connections_per_peer < 1 || o.connections_per_peer > 64)
@@ -32,8 +33,8 @@ void check_options(const engine_options& o) {
   if (o.max_inbound_connections < 1) throw std::invalid_argument("transfer: max_inbound_connections must be >= 1");
   if (o.default_timeout <= std::chrono::steady_clock::duration::zero())
     throw std::invalid_argument("transfer: default_timeout must be positive");
-  if (o.force == transport_kind::rdma)
-    throw std::invalid_argument("transfer: force=rdma: the verbs transport is not built yet");
+  if (o.force == transport_kind::rdma && o.protocol != "rdma")
+    throw std::invalid_argument("transfer: force=rdma needs protocol 'rdma'");
 }
 
 bool is_wildcard(const std::string& h) { return h.empty() || h == "0.0.0.0" || h == "::" || h == "[::]"; }
@@ -74,6 +75,13 @@ engine_impl::engine_impl(mc::runtime::runtime& rt, engine_options opts) : rt_(rt
   tcp_ = make_tcp_transport(*this);
   shm_ = make_shm_transport(*this);
   inproc_ = make_inproc_transport(*this);
+  if (opts_.protocol == "rdma") {
+    rdma_ctx_ = make_rdma_context(opts_);  // throws when no device is usable
+    rdma_ = make_rdma_transport(*this);
+    registry_->on_remove = [w = std::weak_ptr<rdma_context>(rdma_ctx_)](std::uint64_t token) {
+      if (auto c = w.lock()) rdma_deregister(*c, token);
+    };
+  }
 }
 
 engine_impl::~engine_impl() = default;
@@ -120,6 +128,7 @@ task<void> engine_impl::close_thread(std::size_t i) {
   ts.shm_pools.drop_idle();
   ts.tcp_pools.wake_all();
   ts.shm_pools.wake_all();
+  rdma_close_thread(ts);
   co_return;
 }
 
@@ -138,6 +147,7 @@ task<void> engine_impl::shutdown() {
     co_await mc::run_on(rt_.executor(i), [](thread_state* ts) -> task<void> {
       ts->tcp_pools = {};
       ts->shm_pools = {};
+      rdma_release_thread(*ts);
       co_return;
     }(threads_[i].get()));
 }
@@ -159,7 +169,8 @@ task<void> engine_impl::run_group(thread_state& ts, const std::string& endpoint,
   if (opts_.force) {
     transport* t = *opts_.force == tk::tcp ? tcp_.get()
                    : *opts_.force == tk::same_host ? shm_.get()
-                   : *opts_.force == tk::in_process ? inproc_.get() : nullptr;
+                   : *opts_.force == tk::in_process ? inproc_.get()
+                   : *opts_.force == tk::rdma ? rdma_.get() : nullptr;
     if (!t) co_return finish_all(errc::unsupported);
     for (auto* it : items) it->via = t->kind();
     co_await t->execute(ts, endpoint, all);
@@ -180,7 +191,7 @@ task<void> engine_impl::run_group(thread_state& ts, const std::string& endpoint,
   }
   std::vector<transfer_item*> rest = items;
   for (transport* t : {opts_.enable_in_process ? inproc_.get() : nullptr,
-                       opts_.enable_same_host && !cma_refused_ ? shm_.get() : nullptr}) {
+                       opts_.enable_same_host && !cma_refused_ ? shm_.get() : nullptr, rdma_.get()}) {
     if (!t || rest.empty()) continue;
     for (auto* it : rest) it->via = t->kind();
     co_await t->execute(ts, endpoint, std::span<transfer_item*>(rest));
@@ -355,7 +366,7 @@ const engine_options& engine::options() const noexcept { return impl_->opts_; }
 
 mc::result<region> engine::register_memory(void* addr, std::size_t len) {
   if (impl_->stopping_) return fail(errc::shutting_down);
-  auto t = impl_->registry_->add(addr, len);
+  auto t = impl_->rdma_ctx_ ? detail::rdma_register(*impl_, addr, len) : impl_->registry_->add(addr, len);
   if (!t) return t.error();
   return region(impl_->registry_, *t, static_cast<std::byte*>(addr), len, impl_->endpoint_);
 }

@@ -4,6 +4,7 @@
 #include "mc/runtime/runtime.hpp"
 #include "mc/transfer/engine.hpp"
 #include "pool.hpp"
+#include "rdma.hpp"
 #include "registry.hpp"
 #include "transport.hpp"
 
@@ -21,6 +22,8 @@
 
 namespace mc::transfer::detail {
 
+class rdma_thread;
+
 using tcp_socket = boost::asio::ip::tcp::socket;
 using unix_socket = boost::asio::local::stream_protocol::socket;
 
@@ -34,6 +37,8 @@ struct thread_state {
   pool_map<unix_socket> shm_pools;
   /// Endpoints found not to be on this host (same-host probe failed) -> when.
   std::unordered_map<std::string, std::chrono::steady_clock::time_point> not_same_host;
+  /// Verbs objects of this thread (protocol "rdma"; created on first use).
+  std::shared_ptr<rdma_thread> rdma;
 };
 
 struct atomic_counters {
@@ -84,6 +89,8 @@ class engine_impl : public std::enable_shared_from_this<engine_impl> {
   std::unique_ptr<transport> tcp_;
   std::unique_ptr<transport> shm_;
   std::unique_ptr<transport> inproc_;
+  std::shared_ptr<rdma_context> rdma_ctx_;  // protocol "rdma" only
+  std::unique_ptr<transport> rdma_;
   std::unique_ptr<tcp_server> tcp_server_;
   std::unique_ptr<shm_server> shm_server_;
 

@@ -29,7 +29,7 @@ void region_entry::release_grant() {
   if (--grants == 0) grant_cv.notify_all();
 }
 
-mc::result<std::uint64_t> registry::add(void* addr, std::size_t len) {
+mc::result<std::uint64_t> registry::add(void* addr, std::size_t len, std::optional<std::uint32_t> low32) {
   auto base = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(addr));
   if (addr == nullptr || len == 0 || base + len < base) return fail(errc::invalid_params);
   auto e = std::make_shared<region_entry>();
@@ -38,7 +38,8 @@ mc::result<std::uint64_t> registry::add(void* addr, std::size_t len) {
   std::unique_lock lk(m_);
   do {
     e->token = random_token();
-  } while (by_token_.count(e->token));
+    if (low32) e->token = (e->token & ~0xffffffffull) | *low32;
+  } while (e->token == 0 || by_token_.count(e->token));
   by_token_.emplace(e->token, e);
   by_base_.emplace(base, e);
   return e->token;
@@ -64,6 +65,7 @@ mc::result<void> registry::remove(std::uint64_t token) {
     std::unique_lock lk(e->access);
     e->revoked = true;
   }
+  if (on_remove) on_remove(token);
   std::unique_lock lk(e->grant_m);
   e->grants_closed = true;
   e->grant_cv.wait(lk, [&] { return e->grants == 0; });

@@ -5,7 +5,9 @@
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
+#include <optional>
 #include <memory>
 #include <mutex>
 #include <shared_mutex>
@@ -55,8 +57,9 @@ class access_guard {
 
 class registry {
  public:
-  /// Adds a region and returns its fresh random nonzero token.
-  mc::result<std::uint64_t> add(void* addr, std::size_t len);
+  /// Adds a region and returns its fresh random nonzero token. With
+  /// `low32` (the RDMA rkey) only the upper 32 bits are random.
+  mc::result<std::uint64_t> add(void* addr, std::size_t len, std::optional<std::uint32_t> low32 = {});
   /// Revokes and forgets the region; blocks as documented on
   /// engine::unregister_memory. out_of_range if unknown.
   mc::result<void> remove(std::uint64_t token);
@@ -67,6 +70,10 @@ class registry {
   mc::result<std::shared_ptr<region_entry>> find(std::uint64_t addr, std::uint64_t len,
                                                  std::uint64_t token) const;
   std::size_t size() const;
+
+  /// Called by remove() after revocation (RDMA: deregisters the MR). Set
+  /// once before the first add(); must not throw.
+  std::function<void(std::uint64_t token)> on_remove;
 
  private:
   mutable std::shared_mutex m_;

@@ -24,6 +24,7 @@ struct served_conn final : closable {
   }
   tcp_socket sock;
   live_registration reg;
+  std::shared_ptr<void> rdma_qp;  // target-side QP of an rdma_connect, lives as long as the connection
 };
 
 task<result<void>> respond(tcp_socket& s, wire_op op, std::uint64_t id, errc status) {
@@ -93,6 +94,10 @@ task<void> serve(engine_impl* eng, [[maybe_unused]] gate_holder g, tcp_socket so
     if (!r) break;  // EOF, reset, or stop
     auto h = decode(hb);
     if (!h) break;  // protocol violation: close
+    if (h->op >= wire_op::rdma_connect) {
+      if (!co_await rdma_serve(*eng, c.sock, *h, c.rdma_qp)) break;
+      continue;
+    }
     if (!co_await serve_one(*eng, c.sock, *h)) break;
   }
   eng->counters_.inbound.fetch_sub(1, std::memory_order_relaxed);

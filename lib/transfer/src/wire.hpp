@@ -43,6 +43,11 @@ enum class wire_op : std::uint8_t {
   shm_grant = 7,       // flags: grant_write for a write grant
   shm_grant_resp = 8,
   shm_release = 9,     // request_id of the grant to release; no response
+  // RDMA (issue 8), on a TCP connection that then belongs to one QP pair:
+  rdma_connect = 10,       // payload: the initiator's qp_info (length = 48)
+  rdma_connect_resp = 11,  // status 0 + the target's qp_info, or a status (unsupported)
+  rdma_check = 12,         // address/length/token: classify a remote access error
+  rdma_check_resp = 13,    // status: 0, access_denied, out_of_range
 };
 
 inline constexpr std::uint16_t grant_write = 1;
@@ -96,7 +101,7 @@ inline mc::result<header> decode(const header_bytes& in) noexcept {
   if (wire_le::load<std::uint8_t>(p + 4) != wire_version) return fail(errc::transfer_fail);
   header h;
   auto op = wire_le::load<std::uint8_t>(p + 5);
-  if (op < 1 || op > 9) return fail(errc::transfer_fail);
+  if (op < 1 || op > 13) return fail(errc::transfer_fail);
   h.op = static_cast<wire_op>(op);
   h.flags = wire_le::load<std::uint16_t>(p + 6);
   h.status = static_cast<std::int32_t>(wire_le::load<std::uint32_t>(p + 8));

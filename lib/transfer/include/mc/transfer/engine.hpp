@@ -62,8 +62,17 @@ struct engine_options {
   std::optional<transport_kind> force;
   /// Timeout of read()/write()/batch() when none is given.
   std::chrono::steady_clock::duration default_timeout = std::chrono::seconds(10);
-  /// "tcp" (default). "rdma" is not built yet: the constructor throws.
+  /// "tcp" (default) or "rdma": transfers to peers that speak RDMA use RC
+  /// queue pairs (RDMA READ/WRITE); peers without RDMA are reached over TCP.
+  /// "rdma" throws std::invalid_argument when no RDMA device is usable or the
+  /// library was built without libibverbs.
   std::string protocol = "tcp";
+  /// RDMA devices to use ("mlx5_0", "rxe0"); empty = every device. The first
+  /// one with an active port carries the traffic.
+  std::vector<std::string> device_names;
+  /// GID table index for RoCE (e.g. 1 or 3 for RoCE v2); -1 = automatic (a
+  /// RoCE v2 IPv4-mapped GID if present).
+  int gid_index = -1;
 };
 
 /// Initiated-side counters of one transport (a snapshot).
@@ -158,8 +167,8 @@ class region {
 /// engine starts and stops.
 class engine {
  public:
-  /// Throws std::invalid_argument on invalid options (protocol "rdma": not
-  /// built yet; slice size or pool bounds out of range).
+  /// Throws std::invalid_argument on invalid options (protocol "rdma" without
+  /// a usable device; slice size or pool bounds out of range).
   explicit engine(mc::runtime::runtime& rt, engine_options opts = {});
   /// Calls stop().
   ~engine();

@@ -1,0 +1,59 @@
+#pragma once
+// The engine's view of the verbs transport (issue 8). No verbs type here:
+// engine.cpp / tcp_server.cpp include this whether or not libibverbs was
+// found at build time (rdma_stub.cpp implements it without verbs).
+//
+// Descriptor token with RDMA: the registry's 64-bit token is
+//   (random 32 bits << 32) | rkey
+// of the region's memory region on the engine's RDMA device. A TCP peer
+// checks all 64 bits exactly as before; an RDMA peer posts READ/WRITE work
+// requests with the low 32 bits as rkey. So one remote_buffer serves both
+// transports and mixed clusters fall back to TCP without a format change.
+// Without protocol "rdma" tokens stay fully random (TCP unchanged).
+#include "mc/runtime/error.hpp"
+#include "mc/runtime/task.hpp"
+#include "mc/transfer/engine.hpp"
+
+#include <boost/asio/ip/tcp.hpp>
+
+#include <cstdint>
+#include <memory>
+
+namespace mc::transfer::detail {
+
+class engine_impl;
+class transport;
+struct thread_state;
+struct header;
+class rdma_context;
+
+/// True when the library was built with libibverbs.
+bool rdma_built() noexcept;
+
+/// Opens the devices named in `opts.device_names` (all devices when empty)
+/// and keeps those with an active port. Throws std::invalid_argument with a
+/// clear message when none is usable (or the build has no verbs support).
+std::shared_ptr<rdma_context> make_rdma_context(const engine_options& opts);
+
+/// The initiator side (one per engine with protocol "rdma").
+std::unique_ptr<transport> make_rdma_transport(engine_impl& eng);
+
+/// Registers the memory region (MR) for [addr, addr+len) and adds the region
+/// to the registry with the rkey in the low 32 bits of its token.
+mc::result<std::uint64_t> rdma_register(engine_impl& eng, void* addr, std::size_t len);
+/// Deregisters the MR of `token` (the registry calls it after revocation).
+void rdma_deregister(rdma_context& ctx, std::uint64_t token) noexcept;
+
+/// Serves wire ops rdma_connect / rdma_check on an inbound TCP connection.
+/// `slot` keeps the target-side QP alive as long as the connection. False:
+/// close the connection.
+task<bool> rdma_serve(engine_impl& eng, boost::asio::ip::tcp::socket& s, const header& h,
+                      std::shared_ptr<void>& slot);
+
+/// engine stop, on thread `ts`: moves every QP of the thread to the error
+/// state and wakes every waiter (first phase), then releases every verbs
+/// object of the thread (second phase, after the engine's gate closed).
+void rdma_close_thread(thread_state& ts) noexcept;
+void rdma_release_thread(thread_state& ts) noexcept;
+
+}  // namespace mc::transfer::detail

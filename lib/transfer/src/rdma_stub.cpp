@@ -1,0 +1,47 @@
+// Built when libibverbs is not available: protocol "rdma" is refused at
+// startup; RDMA handshakes from peers are answered "unsupported" so that
+// they fall back to TCP.
+#include "engine_impl.hpp"
+#include "io.hpp"
+#include "rdma.hpp"
+#include "wire.hpp"
+
+#include <stdexcept>
+
+namespace mc::transfer::detail {
+
+class rdma_context {};
+class rdma_thread {};
+
+bool rdma_built() noexcept { return false; }
+
+std::shared_ptr<rdma_context> make_rdma_context(const engine_options&) {
+  throw std::invalid_argument("transfer: protocol 'rdma': this build has no verbs support");
+}
+std::unique_ptr<transport> make_rdma_transport(engine_impl&) { return nullptr; }
+mc::result<std::uint64_t> rdma_register(engine_impl&, void*, std::size_t) { return fail(errc::unsupported); }
+void rdma_deregister(rdma_context&, std::uint64_t) noexcept {}
+
+task<bool> rdma_serve(engine_impl& eng, boost::asio::ip::tcp::socket& s, const header& h, std::shared_ptr<void>&) {
+  header r;
+  r.request_id = h.request_id;
+  if (h.op == wire_op::rdma_check) {
+    auto e = eng.registry_->find(h.address, h.length, h.token);
+    r.op = wire_op::rdma_check_resp;
+    r.status = static_cast<std::int32_t>(e ? errc::ok : to_errc(e.error()));
+  } else if (h.op == wire_op::rdma_connect && h.length <= 4096) {
+    if (!co_await discard(s, h.length)) co_return false;
+    r.op = wire_op::rdma_connect_resp;
+    r.status = static_cast<std::int32_t>(errc::unsupported);
+  } else {
+    co_return false;
+  }
+  header_bytes hb;
+  encode(r, hb);
+  co_return static_cast<bool>(co_await send_all(s, hb.data(), hb.size()));
+}
+
+void rdma_close_thread(thread_state&) noexcept {}
+void rdma_release_thread(thread_state&) noexcept {}
+
+}  // namespace mc::transfer::detail

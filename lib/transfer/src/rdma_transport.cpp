@@ -1,0 +1,588 @@
+// RDMA transport: RC queue pairs per peer (pooled, bounded, per runtime
+// thread), handshake over the peer's TCP endpoint, RDMA READ / WRITE with
+// signalled completions delivered through a completion channel whose fd the
+// runtime awaits (no polling thread). Target side: rdma_serve().
+#include "engine_impl.hpp"
+#include "io.hpp"
+#include "rdma.hpp"
+#include "rdma_verbs.hpp"
+#include "wire.hpp"
+
+#include "mc/runtime/when_all.hpp"
+
+#include <boost/asio/ip/address.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/socket_base.hpp>
+
+#include <fcntl.h>
+#include <sys/random.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <unordered_set>
+
+namespace mc::transfer::detail {
+namespace {
+
+namespace asio = boost::asio;
+using tcp = asio::ip::tcp;
+
+constexpr std::uint32_t qp_depth = 16;  // outstanding work requests per QP
+constexpr auto no_rdma_ttl = std::chrono::seconds(30);
+
+std::uint32_t random_psn() {
+  std::uint32_t v = 0;
+  if (::getrandom(&v, sizeof v, 0) != static_cast<ssize_t>(sizeof v)) v = 0x1234;
+  return v & 0xffffff;
+}
+
+struct qp_state;
+
+/// One posted work request; wr_id points here.
+struct posted_wr {
+  qp_state* owner = nullptr;
+  ibv_wc_status status = IBV_WC_SUCCESS;
+  bool done = true;
+  std::uint32_t slice = 0;
+  bool bounce = false;
+};
+
+}  // namespace
+
+/// Per runtime thread: a completion channel + CQ and the QP pools.
+class rdma_thread;
+
+namespace {
+
+/// A connected QP pair: our QP plus the TCP connection its target-side QP
+/// lives as long as (also used for rdma_check). Heap-pinned: wr_ids point
+/// into `slots`.
+struct qp_state {
+  qp_state(rdma_thread& t, tcp_socket s) : th(t), ctrl(std::move(s)), wake(ctrl.get_executor(), asio::steady_timer::time_point::max()) {}
+  ~qp_state();
+  void to_error() noexcept;
+  /// Moves the QP to error and polls inline until our WRs are flushed (after
+  /// a cancellation, so that no byte moves after the transfer returned).
+  /// False when the flush did not arrive in time (the state must then leak).
+  bool drain() noexcept;
+
+  rdma_thread& th;
+  tcp_socket ctrl;
+  ibv_qp* qp = nullptr;
+  asio::steady_timer wake;
+  std::array<posted_wr, qp_depth> slots{};
+  std::uint32_t outstanding = 0;
+  bool broken = false;
+  bool peer_gone = false;  // the control connection closed: the target process is gone
+  std::shared_ptr<bool> alive = std::make_shared<bool>(true);
+  std::uint64_t next_id = 1;
+  // Registered bounce buffer for local buffers outside every registered MR.
+  std::unique_ptr<std::byte[]> bounce;
+  ibv_mr* bounce_mr = nullptr;
+};
+
+/// What the pool holds (pool.hpp's Socket concept: close / is_open).
+struct rdma_link {
+  std::unique_ptr<qp_state> s;
+  void close(boost::system::error_code&) noexcept {
+    if (!s) return;
+    s->to_error();
+    boost::system::error_code ig;
+    s->ctrl.close(ig);
+  }
+  bool is_open() const noexcept { return s && !s->broken && s->ctrl.is_open(); }
+};
+
+}  // namespace
+
+class rdma_thread {
+ public:
+  rdma_thread(std::shared_ptr<rdma_context> c, mc::executor ex) : ctx(std::move(c)), sd(ex) {}
+  ~rdma_thread() {
+    pools = {};
+    if (sd.is_open()) (void)sd.release();
+    if (cq && ibv_destroy_cq(cq) != 0)
+      std::fprintf(stderr, "transfer: rdma: CQ still busy at shutdown (a QP leaked after a failed flush)\n");
+    if (channel) ibv_destroy_comp_channel(channel);
+  }
+
+  /// Polls every available completion and dispatches it.
+  void poll() noexcept {
+    ibv_wc wc[32];
+    for (;;) {
+      int n = ibv_poll_cq(cq, 32, wc);
+      if (n <= 0) return;
+      for (int i = 0; i < n; ++i) {
+        auto* p = reinterpret_cast<posted_wr*>(static_cast<std::uintptr_t>(wc[i].wr_id));
+        if (!p || p->done) continue;
+        p->status = wc[i].status;
+        p->done = true;
+        if (--p->owner->outstanding == 0) p->owner->wake.cancel();
+      }
+    }
+  }
+
+  std::shared_ptr<rdma_context> ctx;
+  ibv_comp_channel* channel = nullptr;
+  ibv_cq* cq = nullptr;
+  asio::posix::stream_descriptor sd;
+  bool stopping = false;
+  pool_map<rdma_link> pools;
+  std::unordered_set<qp_state*> states;
+  std::unordered_map<std::string, std::chrono::steady_clock::time_point> no_rdma;
+};
+
+namespace {
+
+qp_state::~qp_state() {
+  if (outstanding > 0 && !drain()) {
+    std::fprintf(stderr, "transfer: rdma: QP %u did not flush; leaking it\n", qp ? qp->qp_num : 0u);
+    qp = nullptr;  // the CQ keeps referring to it; never destroyed
+    bounce_mr = nullptr;
+    (void)bounce.release();
+  }
+  *alive = false;
+  th.states.erase(this);
+  if (qp) ibv_destroy_qp(qp);
+  if (bounce_mr) ibv_dereg_mr(bounce_mr);
+}
+
+void qp_state::to_error() noexcept {
+  broken = true;
+  if (!qp) return;
+  ibv_qp_attr a{};
+  a.qp_state = IBV_QPS_ERR;
+  (void)ibv_modify_qp(qp, &a, IBV_QP_STATE);
+}
+
+bool qp_state::drain() noexcept {
+  to_error();
+  // Flushes are generated right away by the driver; bounded wait, no sleep.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  while (outstanding > 0 && std::chrono::steady_clock::now() < until) th.poll();
+  return outstanding == 0;
+}
+
+task<void> poll_loop(rdma_thread* th, [[maybe_unused]] gate_holder g) {
+  for (;;) {
+    auto [ec] = co_await th->sd.async_wait(asio::posix::stream_descriptor::wait_read,
+                                           asio::as_tuple(asio::use_awaitable));
+    if (ec || th->stopping) co_return;
+    ibv_cq* cq = nullptr;
+    void* cctx = nullptr;
+    unsigned events = 0;
+    while (ibv_get_cq_event(th->channel, &cq, &cctx) == 0) ++events;  // fd is non-blocking
+    if (events) ibv_ack_cq_events(th->cq, events);
+    (void)ibv_req_notify_cq(th->cq, 0);
+    th->poll();  // after re-arming: nothing is missed
+  }
+}
+
+mc::result<rdma_thread*> thread_of(engine_impl& eng, thread_state& ts) {
+  if (ts.rdma) return ts.rdma.get();
+  if (ts.stopping) return fail(errc::shutting_down);
+  auto holder = eng.gate_.try_enter();
+  if (!holder) return fail(errc::shutting_down);
+  auto th = std::make_shared<rdma_thread>(eng.rdma_ctx_, ts.ex);
+  th->channel = ibv_create_comp_channel(th->ctx->ctx());
+  const std::size_t want = eng.opts_.max_peers * eng.opts_.connections_per_peer * qp_depth + 64;
+  const int cqe = static_cast<int>(std::min<std::size_t>(want, 65536));
+  if (th->channel) th->cq = ibv_create_cq(th->ctx->ctx(), cqe, nullptr, th->channel, 0);
+  if (!th->cq) {
+    std::fprintf(stderr, "transfer: rdma: cannot create a completion queue (%d entries): %s\n", cqe,
+                 std::strerror(errno));
+    return fail(errc::transfer_fail);
+  }
+  int fl = ::fcntl(th->channel->fd, F_GETFL);
+  ::fcntl(th->channel->fd, F_SETFL, fl | O_NONBLOCK);
+  boost::system::error_code ec;
+  th->sd.assign(th->channel->fd, ec);
+  if (ec || ibv_req_notify_cq(th->cq, 0) != 0) return fail(errc::transfer_fail);
+  ts.rdma = th;
+  asio::co_spawn(ts.ex, poll_loop(th.get(), std::move(holder)), asio::detached);
+  return th.get();
+}
+
+struct slice {
+  std::uint32_t item = 0;
+  std::uint64_t offset = 0;
+  std::uint64_t length = 0;
+  std::uint32_t tries = 0;
+};
+
+struct job {
+  std::span<transfer_item*> items;
+  std::vector<slice> slices;
+  std::deque<std::uint32_t> queue;  // indices into slices still to post
+  std::vector<std::uint64_t> remaining;
+  peer_pool<rdma_link>* pool = nullptr;
+  peer_pool<rdma_link>::connect_fn connect;
+};
+
+using lease = conn_lease<rdma_link>;
+
+class rdma_transport final : public transport {
+ public:
+  explicit rdma_transport(engine_impl& eng) : eng_(eng) {}
+  transport_kind kind() const noexcept override { return transport_kind::rdma; }
+
+  task<void> execute(thread_state& ts, const std::string& endpoint, std::span<transfer_item*> items) override {
+    auto thr = thread_of(eng_, ts);
+    if (!thr) {
+      for (auto* it : items) it->finish(thr.error());
+      co_return;
+    }
+    rdma_thread& th = **thr;
+    if (auto nr = th.no_rdma.find(endpoint); nr != th.no_rdma.end()) {
+      if (std::chrono::steady_clock::now() - nr->second < no_rdma_ttl) {
+        for (auto* it : items) it->finish(make_error_code(errc::unsupported));
+        co_return;
+      }
+      th.no_rdma.erase(nr);
+    }
+    job j;
+    j.items = items;
+    j.remaining.resize(items.size());
+    const std::uint64_t ss = std::min<std::uint64_t>(eng_.opts_.slice_size, th.ctx->max_msg_size());
+    for (std::uint32_t i = 0; i < items.size(); ++i) {
+      for (std::uint64_t off = 0; off < items[i]->length; off += ss) {
+        j.queue.push_back(static_cast<std::uint32_t>(j.slices.size()));
+        j.slices.push_back({i, off, std::min(ss, items[i]->length - off), 0});
+        ++j.remaining[i];
+      }
+    }
+    j.pool = th.pools.get(endpoint, ts.ex, eng_.opts_.connections_per_peer, eng_.opts_.max_peers, &th.stopping);
+    if (!j.pool) {
+      for (auto* it : items) it->finish(make_error_code(errc::no_available_handle));
+      co_return;
+    }
+    j.connect = [this, &ts, &th, endpoint] { return connect(ts, th, endpoint); };
+    const auto per_worker = (j.slices.size() + qp_depth - 1) / qp_depth;
+    auto workers = std::clamp<std::size_t>(per_worker, 1, eng_.opts_.connections_per_peer);
+    if (workers == 1) {
+      co_await worker(j, th, 0);
+    } else {
+      std::vector<task<int>> ws;
+      for (std::size_t w = 0; w < workers; ++w) ws.push_back(worker(j, th, w));
+      co_await mc::when_all(std::move(ws));
+    }
+    if (std::any_of(items.begin(), items.end(),
+                    [](transfer_item* it) { return it->done && mc::is(it->ec, errc::unsupported); }))
+      th.no_rdma[endpoint] = std::chrono::steady_clock::now();
+  }
+
+ private:
+  task<int> worker(job& j, rdma_thread& th, std::size_t w) {
+    lease c;
+    for (;;) {
+      while (!j.queue.empty() && j.items[j.slices[j.queue.front()].item]->done) j.queue.pop_front();
+      if (j.queue.empty()) co_return 0;
+      if (!c) {
+        auto got = co_await j.pool->acquire(j.connect, w == 0);
+        if (!got) {
+          if (!mc::is(got.error(), errc::cancelled)) fail_rest(j, got.error());
+          co_return 0;
+        }
+        if (!*got) co_return 0;  // pool exhausted: the other workers do the work
+        c = std::move(*got);
+      }
+      if (j.queue.empty()) co_return 0;
+      qp_state& q = *c->sock.s;
+      const bool ok = co_await run_chain(j, th, q);
+      if (!ok) {
+        c.discard();  // the QP is in error (or cancelled): rebuilt on the next acquire
+        if (th.stopping) {
+          fail_rest(j, make_error_code(errc::shutting_down));
+          co_return 0;
+        }
+        auto cs = co_await asio::this_coro::cancellation_state;
+        if (cs.cancelled() != asio::cancellation_type::none) co_return 0;
+      }
+    }
+  }
+
+  static void fail_rest(job& j, boost::system::error_code ec) {
+    for (auto s : j.queue) j.items[j.slices[s].item]->finish(ec);
+    j.queue.clear();
+  }
+
+  /// Posts up to qp_depth slices on `q`, awaits their completions, finishes
+  /// items. False when the QP is no longer usable.
+  task<bool> run_chain(job& j, rdma_thread& th, qp_state& q) {
+    std::vector<std::uint32_t> taken;
+    ibv_send_wr wrs[qp_depth];
+    ibv_sge sges[qp_depth];
+    bool bounce_used = false;
+    while (taken.size() < qp_depth && !j.queue.empty()) {
+      const auto si = j.queue.front();
+      const slice& s = j.slices[si];
+      transfer_item& it = *j.items[s.item];
+      if (it.done) {
+        j.queue.pop_front();
+        continue;
+      }
+      std::byte* local = it.local + s.offset;
+      auto lkey = th.ctx->local_lkey(local, s.length);
+      bool bounce = false;
+      if (!lkey) {
+        // The local buffer is not registered: go through the QP's registered
+        // bounce buffer (one slice at a time).
+        if (bounce_used) break;
+        if (!q.bounce_mr) {
+          const auto n = std::min<std::uint64_t>(eng_.opts_.slice_size, th.ctx->max_msg_size());
+          q.bounce = std::make_unique<std::byte[]>(n);
+          auto mr = th.ctx->reg_mr(q.bounce.get(), n);
+          if (!mr) {
+            q.bounce.reset();
+            it.finish(mr.error());
+            j.queue.pop_front();
+            continue;
+          }
+          q.bounce_mr = *mr;
+        }
+        bounce = bounce_used = true;
+        lkey = q.bounce_mr->lkey;
+        if (it.op == op_kind::write) std::memcpy(q.bounce.get(), local, s.length);
+        local = q.bounce.get();
+      }
+      j.queue.pop_front();
+      const auto k = taken.size();
+      auto& p = q.slots[k];
+      p = posted_wr{&q, IBV_WC_SUCCESS, false, si, bounce};
+      sges[k] = ibv_sge{reinterpret_cast<std::uintptr_t>(local), static_cast<std::uint32_t>(s.length), *lkey};
+      auto& wr = wrs[k];
+      wr = ibv_send_wr{};
+      wr.wr_id = reinterpret_cast<std::uintptr_t>(&p);
+      wr.sg_list = &sges[k];
+      wr.num_sge = 1;
+      wr.opcode = it.op == op_kind::write ? IBV_WR_RDMA_WRITE : IBV_WR_RDMA_READ;
+      wr.send_flags = IBV_SEND_SIGNALED;
+      wr.wr.rdma.remote_addr = it.address + s.offset;
+      wr.wr.rdma.rkey = static_cast<std::uint32_t>(it.token & 0xffffffffu);
+      if (k > 0) wrs[k - 1].next = &wr;
+      taken.push_back(si);
+    }
+    if (taken.empty()) co_return true;
+    ibv_send_wr* bad = nullptr;
+    if (ibv_post_send(q.qp, wrs, &bad) != 0) {
+      // Nothing after `bad` was posted; what was posted completes normally.
+      std::size_t posted = bad ? static_cast<std::size_t>(bad - wrs) : 0;
+      for (std::size_t k = posted; k < taken.size(); ++k) {
+        q.slots[k].done = true;
+        q.slots[k].status = IBV_WC_WR_FLUSH_ERR;  // requeued below
+      }
+      q.outstanding = static_cast<std::uint32_t>(posted);
+      q.to_error();
+    } else {
+      q.outstanding = static_cast<std::uint32_t>(taken.size());
+    }
+    if (q.outstanding > 0) {
+      // The target-side QP lives as long as the control connection: when it
+      // closes (the peer died or stopped) flush our QP at once instead of
+      // waiting for the transport retries to run out.
+      q.ctrl.async_wait(tcp_socket::wait_read, [qp = &q, alive = q.alive](boost::system::error_code ec) {
+        if (ec || !*alive || qp->outstanding == 0) return;
+        qp->peer_gone = true;
+        qp->to_error();
+      });
+    }
+    while (q.outstanding > 0) {
+      co_await q.wake.async_wait(asio::as_tuple(asio::use_awaitable));
+      auto cs = co_await asio::this_coro::cancellation_state;
+      if (th.stopping || cs.cancelled() != asio::cancellation_type::none) {
+        (void)q.drain();  // no byte may move after we return
+        co_return false;
+      }
+    }
+    {
+      boost::system::error_code ig;
+      q.ctrl.cancel(ig);  // the control-connection watch
+    }
+    bool conn_ok = true;
+    for (std::size_t k = 0; k < taken.size(); ++k) {
+      const posted_wr& p = q.slots[k];
+      slice& s = j.slices[p.slice];
+      transfer_item& it = *j.items[s.item];
+      if (it.done) continue;
+      if (p.status == IBV_WC_SUCCESS) {
+        if (p.bounce && it.op == op_kind::read) std::memcpy(it.local + s.offset, q.bounce.get(), s.length);
+        if (--j.remaining[s.item] == 0) it.finish({});
+        continue;
+      }
+      conn_ok = false;
+      if (p.status == IBV_WC_REM_ACCESS_ERR || p.status == IBV_WC_REM_INV_REQ_ERR) {
+        it.finish(co_await classify(q, it, s));
+      } else if (p.status == IBV_WC_LOC_PROT_ERR || p.status == IBV_WC_LOC_ACCESS_ERR) {
+        it.finish(make_error_code(errc::transfer_fail));  // local region unregistered meanwhile
+      } else if (q.peer_gone) {
+        it.finish(make_error_code(errc::transfer_fail));
+      } else if (s.tries++ < 2) {
+        j.queue.push_front(p.slice);  // flushed or transport error: retry on a fresh QP
+      } else {
+        it.finish(make_error_code(errc::transfer_fail));
+      }
+    }
+    co_return conn_ok;
+  }
+
+  /// A remote access error does not say why: ask the target (over the QP's
+  /// TCP connection) to validate the range exactly like a TCP request.
+  task<boost::system::error_code> classify(qp_state& q, transfer_item& it, const slice& s) {
+    header h;
+    h.op = wire_op::rdma_check;
+    h.request_id = q.next_id++;
+    h.address = it.address + s.offset;
+    h.length = s.length;
+    h.token = it.token;
+    header_bytes hb;
+    encode(h, hb);
+    auto fail_ec = make_error_code(errc::access_denied);  // what the NIC told us
+    if (!co_await send_all(q.ctrl, hb.data(), hb.size())) co_return fail_ec;
+    header_bytes rb;
+    if (!co_await recv_all(q.ctrl, rb.data(), rb.size())) co_return fail_ec;
+    auto r = decode(rb);
+    if (!r || r->op != wire_op::rdma_check_resp || r->request_id != h.request_id) co_return fail_ec;
+    if (r->status == 0) co_return make_error_code(errc::transfer_fail);  // valid now: a race with registration
+    co_return status_to_error(r->status);
+  }
+
+  task<result<std::unique_ptr<pooled_conn<rdma_link>>>> connect(thread_state& ts, rdma_thread& th,
+                                                                 std::string endpoint) {
+    std::string host;
+    std::uint16_t port = 0;
+    if (!split_endpoint(endpoint, host, port)) co_return fail(errc::invalid_params);
+    std::vector<tcp::endpoint> targets;
+    boost::system::error_code ec;
+    auto addr = asio::ip::make_address(host, ec);
+    if (!ec) {
+      targets.emplace_back(addr, port);
+    } else {
+      tcp::resolver res(ts.ex);
+      auto [rec, found] = co_await res.async_resolve(host, std::to_string(port), asio::as_tuple(asio::use_awaitable));
+      if (rec) co_return fail(rec == asio::error::operation_aborted ? errc::cancelled : errc::transfer_fail);
+      for (auto& e : found) targets.push_back(e.endpoint());
+    }
+    for (auto& t : targets) {
+      tcp_socket s(ts.ex);
+      auto [cec] = co_await s.async_connect(t, asio::as_tuple(asio::use_awaitable));
+      if (cec) {
+        if (cec == asio::error::operation_aborted) co_return fail(errc::cancelled);
+        continue;
+      }
+      boost::system::error_code ig;
+      s.set_option(tcp::no_delay(true), ig);
+      s.set_option(asio::socket_base::keep_alive(true), ig);
+      s.non_blocking(true, ig);
+      co_return co_await handshake(ts, th, std::move(s));
+    }
+    co_return fail(errc::transfer_fail);
+  }
+
+  task<result<std::unique_ptr<pooled_conn<rdma_link>>>> handshake(thread_state& ts, rdma_thread& th, tcp_socket s) {
+    auto st = std::make_unique<qp_state>(th, std::move(s));
+    th.states.insert(st.get());
+    st->qp = th.ctx->create_qp(th.cq, qp_depth);
+    if (!st->qp) {
+      std::fprintf(stderr, "transfer: rdma: ibv_create_qp failed: %s\n", std::strerror(errno));
+      co_return fail(errc::transfer_fail);
+    }
+    const auto psn = random_psn();
+    std::array<std::byte, header_size + qp_info_size> out{};
+    header h;
+    h.op = wire_op::rdma_connect;
+    h.request_id = st->next_id++;
+    h.length = qp_info_size;
+    header_bytes hb;
+    encode(h, hb);
+    std::memcpy(out.data(), hb.data(), header_size);
+    encode_qp_info(th.ctx->local_info(st->qp, psn), out.data() + header_size);
+    // A peer that does not speak RDMA (older version) closes the connection.
+    if (!co_await send_all(st->ctrl, out.data(), out.size())) co_return fail(errc::unsupported);
+    header_bytes rb;
+    if (!co_await recv_all(st->ctrl, rb.data(), rb.size())) co_return fail(errc::unsupported);
+    auto r = decode(rb);
+    if (!r || r->op != wire_op::rdma_connect_resp || r->request_id != h.request_id) co_return fail(errc::transfer_fail);
+    if (r->status == static_cast<std::int32_t>(errc::unsupported)) co_return fail(errc::unsupported);
+    if (r->status != 0 || r->length != qp_info_size) co_return fail(errc::transfer_fail);
+    std::array<std::byte, qp_info_size> pb;
+    if (!co_await recv_all(st->ctrl, pb.data(), pb.size())) co_return fail(errc::transfer_fail);
+    if (!th.ctx->connect_qp(st->qp, psn, decode_qp_info(pb.data()))) {
+      std::fprintf(stderr, "transfer: rdma: connecting QP to the peer failed: %s\n", std::strerror(errno));
+      co_return fail(errc::transfer_fail);
+    }
+    co_return std::make_unique<pooled_conn<rdma_link>>(rdma_link{std::move(st)}, ts.live, nullptr);
+  }
+
+  engine_impl& eng_;
+};
+
+/// Target-side QP, alive as long as its TCP connection.
+struct passive_qp {
+  std::shared_ptr<rdma_context> ctx;
+  ibv_qp* qp = nullptr;
+  ~passive_qp() {
+    if (qp) ibv_destroy_qp(qp);
+  }
+};
+
+task<bool> respond(tcp_socket& s, wire_op op, std::uint64_t id, errc status, const std::byte* payload = nullptr) {
+  std::array<std::byte, header_size + qp_info_size> out{};
+  header h;
+  h.op = op;
+  h.request_id = id;
+  h.status = static_cast<std::int32_t>(status);
+  h.length = payload ? qp_info_size : 0;
+  header_bytes hb;
+  encode(h, hb);
+  std::memcpy(out.data(), hb.data(), header_size);
+  if (payload) std::memcpy(out.data() + header_size, payload, qp_info_size);
+  co_return static_cast<bool>(co_await send_all(s, out.data(), header_size + (payload ? qp_info_size : 0)));
+}
+
+}  // namespace
+
+std::unique_ptr<transport> make_rdma_transport(engine_impl& eng) { return std::make_unique<rdma_transport>(eng); }
+
+task<bool> rdma_serve(engine_impl& eng, tcp_socket& s, const header& h, std::shared_ptr<void>& slot) {
+  if (h.op == wire_op::rdma_check) {
+    auto e = eng.registry_->find(h.address, h.length, h.token);
+    co_return co_await respond(s, wire_op::rdma_check_resp, h.request_id, e ? errc::ok : to_errc(e.error()));
+  }
+  if (h.op != wire_op::rdma_connect || h.length != qp_info_size || slot) co_return false;
+  std::array<std::byte, qp_info_size> pb;
+  if (!co_await recv_all(s, pb.data(), pb.size())) co_return false;
+  if (!eng.rdma_ctx_) co_return co_await respond(s, wire_op::rdma_connect_resp, h.request_id, errc::unsupported);
+  auto p = std::make_shared<passive_qp>();
+  p->ctx = eng.rdma_ctx_;
+  p->qp = p->ctx->create_qp(p->ctx->passive_cq(), 1);
+  const auto psn = random_psn();
+  if (!p->qp || !p->ctx->connect_qp(p->qp, psn, decode_qp_info(pb.data()))) {
+    std::fprintf(stderr, "transfer: rdma: cannot set up a QP for a peer: %s\n", std::strerror(errno));
+    co_return co_await respond(s, wire_op::rdma_connect_resp, h.request_id, errc::transfer_fail);
+  }
+  std::array<std::byte, qp_info_size> mine;
+  encode_qp_info(p->ctx->local_info(p->qp, psn), mine.data());
+  slot = std::move(p);
+  co_return co_await respond(s, wire_op::rdma_connect_resp, h.request_id, errc::ok, mine.data());
+}
+
+void rdma_close_thread(thread_state& ts) noexcept {
+  auto* th = ts.rdma.get();
+  if (!th) return;
+  th->stopping = true;
+  for (auto* q : th->states) {
+    q->to_error();
+    q->wake.cancel();
+  }
+  th->pools.drop_idle();
+  th->pools.wake_all();
+  boost::system::error_code ig;
+  th->sd.cancel(ig);
+}
+
+void rdma_release_thread(thread_state& ts) noexcept { ts.rdma.reset(); }
+
+}  // namespace mc::transfer::detail
