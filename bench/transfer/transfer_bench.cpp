@@ -46,7 +46,19 @@ struct config {
   std::size_t slice = 1u << 20;
   std::size_t conns = 4;
   std::string protocol = "tcp";
+  std::string device;    // --device (rdma)
+  int gid_index = -1;    // --gid-index (rdma)
 };
+
+// The RDMA settings of both processes (set before the fork).
+std::string g_protocol = "tcp", g_device;
+int g_gid_index = -1;
+
+void apply_protocol(engine_options& o) {
+  o.protocol = g_protocol;
+  if (!g_device.empty()) o.device_names = {g_device};
+  o.gid_index = g_gid_index;
+}
 
 std::vector<std::size_t> parse_sizes(const char* s) {
   std::vector<std::size_t> v;
@@ -81,7 +93,10 @@ void usage(const char* argv0) {
       "  --big-batch-mib 512    batches at least this big run once (0: repeat every case)\n"
       "  --slice 1M             engine slice size\n"
       "  --conns 4              engine connections per peer per thread\n"
-      "  --protocol tcp         'rdma' needs the verbs transport (issue 8; not built yet)\n"
+      "  --protocol tcp         tcp, or rdma: both processes use the verbs transport and the\n"
+      "                         transports list becomes 'rdma' (forced; baseline: raw TCP pump)\n"
+      "  --device NAME          RDMA device (default: the first active one)\n"
+      "  --gid-index N          RoCE GID index (default: automatic)\n"
       "Prints a table and one JSON line per case (bench_util format).\n",
       argv0);
 }
@@ -122,6 +137,7 @@ int target_main(int out_fd, int in_fd) {
   rt.start();
   engine_options o;
   o.bind_host = "127.0.0.1";
+  apply_protocol(o);
   engine e(rt, o);
   if (!e.start()) return 1;
   std::vector<char> region(region_size, 1);
@@ -280,16 +296,32 @@ int main(int argc, char** argv) {
     else if (a == "--slice") cfg.slice = parse_sizes(next()).at(0);
     else if (a == "--conns") cfg.conns = parse_sizes(next()).at(0);
     else if (a == "--protocol") cfg.protocol = next();
+    else if (a == "--device") cfg.device = next();
+    else if (a == "--gid-index") cfg.gid_index = std::atoi(next());
     else {
       std::fprintf(stderr, "unknown option %s\n", a.c_str());
       usage(argv[0]);
       return 2;
     }
   }
-  if (cfg.protocol != "tcp") {
-    std::fprintf(stderr, "transfer_bench: protocol '%s' is not available: the verbs transport is issue 8\n",
-                 cfg.protocol.c_str());
+  if (cfg.protocol != "tcp" && cfg.protocol != "rdma") {
+    std::fprintf(stderr, "transfer_bench: unknown protocol '%s' (tcp or rdma)\n", cfg.protocol.c_str());
     return 2;
+  }
+  g_protocol = cfg.protocol;
+  g_device = cfg.device;
+  g_gid_index = cfg.gid_index;
+  if (cfg.protocol == "rdma") {
+    cfg.transports = {"rdma"};
+    try {  // fail early and clearly (no device) before forking the target
+      mc::runtime::runtime probe_rt(1);
+      engine_options o;
+      apply_protocol(o);
+      engine probe(probe_rt, o);
+    } catch (const std::exception& ex) {
+      std::fprintf(stderr, "transfer_bench: %s\n", ex.what());
+      return 2;
+    }
   }
   for (auto s : cfg.sizes)
     if (s == 0 || s > region_size) return std::fprintf(stderr, "size out of range\n"), 2;
@@ -328,9 +360,16 @@ int main(int argc, char** argv) {
       o.bind_host = "127.0.0.1";
       o.slice_size = cfg.slice;
       o.connections_per_peer = cfg.conns;
-      o.force = tr == "tcp" ? transport_kind::tcp : transport_kind::same_host;
+      o.force = tr == "tcp" ? transport_kind::tcp : tr == "rdma" ? transport_kind::rdma : transport_kind::same_host;
+      if (tr == "rdma") apply_protocol(o);
       engine e(rt, o);
       if (!e.start()) return 1;
+      std::optional<region> local_reg;  // rdma: the local buffer is an MR (no bounce copies)
+      if (tr == "rdma") {
+        auto lr = e.register_memory(local.data(), local.size());
+        if (!lr) return 1;
+        local_reg = std::move(*lr);
+      }
       for (auto size : cfg.sizes)
         for (auto batch : cfg.batches) {
           // A batch bigger than the region just wraps around (overlapping ranges are fine here).
@@ -345,7 +384,7 @@ int main(int argc, char** argv) {
             r.case_name = name;
             r.metric = "throughput";
             r.unit = "GB/s";
-            r.baseline = tr == "tcp" ? "raw_tcp" : "memcpy";
+            r.baseline = tr == "shm" ? "memcpy" : "raw_tcp";
             const int runs = size * batch >= cfg.big_batch_bytes ? 1 : cfg.runs;
             for (int run = 0; run < runs; ++run) {
               r.runs.push_back(measure(threads, cfg.seconds, [&](std::size_t t, clk::time_point stop_at) {
@@ -353,13 +392,14 @@ int main(int argc, char** argv) {
                                                batch, t, stop_at, &errors), t);
               }) / 1e9);
               r.baseline_runs.push_back(measure(threads, cfg.seconds, [&](std::size_t, clk::time_point stop_at) {
-                if (tr == "tcp") return pump_stream(tgt.pump_port, write, size, batch, stop_at);
+                if (tr != "shm") return pump_stream(tgt.pump_port, write, size, batch, stop_at);
                 return memcpy_loop(local, copy_dst, size, batch, stop_at);
               }) / 1e9);
             }
             mc::bench::report(r);
           }
         }
+      local_reg.reset();
       e.stop();
     }
   }

@@ -15,7 +15,9 @@ mc::config::option_set make_option_set(client_options& o) {
       .add("port", &o.port, "TransferEngine port (data plane; 0 = ephemeral)")
       .add("client_rpc_port", &o.client_rpc_port, "ClientRpcService port (control plane; 0 = ephemeral)")
       .add("rpc_thread_num", &o.rpc_thread_num, "RPC server threads", 1, 64)
-      .add("protocol", &o.protocol, "transfer protocol: tcp (rdma is not built)")
+      .add("protocol", &o.protocol,
+           "transfer protocol: tcp | rdma (RDMA READ/WRITE to peers that have RDMA, TCP to the others; "
+           "startup fails when no RDMA device is usable)")
       .add("tiered_backend_config", &o.tiered_backend_config,
            "tiers as the spec's JSON, inline or a file path (default: one 512MiB DRAM tier)")
       .add("dm_lock_shard_count", &o.lock_shard_count, "DataManager lock shards", 1, max_lock_shard_count)
@@ -32,10 +34,7 @@ mc::config::option_set make_option_set(client_options& o) {
 std::string resolve(client_options& o, const mc::config::option_set& parsed) {
   if (o.deployment_mode != "P2P" && o.deployment_mode != "p2p")
     return "deployment_mode '" + o.deployment_mode + "' is not supported: this client implements only P2P";
-  if (o.protocol == "rdma")
-    return "protocol 'rdma': the RDMA transfer transport is not built in this version (no verbs support); use "
-           "--protocol tcp";
-  if (o.protocol != "tcp") return "protocol '" + o.protocol + "' is unknown (expected tcp or rdma)";
+  if (o.protocol != "tcp" && o.protocol != "rdma") return "protocol '" + o.protocol + "' is unknown (expected tcp or rdma)";
   if (o.master_server_address.find(':') == std::string::npos)
     return "master_server_address '" + o.master_server_address + "' must be host:port";
   if (o.transfer_transport != "auto" && o.transfer_transport != "tcp" && o.transfer_transport != "same_host")
