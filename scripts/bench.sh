@@ -74,8 +74,10 @@ if [[ $quick == 1 ]]; then
     $((4 * $(count $sizes)))
   add tiered tiered/tier_bench "--runs 3 --mib 64" 7
   ssizes=4096,65536,1048576 conc=1,8,32
-  add store store/store_bench "--runs 3 --seconds 0.15 --sizes $ssizes --concurrency $conc" \
-    $((12 * $(count $ssizes) * $(count $conc)))
+  for cfg in tcp shm; do  # one process per configuration: a hang at exit costs time, not results
+    add store store/store_bench "--configs $cfg --runs 3 --seconds 0.15 --sizes $ssizes --concurrency $conc" \
+      $((6 * $(count $ssizes) * $(count $conc)))
+  done
 else
   limit=900
   inflight=1,4,16,64,256
@@ -86,7 +88,9 @@ else
     "--runs 3 --sizes $sizes --batch $batch --threads $threads --big-batch-mib 0" \
     $((4 * $(count $sizes) * $(count $batch) * $(count $threads)))
   add tiered tiered/tier_bench "--runs 5" 7
-  add store store/store_bench "--runs 3 --full" $((12 * 4 * 3))
+  for cfg in tcp shm; do
+    add store store/store_bench "--configs $cfg --runs 3 --full" $((6 * 4 * 3))
+  done
 fi
 
 sel=()
@@ -101,6 +105,16 @@ tty=0
 [[ -t 1 ]] && tty=1
 total_done=0
 failures=()
+warnings=()
+grace=20  # seconds a program may take to exit after its last result
+
+# Ctrl-C / TERM: stop the running program too (it runs in the background of a subshell).
+on_signal() {
+  [[ -n ${out:-} && -s $out/logs/.pid ]] && kill -TERM "$(cat "$out/logs/.pid")" 2>/dev/null
+  echo; echo "bench: interrupted" >&2
+  exit 130
+}
+trap on_signal INT TERM
 
 status() {  # one status line: program, results done/left, last case, times
   local step=$1 name=$2 n=$3 exp=$4 last=$5 t0=$6
@@ -122,13 +136,17 @@ status() {  # one status line: program, results done/left, last case, times
 run_step() {  # step index
   local i=$1 step=$2
   local area=${areas[$i]} prog=$build_abs/bench/${programs[$i]} args=${argv[$i]} exp=${expected[$i]}
-  local name=${prog##*/} log=$out/logs/${prog##*/}.log
-  local t0=$SECONDS n=0 last="" line buf="" rc=0 tick=$SECONDS
+  local name=${prog##*/}
+  local log=$out/logs/$step-$name.log err=$out/logs/$step-$name.err pidf=$out/logs/.pid
+  local t0=$SECONDS n=0 last="" line buf="" rc=0 tick=$SECONDS complete_at=0 hung=0
   say "$name $args"
+  rm -f "$pidf"
   # shellcheck disable=SC2086
   exec {fd}< <(
+    timeout --foreground -k 10 "$limit" "$prog" $args 2>"$err" &
+    echo $! >"$pidf"
     st=0
-    timeout --foreground -k 10 "$limit" "$prog" $args 2>"$out/logs/$name.err" || st=$?
+    wait $! || st=$?
     echo "__rc $st"
   )
   ((tty)) && status "$step" "$name" 0 "$exp" "" "$t0"
@@ -144,6 +162,7 @@ run_step() {  # step index
       if [[ $line == "{"* ]]; then
         printf '%s\n' "$line" >>"$results"
         n=$((n + 1))
+        ((n == exp)) && complete_at=$SECONDS
         local c="" m=""
         [[ $line =~ \"case\":\"([^\"]*)\" ]] && c=${BASH_REMATCH[1]}
         [[ $line =~ \"metric\":\"([^\"]*)\" ]] && m=${BASH_REMATCH[1]}
@@ -162,6 +181,13 @@ run_step() {  # step index
       local st=$?
       if ((st > 128)); then  # timed out: keep the partial line, refresh the clock
         buf+=$line
+        # Every expected result is in but the program does not exit: stop it.
+        if ((complete_at && !hung && SECONDS - complete_at > grace)) && [[ -s $pidf ]]; then
+          hung=1
+          ((tty)) && printf '\r\033[K'
+          echo "  !! $name printed every result but has not exited after ${grace}s: stopping it" >&2
+          kill -TERM "$(cat "$pidf")" 2>/dev/null || true
+        fi
         if ((tty)); then
           status "$step" "$name" "$n" "$exp" "$last" "$t0"
         elif ((SECONDS - tick >= 20)); then
@@ -178,15 +204,19 @@ run_step() {  # step index
   ((tty)) && printf '\r\033[K'
   local secs=$((SECONDS - t0))
   total_done=$((total_done + n))
-  printf '{"type":"program","area":"%s","program":"%s","args":"%s","exit":%d,"seconds":%d,"results":%d,"expected":%d}\n' \
-    "$area" "$name" "$args" "$rc" "$secs" "$n" "$exp" >>"$results"
-  if [[ $rc != 0 ]]; then
+  printf '{"type":"program","area":"%s","program":"%s","args":"%s","exit":%d,"hung_at_exit":%s,"seconds":%d,"results":%d,"expected":%d,"log":"logs/%s"}\n' \
+    "$area" "$name" "$args" "$rc" "$([[ $hung == 1 ]] && echo true || echo false)" "$secs" "$n" "$exp" \
+    "$step-$name.log" >>"$results"
+  if [[ $hung == 1 ]]; then
+    warnings+=("$name ($args): did not exit after printing every result; stopped (a bug in the program)")
+  elif [[ $rc != 0 ]]; then
     local why="exit status $rc"
     [[ $rc == 124 ]] && why="timed out after ${limit}s"
-    failures+=("$name: $why (see $out/logs/$name.err)")
+    failures+=("$name: $why (see $err)")
     echo "  !! $name: $why; stderr:" >&2
-    tail -n 5 "$out/logs/$name.err" | sed 's/^/     /' >&2
+    tail -n 5 "$err" | sed 's/^/     /' >&2
   fi
+  rm -f "$pidf"
   printf '  %s: %d results in %s\n' "$name" "$n" "$(fmt_time "$secs")"
 }
 
@@ -206,6 +236,9 @@ echo
 sed -n '/^## Summary/,/^## /p' "$out/report.md" | sed '$d'
 echo "benchmarks took $(fmt_time "$bench_secs"), everything $(fmt_time $((SECONDS - t_start)))"
 echo "report: $out/report.md  plots: $out/plots/"
+if ((${#warnings[@]})); then
+  printf 'bench: WARNING: %s\n' "${warnings[@]}" >&2
+fi
 if ((${#failures[@]})); then
   printf 'bench: FAILED: %s\n' "${failures[@]}" >&2
   exit 1

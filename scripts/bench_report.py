@@ -313,7 +313,8 @@ def report(args):
           f"fewer than {MIN_RUNS} runs are marked in the *trust* column and should not be trusted "
           "(the baseline's own spread is not recorded).", ""]
 
-    failed = [p for p in programs if p.get("exit", 0) != 0 or p.get("results", 0) < p.get("expected", 0)]
+    failed = [p for p in programs if p.get("hung_at_exit") or p.get("exit", 0) != 0
+              or p.get("results", 0) < p.get("expected", 0)]
     L += ["## Summary", ""] + summary_table(rows) + [""]
     key = key_table(rows)
     if key:
@@ -321,8 +322,11 @@ def report(args):
     if failed:
         for p in failed:
             why = {0: "exited normally", 124: "timed out"}.get(p.get("exit"), f"failed (exit status {p.get('exit')})")
-            L.append(f"- **{p['program']}** {why} and printed {p.get('results')} of the {p.get('expected')} "
-                     f"expected results (see logs/{p['program']}.err)")
+            if p.get("hung_at_exit"):
+                why = "did not exit after its last result (stopped by bench.sh; a bug in the program)"
+            log = p.get("log", f"logs/{p['program']}.log")
+            L.append(f"- **{p['program']}** `{p.get('args', '')}` {why}; printed {p.get('results')} of the "
+                     f"{p.get('expected')} expected results (see {log[:-4]}.err)")
         L.append("")
 
     for key, title, prog, what in AREAS:
@@ -346,7 +350,8 @@ def report(args):
 
     L += ["## Programs", "", "| program | arguments | exit | results | seconds |", "|---|---|---:|---:|---:|"]
     for p in programs:
-        L.append(f"| {p['program']} | `{p.get('args', '')}` | {p.get('exit')} | {p.get('results')}/{p.get('expected')} "
+        ex = f"{p.get('exit')}" + (" (hung at exit, stopped)" if p.get("hung_at_exit") else "")
+        L.append(f"| {p['program']} | `{p.get('args', '')}` | {ex} | {p.get('results')}/{p.get('expected')} "
                  f"| {p.get('seconds')} |")
     L += ["", "Raw data: `results.jsonl` (machine description, one line per result, one line per program run); "
           "full program output in `logs/`.", ""]
