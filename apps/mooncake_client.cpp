@@ -2,6 +2,7 @@
 //   ./mooncake_client --master_server_address 127.0.0.1:50051 --port 50052 --client_rpc_port 12345
 //     --deployment_mode P2P
 //     --tiered_backend_config '{"tiers":[{"type":"DRAM","capacity":536870912,"priority":100}]}'
+#include "mc/http/node_endpoints.hpp"
 #include "mc/rpc/client.hpp"
 #include "mc/rpc/protocol.hpp"
 #include "mc/runtime/runtime.hpp"
@@ -13,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <memory>
 
 int main(int argc, char** argv) {
   mc::apps::block_stop_signals();
@@ -25,7 +27,9 @@ int main(int argc, char** argv) {
                  "  MOONCAKE_DM_LOCK_SHARD_COUNT  DataManager lock shards (default 1024)\n"
                  "  MC_RPC_PROTOCOL               RPC transport: tcp (default); rdma is not built\n"
                  "\nconfig file: the same keys, plus [[tiers]] tables (type, capacity, priority,\n"
-                 "allocator_type, path) instead of --tiered_backend_config. See conf/client.toml.\n";
+                 "allocator_type, path) instead of --tiered_backend_config. See conf/client.toml.\n"
+                 "\nHTTP (--http_port, default 9080; --http_port 0 switches it off): GET /metrics, GET /health,\n"
+                 "GET /stats, GET|PUT|DELETE /kv/<key>. See lib/http/README.md.\n";
     return 0;
   }
   if (parsed.what == mc::config::outcome::kind::error) {
@@ -46,21 +50,49 @@ int main(int argc, char** argv) {
   // transfers initiated for local callers) so serving never starves them.
   mc::runtime::runtime rt(std::max<std::size_t>(opts.rpc_thread_num, 1));
   rt.start();
+  // HTTP first, so /health answers 503 (starting) while the client starts.
+  mc::http::node_status status;
+  mc::http::client_slot slot;
+  std::unique_ptr<mc::http::server> http;
+  if (opts.http_port != 0) {
+    mc::http::server_options ho;
+    ho.host = opts.http_host;
+    ho.port = opts.http_port;
+    ho.max_connections = opts.http_max_connections;
+    ho.header_timeout = opts.http_read_timeout;
+    ho.body_timeout = std::max<mc::duration>(opts.http_read_timeout * 6, std::chrono::seconds(30));
+    http = std::make_unique<mc::http::server>(rt, ho);
+    mc::http::add_client_endpoints(*http, slot, status, opts.http_max_value_bytes);
+    // Not fatal: the node keeps serving data when its HTTP port is taken
+    // (several nodes started with default flags on one host).
+    if (auto r = http->start(); !r) {
+      std::cerr << "mooncake_client: warning: HTTP off: " << http->message() << "\n";
+      http.reset();
+    }
+  }
   std::string why;
   auto c = mc::store::client::start(rt, opts, &why);
   if (!c) {
     std::cerr << "mooncake_client: cannot start: " << why << "\n";
+    if (http) http->stop();
     mc::rpc::shutdown(rt);
     rt.stop();
     return 1;
   }
+  slot.client.store(c->get(), std::memory_order_release);
+  status.state = mc::http::node_state::serving;
   std::fprintf(stderr,
-               "mooncake_client %s: P2P mode, RPC %s, transfer %s, master %s, %zu tier(s), %zu lock shards%s\n",
+               "mooncake_client %s: P2P mode, RPC %s, transfer %s, master %s, %zu tier(s), %zu lock shards, http %s%s\n",
                (*c)->id().c_str(), (*c)->rpc_endpoint().c_str(), (*c)->transfer_endpoint().c_str(),
                opts.master_server_address.c_str(), opts.tiers.size(), static_cast<std::size_t>(opts.lock_shard_count),
+               http ? (opts.http_host + ":" + std::to_string(http->port())).c_str() : "off",
                (*c)->stats().registered ? "" : " (not registered yet)");
   int sig = mc::apps::wait_for_stop_signal();
   std::fprintf(stderr, "mooncake_client: signal %d, shutting down\n", sig);
+  status.state = mc::http::node_state::draining;
+  if (opts.drain_grace.count() > 0) mc::apps::wait_for_stop_signal_for(static_cast<long>(opts.drain_grace.count()));
+  if (http) http->stop();  // handlers use the client: stop them first
+  slot.client.store(nullptr, std::memory_order_release);
   (*c)->stop();
   c->reset();
   mc::rpc::shutdown(rt);

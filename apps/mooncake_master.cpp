@@ -1,5 +1,6 @@
 // mooncake_master: the P2P metadata service.
 //   ./mooncake_master --deployment_mode P2P --rpc_port 50051
+#include "mc/http/node_endpoints.hpp"
 #include "mc/master/master_server.hpp"
 #include "mc/master/options.hpp"
 #include "mc/rpc/client.hpp"
@@ -10,6 +11,7 @@
 
 #include <cstdio>
 #include <iostream>
+#include <memory>
 
 int main(int argc, char** argv) {
   mc::apps::block_stop_signals();  // before any thread starts: sigwait receives them
@@ -40,16 +42,36 @@ int main(int argc, char** argv) {
   int rc = 0;
   {
     mc::master::master_server server(rt, opts);
+    mc::http::node_status status;
+    std::unique_ptr<mc::http::server> http;
+    if (opts.metrics_port != 0) {
+      mc::http::server_options ho;
+      ho.host = opts.http_host;
+      ho.port = opts.metrics_port;
+      http = std::make_unique<mc::http::server>(rt, ho);
+      mc::http::add_master_endpoints(*http, server, status);
+      // Not fatal: a node keeps serving data when its metrics port is taken
+      // (several nodes started with default flags on one host).
+      if (auto r = http->start(); !r) {
+        std::cerr << "mooncake_master: warning: HTTP off: " << http->message() << "\n";
+        http.reset();
+      }
+    }
     if (auto r = server.start(); !r) {
       std::cerr << "mooncake_master: cannot serve on " << opts.rpc_address << ":" << opts.rpc_port << ": "
                 << server.message() << "\n";
       rc = 1;
     } else {
-      std::fprintf(stderr, "mooncake_master: P2P mode, serving on %s:%u (%zu threads)\n", opts.rpc_address.c_str(),
-                   server.port(), static_cast<std::size_t>(opts.rpc_thread_num));
+      status.state = mc::http::node_state::serving;
+      std::fprintf(stderr, "mooncake_master: P2P mode, serving on %s:%u (%zu threads), http %s\n",
+                   opts.rpc_address.c_str(), server.port(), static_cast<std::size_t>(opts.rpc_thread_num),
+                   http ? (opts.http_host + ":" + std::to_string(http->port())).c_str() : "off");
       int sig = mc::apps::wait_for_stop_signal();
       std::fprintf(stderr, "mooncake_master: signal %d, shutting down\n", sig);
+      status.state = mc::http::node_state::draining;
+      if (opts.drain_grace.count() > 0) mc::apps::wait_for_stop_signal_for(static_cast<long>(opts.drain_grace.count()));
       server.stop();
+      if (http) http->stop();
     }
   }
   mc::rpc::shutdown(rt);

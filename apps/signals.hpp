@@ -27,4 +27,14 @@ inline int wait_for_stop_signal() {
   return sig;
 }
 
+/// Waits up to `ms` milliseconds for SIGINT or SIGTERM; true if one arrived.
+inline bool wait_for_stop_signal_for(long ms) {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  timespec ts{ms / 1000, (ms % 1000) * 1000000};
+  return sigtimedwait(&set, nullptr, &ts) > 0;
+}
+
 }  // namespace mc::apps

@@ -11,7 +11,12 @@ mc::config::option_set make_option_set(master_options& o) {
       .add("rpc_thread_num", &o.rpc_thread_num, "RPC server threads", 1, 64)
       .add("client_ttl", &o.client_ttl, "a client silent this long receives no more routes")
       .add("client_drop_ttl", &o.client_drop_ttl, "a client silent this long is dropped with its replicas")
-      .add("max_key_bytes", &o.max_key_bytes, "longest accepted key", 1, 1 << 20);
+      .add("max_key_bytes", &o.max_key_bytes, "longest accepted key", 1, 1 << 20)
+      .add("http_host", &o.http_host, "bind host of the HTTP server (/metrics, /health, /clients, /keys, /key/)")
+      .add("metrics_port", &o.metrics_port, "HTTP port of /metrics, /health and the admin JSON; 0 = HTTP off")
+      .add("drain_grace", &o.drain_grace,
+           "on SIGTERM, /health answers 503 (draining) this long before the server stops; a second signal "
+           "skips the wait");
   return s;
 }
 

@@ -26,6 +26,17 @@ mc::config::option_set make_option_set(client_options& o) {
       .add("transfer_transport", &o.transfer_transport,
            "auto | tcp | same_host: force one transport for transfers this node initiates")
       .add("rpc_max_connections", &o.rpc_max_connections, "RPC connections cached per thread", 1, 65536)
+      .add("http_host", &o.http_host, "bind host of the HTTP server (/metrics, /health, /stats, /kv/<key>)")
+      .add("http_port", &o.http_port, "HTTP port (/metrics, /health, /stats, /kv/<key>); 0 = HTTP off")
+      .add_size("http_max_value_bytes", &o.http_max_value_bytes, "largest value accepted or returned by /kv/<key>")
+      .add("http_read_timeout", &o.http_read_timeout,
+           "an HTTP request header must arrive within this (slow clients are disconnected); a body gets "
+           "6x, at least 30s")
+      .add("http_max_connections", &o.http_max_connections, "open HTTP connections; more are closed at accept", 1,
+           65536)
+      .add("drain_grace", &o.drain_grace,
+           "on SIGTERM, /health answers 503 (draining) this long before the node stops; a second signal "
+           "skips the wait")
       .env("MOONCAKE_DM_LOCK_SHARD_COUNT", "dm_lock_shard_count")
       .allow_file_key("tiers");
   return s;
@@ -41,6 +52,8 @@ std::string resolve(client_options& o, const mc::config::option_set& parsed) {
     return "transfer_transport '" + o.transfer_transport + "' is unknown (expected auto, tcp or same_host)";
   if (o.rpc_timeout.count() <= 0) return "rpc_timeout must be positive";
   if (o.heartbeat_interval.count() <= 0) return "heartbeat_interval must be positive";
+  if (o.http_max_value_bytes == 0) return "http_max_value_bytes must be positive";
+  if (o.http_read_timeout.count() <= 0) return "http_read_timeout must be positive";
   if (!o.tiered_backend_config.empty()) {
     auto t = parse_tiers_json(o.tiered_backend_config);
     if (!t) return "tiered_backend_config: " + t.error().message;

@@ -31,6 +31,12 @@ struct client_options {
   std::chrono::milliseconds heartbeat_interval = std::chrono::seconds(1);
   std::string transfer_transport = "auto";  ///< auto | tcp | same_host (force one)
   std::uint64_t rpc_max_connections = 64;   ///< per-thread client connection cache bound
+  std::string http_host = "0.0.0.0";        ///< bind host of the HTTP server
+  std::uint16_t http_port = 9080;           ///< /metrics, /health, /stats, /kv (0 = off; master uses 9003)
+  std::uint64_t http_max_value_bytes = std::uint64_t{64} << 20;  ///< largest value through /kv
+  std::chrono::milliseconds http_read_timeout = std::chrono::seconds(10);  ///< a request header must arrive within
+  std::uint64_t http_max_connections = 128; ///< more HTTP connections are closed at accept
+  std::chrono::milliseconds drain_grace{0}; ///< on SIGTERM: /health answers 503 this long before stopping
 };
 
 /// Binds `o` to an option set (flags, file keys, environment variables).

@@ -1,0 +1,138 @@
+#pragma once
+/// A small, hardened HTTP/1.1 server (Boost.Beast) hosted on the runtime's
+/// io_contexts: no thread or event loop of its own. Routes map a path (exact,
+/// or a prefix ending in '/') to a coroutine handler.
+///
+/// Hardening: bounded header size (431), bounded body per route (413, checked
+/// against Content-Length before reading and while reading chunked bodies),
+/// a deadline for each request's header and body (a slow client is
+/// disconnected), a bounded number of connections (extra ones are closed at
+/// accept), malformed requests answered 400 then closed, handler exceptions
+/// answered 500. Nothing a client sends can crash the process.
+#include "mc/runtime/deadline.hpp"
+#include "mc/runtime/error.hpp"
+#include "mc/runtime/task.hpp"
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace mc::runtime {
+class runtime;
+}
+
+namespace mc::http {
+
+enum class method { get, head, put, post, del, other };
+
+/// A parsed request, as handed to a handler. Owned by the connection; valid
+/// until the handler's task completes.
+struct request {
+  method verb = method::other;
+  std::string target;  ///< raw request-target
+  std::string path;    ///< percent-decoded path, without the query
+  std::string query;   ///< raw query string (after '?'), may be empty
+  std::vector<char> body;
+  bool keep_alive = true;
+
+  /// Decoded value of query parameter `name` ('+' is a space), if present.
+  std::optional<std::string> query_param(std::string_view name) const;
+};
+
+/// What a handler returns. The body is `blob` when set, else `text`.
+struct response {
+  unsigned status = 200;
+  std::string content_type = "text/plain; charset=utf-8";
+  std::string text;
+  std::unique_ptr<std::byte[]> blob;
+  std::size_t blob_size = 0;
+  std::vector<std::pair<std::string, std::string>> headers;  ///< extra headers
+
+  static response make(unsigned status, std::string body, std::string content_type = "text/plain; charset=utf-8");
+  static response json(unsigned status, std::string body) {
+    return make(status, std::move(body), "application/json");
+  }
+};
+
+/// A JSON error body {"error":"OBJECT_NOT_FOUND","code":-704,"message":"..."}
+/// with the HTTP status that matches `e` (404, 400, 413, 502, 503, 504, ...).
+response error_response(errc e, std::string_view message = {});
+/// The HTTP status used for an mc error code.
+unsigned status_for(errc e) noexcept;
+/// A JSON string literal (quotes included) with every control byte escaped.
+std::string json_quote(std::string_view s);
+
+/// Handlers run on the runtime thread owning the connection; they may await
+/// anything that is safe on that thread. Exceptions become 500.
+using handler = std::function<task<response>(request&)>;
+
+struct server_options {
+  std::string host = "0.0.0.0";
+  std::uint16_t port = 0;  ///< 0 = ephemeral (see port())
+  /// Runtime threads that serve connections (round robin); empty = all.
+  /// The first one also runs the acceptor.
+  std::vector<std::size_t> threads;
+  std::size_t max_connections = 128;       ///< more are closed right after accept
+  std::size_t max_header_bytes = 16 << 10; ///< request line + headers
+  /// The whole header of a request must arrive within this (also bounds how
+  /// long an idle keep-alive connection is kept).
+  mc::duration header_timeout = std::chrono::seconds(10);
+  /// The whole body must arrive within this.
+  mc::duration body_timeout = std::chrono::seconds(60);
+  /// Writing a response must finish within this.
+  mc::duration write_timeout = std::chrono::seconds(60);
+};
+
+/// Counters (relaxed; approximate while running).
+struct server_stats {
+  std::uint64_t connections = 0;  ///< open now
+  std::uint64_t accepted = 0;
+  std::uint64_t refused = 0;      ///< closed at accept: max_connections
+  std::uint64_t requests = 0;     ///< requests answered
+  std::uint64_t status_2xx = 0, status_3xx = 0, status_4xx = 0, status_5xx = 0;
+  std::uint64_t bad_requests = 0; ///< malformed / oversize requests (connection then closed)
+  std::uint64_t timeouts = 0;     ///< connections closed by a header/body/write deadline
+};
+
+/// Lifetime: construct, route(), start(), ..., stop(), destroy. The runtime
+/// must run from start() until stop() returns. start()/stop() are blocking-free
+/// / blocking respectively and must be called from a non-runtime thread.
+class server {
+ public:
+  server(mc::runtime::runtime& rt, server_options opts);
+  /// Calls stop().
+  ~server();
+  server(const server&) = delete;
+  server& operator=(const server&) = delete;
+
+  /// Adds a route before start(). `path` matches exactly, or as a prefix when
+  /// it ends with '/'. The longest match wins. `max_body_bytes` bounds the
+  /// request body (0: a request with a body is answered 413).
+  void route(std::string path, handler h, std::size_t max_body_bytes = 0);
+
+  /// Binds and starts accepting. Errors: invalid_params (bad host),
+  /// io_error (bind/listen failed; see message()), unavailable_in_current_status
+  /// (started twice).
+  result<void> start();
+  /// Stops accepting, closes every connection (handlers in flight finish but
+  /// their answers are dropped) and waits for all of them. Idempotent.
+  void stop();
+
+  std::uint16_t port() const noexcept;
+  const std::string& message() const noexcept;
+  server_stats stats() const;
+
+  struct impl;
+
+ private:
+  std::shared_ptr<impl> impl_;
+};
+
+}  // namespace mc::http

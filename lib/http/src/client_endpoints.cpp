@@ -1,0 +1,250 @@
+// Client endpoints: /metrics, /health, /stats, GET/PUT/DELETE /kv/<key>.
+#include "mc/http/node_endpoints.hpp"
+#include "mc/http/prometheus.hpp"
+#include "mc/store/client.hpp"
+#include "mc/store/data_manager.hpp"
+#include "mc/store/tiered_backend.hpp"
+
+#include <new>
+
+namespace mc::http {
+
+namespace {
+
+using mc::store::client;
+
+response unavailable(std::string_view why) {
+  return response::json(503, "{\"error\":\"UNAVAILABLE\",\"message\":" + json_quote(why) + "}\n");
+}
+
+response method_not_allowed(std::string allow) {
+  auto r = response::json(405, "{\"error\":\"METHOD_NOT_ALLOWED\"}\n");
+  r.headers.emplace_back("Allow", std::move(allow));
+  return r;
+}
+
+void transfer_metrics(exposition& e, const mc::transfer::engine_stats& t) {
+  using mc::transfer::transport_kind;
+  constexpr transport_kind kinds[] = {transport_kind::tcp, transport_kind::same_host, transport_kind::in_process,
+                                      transport_kind::rdma};
+  e.family("mc_transfer_bytes_total", "counter", "Bytes moved by transfers this node initiated.");
+  for (auto k : kinds) {
+    auto& c = t.initiated[static_cast<std::size_t>(k)];
+    e.sample("mc_transfer_bytes_total", {{"transport", to_string(k)}, {"op", "read"}}, c.read_bytes);
+    e.sample("mc_transfer_bytes_total", {{"transport", to_string(k)}, {"op", "write"}}, c.write_bytes);
+  }
+  e.family("mc_transfer_operations_total", "counter", "Transfer requests this node initiated.");
+  for (auto k : kinds) {
+    auto& c = t.initiated[static_cast<std::size_t>(k)];
+    e.sample("mc_transfer_operations_total", {{"transport", to_string(k)}, {"op", "read"}}, c.read_ops);
+    e.sample("mc_transfer_operations_total", {{"transport", to_string(k)}, {"op", "write"}}, c.write_ops);
+  }
+  e.family("mc_transfer_errors_total", "counter", "Initiated transfer requests that failed.");
+  for (auto k : kinds)
+    e.sample("mc_transfer_errors_total", {{"transport", to_string(k)}}, t.initiated[static_cast<std::size_t>(k)].errors);
+  e.family("mc_transfer_served_bytes_total", "counter", "Bytes moved for requests of peers (served side).");
+  e.sample("mc_transfer_served_bytes_total", {{"op", "read"}}, t.served_read_bytes);
+  e.sample("mc_transfer_served_bytes_total", {{"op", "write"}}, t.served_write_bytes);
+  e.family("mc_transfer_served_operations_total", "counter", "Requests of peers served.");
+  e.sample("mc_transfer_served_operations_total", {{"op", "read"}}, t.served_read_ops);
+  e.sample("mc_transfer_served_operations_total", {{"op", "write"}}, t.served_write_ops);
+  e.single("mc_transfer_served_rejects_total", "counter", "Peer requests refused (token, range, revoked).",
+           static_cast<double>(t.served_rejects));
+  e.family("mc_transfer_connections", "gauge", "Open transfer connections.");
+  e.sample("mc_transfer_connections", {{"direction", "outbound"}}, t.outbound_connections);
+  e.sample("mc_transfer_connections", {{"direction", "inbound"}}, t.inbound_connections);
+  e.single("mc_transfer_registered_regions", "gauge", "Registered memory regions.",
+           static_cast<double>(t.registered_regions));
+}
+
+void tier_metrics(exposition& e, const std::vector<mc::store::tier_usage>& tiers) {
+  struct fam {
+    const char* name;
+    const char* type;
+    const char* help;
+    std::uint64_t mc::store::tier_usage::*field;
+  };
+  static const fam fams[] = {
+      {"mc_tier_capacity_bytes", "gauge", "Capacity of a tier.", &mc::store::tier_usage::capacity},
+      {"mc_tier_used_bytes", "gauge", "Bytes reserved in a tier.", &mc::store::tier_usage::used},
+      {"mc_tier_values", "gauge", "Values held in a tier.", &mc::store::tier_usage::values},
+      {"mc_tier_evictions_total", "counter", "Values dropped from a tier to make room.",
+       &mc::store::tier_usage::evictions},
+      {"mc_tier_demotions_total", "counter", "Values moved from a tier to a lower one.",
+       &mc::store::tier_usage::demotions},
+      {"mc_tier_allocation_failures_total", "counter", "Allocations a tier could not satisfy.",
+       &mc::store::tier_usage::allocation_failures},
+  };
+  for (auto& f : fams) {
+    e.family(f.name, f.type, f.help);
+    for (std::size_t i = 0; i < tiers.size(); ++i) {
+      auto idx = std::to_string(i);
+      e.sample(f.name, {{"tier", idx}, {"type", mc::store::tier_type_name(tiers[i].type)}}, tiers[i].*f.field);
+    }
+  }
+}
+
+response metrics(const server& s, client& c) {
+  exposition e;
+  append_common_metrics(e, s);
+  auto cs = c.stats();
+  e.single("mc_client_registered", "gauge", "1 when registered with the master.", cs.registered ? 1.0 : 0.0);
+  e.family("mc_client_gets_total", "counter", "get() outcomes: local hit, remote hit, miss.");
+  e.sample("mc_client_gets_total", {{"result", "local_hit"}}, cs.local_hits);
+  e.sample("mc_client_gets_total", {{"result", "remote_hit"}}, cs.remote_hits);
+  e.sample("mc_client_gets_total", {{"result", "miss"}}, cs.misses);
+  e.single("mc_client_replica_fallbacks_total", "counter", "Replica reads that failed over to another replica.",
+           static_cast<double>(cs.fallbacks));
+  e.single("mc_client_route_cache_hits_total", "counter", "Lookups answered from the route cache.",
+           static_cast<double>(cs.route_cache_hits));
+  e.single("mc_client_master_errors_total", "counter", "Failed calls to the master.",
+           static_cast<double>(cs.master_errors));
+
+  auto d = c.data().stats();
+  e.single("mc_store_remote_reads_total", "counter", "Remote reads served (spec: peer reads our value).",
+           static_cast<double>(d.remote_reads));
+  e.single("mc_store_remote_read_bytes_total", "counter", "Bytes of remote reads served.",
+           static_cast<double>(d.remote_read_bytes));
+  e.single("mc_store_remote_writes_total", "counter", "Remote writes served.", static_cast<double>(d.remote_writes));
+  e.single("mc_store_remote_write_bytes_total", "counter", "Bytes of remote writes served.",
+           static_cast<double>(d.remote_write_bytes));
+  e.single("mc_store_remote_errors_total", "counter", "Remote reads/writes served that failed.",
+           static_cast<double>(d.remote_errors));
+  e.single("mc_key_lock_waits_total", "counter", "Key lock acquisitions that had to wait.",
+           static_cast<double>(d.lock_waits));
+  e.single("mc_key_lock_wait_seconds_total", "counter", "Total time spent waiting for key locks.",
+           static_cast<double>(d.lock_wait_ns) * 1e-9);
+
+  tier_metrics(e, c.backend().usage());
+  transfer_metrics(e, c.engine().stats());
+  return response::make(200, e.take(), std::string(prometheus_content_type));
+}
+
+std::string stats_json(client& c) {
+  auto cs = c.stats();
+  auto d = c.data().stats();
+  auto t = c.engine().stats();
+  auto u = [](std::uint64_t v) { return std::to_string(v); };
+  std::string out = "{\"client_id\":" + json_quote(c.id()) + ",\"rpc_endpoint\":" + json_quote(c.rpc_endpoint()) +
+                    ",\"transfer_endpoint\":" + json_quote(c.transfer_endpoint()) +
+                    ",\"registered\":" + (cs.registered ? "true" : "false") + ",\"client\":{\"local_hits\":" +
+                    u(cs.local_hits) + ",\"remote_hits\":" + u(cs.remote_hits) + ",\"misses\":" + u(cs.misses) +
+                    ",\"fallbacks\":" + u(cs.fallbacks) + ",\"route_cache_hits\":" + u(cs.route_cache_hits) +
+                    ",\"master_errors\":" + u(cs.master_errors) + "},\"data_manager\":{\"remote_reads\":" +
+                    u(d.remote_reads) + ",\"remote_read_bytes\":" + u(d.remote_read_bytes) +
+                    ",\"remote_writes\":" + u(d.remote_writes) + ",\"remote_write_bytes\":" + u(d.remote_write_bytes) +
+                    ",\"remote_errors\":" + u(d.remote_errors) + ",\"lock_waits\":" + u(d.lock_waits) +
+                    ",\"lock_wait_ns\":" + u(d.lock_wait_ns) + "},\"tiers\":[";
+  auto tiers = c.backend().usage();
+  for (std::size_t i = 0; i < tiers.size(); ++i) {
+    auto& x = tiers[i];
+    if (i) out += ',';
+    out += "{\"type\":" + json_quote(mc::store::tier_type_name(x.type)) + ",\"priority\":" + std::to_string(x.priority) +
+           ",\"capacity\":" + u(x.capacity) + ",\"used\":" + u(x.used) + ",\"values\":" + u(x.values) +
+           ",\"evictions\":" + u(x.evictions) + ",\"demotions\":" + u(x.demotions) + "}";
+  }
+  out += "],\"transfer\":{";
+  using mc::transfer::transport_kind;
+  bool first = true;
+  for (auto k : {transport_kind::tcp, transport_kind::same_host, transport_kind::in_process, transport_kind::rdma}) {
+    auto& x = t.initiated[static_cast<std::size_t>(k)];
+    if (!first) out += ',';
+    first = false;
+    out += json_quote(to_string(k)) + ":{\"read_ops\":" + u(x.read_ops) + ",\"read_bytes\":" + u(x.read_bytes) +
+           ",\"write_ops\":" + u(x.write_ops) + ",\"write_bytes\":" + u(x.write_bytes) + ",\"errors\":" + u(x.errors) +
+           "}";
+  }
+  out += "}}\n";
+  return out;
+}
+
+task<response> kv_get(client& c, std::string key, std::size_t max_value) {
+  // The size first (local or from the master), then the read; a value
+  // replaced by a larger one in between is retried once.
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    auto info = co_await c.query(key);
+    if (!info) co_return error_response(to_errc(info.error()), "key " + key);
+    if (info->size > max_value)
+      co_return error_response(errc::too_large, "value of " + std::to_string(info->size) +
+                                                    " bytes exceeds http_max_value_bytes");
+    response r;
+    r.content_type = "application/octet-stream";
+    std::size_t cap = info->size ? info->size : 1;
+    r.blob.reset(new (std::nothrow) std::byte[cap]);
+    if (!r.blob) co_return error_response(errc::no_space, "cannot allocate the response buffer");
+    auto n = co_await c.get(key, std::span<std::byte>(r.blob.get(), cap));
+    if (!n) {
+      if (mc::is(n.error(), errc::buffer_overflow) && attempt == 0) continue;
+      co_return error_response(to_errc(n.error()), "key " + key);
+    }
+    r.blob_size = *n;
+    r.headers.emplace_back("X-Mc-Local", info->local ? "true" : "false");
+    co_return r;
+  }
+  co_return error_response(errc::buffer_overflow, "value changed size while reading");
+}
+
+}  // namespace
+
+void add_client_endpoints(server& s, client_slot& slot, node_status& status, std::size_t max_value_bytes) {
+  auto* srv = &s;
+  auto* sl = &slot;
+  auto* st = &status;
+
+  s.route("/health", [sl, st](request& req) -> task<response> {
+    if (req.verb != method::get) co_return method_not_allowed("GET");
+    auto state = st->state.load(std::memory_order_relaxed);
+    client* c = sl->client.load(std::memory_order_acquire);
+    if (state == node_state::draining) co_return response::json(503, "{\"status\":\"draining\"}\n");
+    if (state == node_state::starting || !c) co_return response::json(503, "{\"status\":\"starting\"}\n");
+    if (!c->stats().registered) co_return response::json(503, "{\"status\":\"not_registered\"}\n");
+    co_return response::json(200, "{\"status\":\"serving\"}\n");
+  });
+
+  s.route("/metrics", [srv, sl](request& req) -> task<response> {
+    if (req.verb != method::get) co_return method_not_allowed("GET");
+    client* c = sl->client.load(std::memory_order_acquire);
+    if (!c) {
+      exposition e;
+      append_common_metrics(e, *srv);
+      co_return response::make(200, e.take(), std::string(prometheus_content_type));
+    }
+    co_return metrics(*srv, *c);
+  });
+
+  s.route("/stats", [sl](request& req) -> task<response> {
+    if (req.verb != method::get) co_return method_not_allowed("GET");
+    client* c = sl->client.load(std::memory_order_acquire);
+    if (!c) co_return unavailable("starting");
+    co_return response::json(200, stats_json(*c));
+  });
+
+  s.route(
+      "/kv/",
+      [sl, max_value_bytes](request& req) -> task<response> {
+        client* c = sl->client.load(std::memory_order_acquire);
+        if (!c) co_return unavailable("starting");
+        std::string key = req.path.substr(4);
+        if (key.empty()) co_return error_response(errc::invalid_key, "empty key");
+        switch (req.verb) {
+          case method::get: co_return co_await kv_get(*c, std::move(key), max_value_bytes);
+          case method::put: {
+            if (req.body.empty()) co_return error_response(errc::invalid_params, "empty value");
+            auto bytes = std::as_bytes(std::span<const char>(req.body.data(), req.body.size()));
+            auto r = co_await c->put(key, bytes);
+            if (!r) co_return error_response(to_errc(r.error()), "key " + key);
+            co_return response::json(
+                200, "{\"key\":" + json_quote(key) + ",\"size\":" + std::to_string(req.body.size()) + "}\n");
+          }
+          case method::del: {
+            auto r = co_await c->remove(key);
+            if (!r) co_return error_response(to_errc(r.error()), "key " + key);
+            co_return response::json(200, "{\"key\":" + json_quote(key) + ",\"removed\":true}\n");
+          }
+          default: co_return method_not_allowed("GET, PUT, DELETE");
+        }
+      },
+      max_value_bytes);
+}
+
+}  // namespace mc::http

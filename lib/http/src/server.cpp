@@ -1,0 +1,370 @@
+// mc::http::server: Beast sessions as coroutines on the runtime's threads.
+#include "mc/http/server.hpp"
+
+#include "mc/runtime/runtime.hpp"
+#include "text.hpp"
+
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstdio>
+#include <mutex>
+#include <unordered_map>
+
+namespace mc::http {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace bhttp = boost::beast::http;
+using tcp = asio::ip::tcp;
+using boost::system::error_code;
+
+namespace {
+
+struct route_entry {
+  std::string path;
+  handler h;
+  std::size_t max_body = 0;
+  bool prefix = false;
+};
+
+struct conn_entry {
+  mc::executor ex;
+  std::weak_ptr<beast::tcp_stream> stream;
+};
+
+method to_method(bhttp::verb v) {
+  switch (v) {
+    case bhttp::verb::get: return method::get;
+    case bhttp::verb::head: return method::head;
+    case bhttp::verb::put: return method::put;
+    case bhttp::verb::post: return method::post;
+    case bhttp::verb::delete_: return method::del;
+    default: return method::other;
+  }
+}
+
+bool is_http_error(const error_code& ec) {
+  return ec.category() == bhttp::make_error_code(bhttp::error::bad_target).category();
+}
+
+}  // namespace
+
+struct server::impl : std::enable_shared_from_this<impl> {
+  impl(mc::runtime::runtime& r, server_options o) : rt(r), opts(std::move(o)) {}
+
+  mc::runtime::runtime& rt;
+  server_options opts;
+  std::vector<route_entry> routes;
+  std::string message;
+  std::uint16_t port = 0;
+  std::unique_ptr<tcp::acceptor> acceptor;
+  std::size_t next_thread = 0;
+
+  std::mutex mu;
+  std::condition_variable idle_cv;
+  std::size_t tasks = 0;  // accept loop + sessions
+  bool started = false;
+  bool stopping = false;
+  std::unordered_map<std::uint64_t, conn_entry> conns;
+  std::uint64_t next_id = 0;
+
+  std::atomic<std::uint64_t> connections{0}, accepted{0}, refused{0}, requests{0}, bad_requests{0}, timeouts{0};
+  std::array<std::atomic<std::uint64_t>, 4> by_class{};
+
+  bool enter() {
+    std::lock_guard lk(mu);
+    if (stopping) return false;
+    ++tasks;
+    return true;
+  }
+  void leave() {
+    std::lock_guard lk(mu);
+    if (--tasks == 0) idle_cv.notify_all();
+  }
+
+  const route_entry* find(std::string_view path) const {
+    const route_entry* best = nullptr;
+    for (auto& r : routes) {
+      bool match = r.prefix ? path.substr(0, r.path.size()) == r.path : path == r.path;
+      if (match && (!best || r.path.size() > best->path.size())) best = &r;
+    }
+    return best;
+  }
+
+  void count_status(unsigned status) {
+    requests.fetch_add(1, std::memory_order_relaxed);
+    if (status >= 200 && status < 600) by_class[std::min(3u, status / 100 - 2)].fetch_add(1, std::memory_order_relaxed);
+  }
+};
+
+namespace {
+
+using impl_ptr = std::shared_ptr<server::impl>;
+
+task<void> write_response(server::impl& s, beast::tcp_stream& stream, response& res, bool keep_alive) {
+  bhttp::response<bhttp::span_body<char>> msg{static_cast<bhttp::status>(res.status), 11};
+  msg.set(bhttp::field::server, "mooncake-p2p");
+  msg.set(bhttp::field::content_type, res.content_type);
+  for (auto& [k, v] : res.headers) msg.set(k, v);
+  if (res.blob)
+    msg.body() = {reinterpret_cast<char*>(res.blob.get()), res.blob_size};
+  else
+    msg.body() = {res.text.data(), res.text.size()};
+  msg.keep_alive(keep_alive);
+  msg.prepare_payload();
+  s.count_status(res.status);
+  stream.expires_after(s.opts.write_timeout);
+  error_code ec;
+  co_await bhttp::async_write(stream, msg, asio::redirect_error(asio::use_awaitable, ec));
+  if (ec == beast::error::timeout) s.timeouts.fetch_add(1, std::memory_order_relaxed);
+  if (ec) throw boost::system::system_error(ec);
+}
+
+/// Answers a request that cannot be served (malformed / oversize) and closes.
+task<void> reject(server::impl& s, beast::tcp_stream& stream, unsigned status, std::string_view why) {
+  s.bad_requests.fetch_add(1, std::memory_order_relaxed);
+  auto res = response::json(status, "{\"error\":" + json_quote(why) + "}\n");
+  co_await write_response(s, stream, res, false);
+}
+
+/// Handles a read error. Returns the status to answer with, or 0 to just close.
+/// On io_uring a read cut off by the stream's deadline may complete as EOF
+/// rather than as a timeout, hence the `deadline` check.
+unsigned read_error_status(server::impl& s, const error_code& ec, std::chrono::steady_clock::time_point deadline) {
+  if (ec == beast::error::timeout || std::chrono::steady_clock::now() >= deadline) {
+    s.timeouts.fetch_add(1, std::memory_order_relaxed);
+    return 0;
+  }
+  if (ec == bhttp::error::header_limit) return 431;
+  if (ec == bhttp::error::body_limit || ec == bhttp::error::buffer_overflow) return 413;
+  if (ec == bhttp::error::end_of_stream || ec == bhttp::error::partial_message) return 0;
+  if (is_http_error(ec)) return 400;
+  return 0;  // socket errors: nothing to answer
+}
+
+task<void> serve_connection(server::impl& s, beast::tcp_stream& stream) {
+  beast::flat_buffer buf(s.opts.max_header_bytes + (64 << 10));
+  for (;;) {
+    bhttp::request_parser<bhttp::empty_body> hp;
+    hp.header_limit(static_cast<std::uint32_t>(std::min<std::size_t>(s.opts.max_header_bytes, UINT32_MAX)));
+    hp.body_limit(UINT64_MAX);  // checked per route below
+    auto deadline = std::chrono::steady_clock::now() + s.opts.header_timeout;
+    stream.expires_after(s.opts.header_timeout);
+    error_code ec;
+    co_await bhttp::async_read_header(stream, buf, hp, asio::redirect_error(asio::use_awaitable, ec));
+    if (ec) {
+      if (unsigned st = read_error_status(s, ec, deadline)) co_await reject(s, stream, st, ec.message());
+      co_return;
+    }
+    request req;
+    auto& head = hp.get();
+    req.verb = to_method(head.method());
+    req.target = std::string(head.target());
+    std::string_view target = req.target;
+    auto q = target.find('?');
+    if (q != std::string_view::npos) req.query = std::string(target.substr(q + 1));
+    auto decoded = detail::percent_decode(target.substr(0, q), false);
+    if (!decoded || decoded->empty() || (*decoded)[0] != '/') {
+      co_await reject(s, stream, 400, "bad request target");
+      co_return;
+    }
+    req.path = std::move(*decoded);
+    req.keep_alive = hp.keep_alive();
+
+    const route_entry* route = s.find(req.path);
+    if (!hp.is_done()) {  // a body follows
+      std::size_t limit = route ? route->max_body : 0;
+      auto len = hp.content_length();
+      if (limit == 0 || (len && *len > limit)) {
+        co_await reject(s, stream, 413, "request body too large (limit " + std::to_string(limit) + " bytes)");
+        co_return;
+      }
+      bhttp::request_parser<bhttp::vector_body<char>> bp(std::move(hp));
+      bp.body_limit(limit);
+      deadline = std::chrono::steady_clock::now() + s.opts.body_timeout;
+      stream.expires_after(s.opts.body_timeout);
+      co_await bhttp::async_read(stream, buf, bp, asio::redirect_error(asio::use_awaitable, ec));
+      if (ec) {
+        if (unsigned st = read_error_status(s, ec, deadline)) co_await reject(s, stream, st, ec.message());
+        co_return;
+      }
+      req.body = std::move(bp.get().body());
+    }
+    stream.expires_never();
+
+    response res;
+    if (!route) {
+      res = response::json(404, "{\"error\":\"NOT_FOUND\",\"message\":" + json_quote("no such endpoint: " + req.path) + "}\n");
+    } else {
+      try {
+        res = co_await route->h(req);
+      } catch (const std::exception& e) {
+        res = response::json(500, "{\"error\":\"INTERNAL_ERROR\",\"message\":" + json_quote(e.what()) + "}\n");
+      }
+    }
+    co_await write_response(s, stream, res, req.keep_alive);
+    if (!req.keep_alive) co_return;
+  }
+}
+
+task<void> session(impl_ptr self, tcp::socket sock) {
+  auto stream = std::make_shared<beast::tcp_stream>(std::move(sock));
+  std::uint64_t id = 0;
+  bool stopping = false;
+  {
+    std::lock_guard lk(self->mu);
+    id = ++self->next_id;
+    stopping = self->stopping;  // stop() may have missed this connection
+    self->conns.emplace(id, conn_entry{stream->get_executor(), stream});
+  }
+  try {
+    if (!stopping) co_await serve_connection(*self, *stream);
+  } catch (const std::exception&) {
+    // connection-level failure (reset, closed by stop(), write timeout)
+  }
+  error_code ignored;
+  stream->socket().shutdown(tcp::socket::shutdown_both, ignored);
+  stream->close();
+  {
+    std::lock_guard lk(self->mu);
+    self->conns.erase(id);
+  }
+  self->connections.fetch_sub(1, std::memory_order_relaxed);
+  self->leave();
+}
+
+task<void> accept_loop(impl_ptr self) {
+  auto& threads = self->opts.threads;
+  for (;;) {
+    std::size_t t = threads[self->next_thread++ % threads.size()];
+    error_code ec;
+    tcp::socket sock = co_await self->acceptor->async_accept(self->rt.executor(t),
+                                                             asio::redirect_error(asio::use_awaitable, ec));
+    if (ec) {
+      if (ec == asio::error::operation_aborted || !self->acceptor->is_open()) break;
+      // EMFILE and friends: back off briefly instead of spinning.
+      asio::steady_timer timer(co_await asio::this_coro::executor, std::chrono::milliseconds(50));
+      co_await timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+      continue;
+    }
+    self->accepted.fetch_add(1, std::memory_order_relaxed);
+    if (self->connections.load(std::memory_order_relaxed) >= self->opts.max_connections || !self->enter()) {
+      self->refused.fetch_add(1, std::memory_order_relaxed);
+      sock.close(ec);
+      continue;
+    }
+    self->connections.fetch_add(1, std::memory_order_relaxed);
+    auto ex = sock.get_executor();
+    asio::co_spawn(ex, session(self, std::move(sock)), asio::detached);
+  }
+  self->leave();
+}
+
+}  // namespace
+
+server::server(mc::runtime::runtime& rt, server_options opts) : impl_(std::make_shared<impl>(rt, std::move(opts))) {
+  if (impl_->opts.threads.empty())
+    for (std::size_t i = 0; i < rt.size(); ++i) impl_->opts.threads.push_back(i);
+}
+
+server::~server() { stop(); }
+
+void server::route(std::string path, handler h, std::size_t max_body_bytes) {
+  bool prefix = !path.empty() && path.back() == '/' && path != "/";
+  impl_->routes.push_back(route_entry{std::move(path), std::move(h), max_body_bytes, prefix});
+}
+
+result<void> server::start() {
+  auto& s = *impl_;
+  {
+    std::lock_guard lk(s.mu);
+    if (s.started || s.stopping) return mc::fail(errc::unavailable_in_current_status);
+    s.started = true;
+  }
+  for (auto t : s.opts.threads)
+    if (t >= s.rt.size()) {
+      s.message = "http: thread index out of range";
+      return mc::fail(errc::invalid_params);
+    }
+  error_code ec;
+  auto addr = asio::ip::make_address(s.opts.host, ec);
+  if (ec) {
+    s.message = "http: bad host '" + s.opts.host + "': " + ec.message();
+    return mc::fail(errc::invalid_params);
+  }
+  auto acc = std::make_unique<tcp::acceptor>(s.rt.context(s.opts.threads.front()));
+  tcp::endpoint ep(addr, s.opts.port);
+  acc->open(ep.protocol(), ec);
+  if (!ec) acc->set_option(asio::socket_base::reuse_address(true), ec);
+  if (!ec) acc->bind(ep, ec);
+  if (!ec) acc->listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) {
+    s.message = "http: cannot listen on " + s.opts.host + ":" + std::to_string(s.opts.port) + ": " + ec.message();
+    return mc::fail(errc::io_error);
+  }
+  s.port = acc->local_endpoint().port();
+  s.acceptor = std::move(acc);
+  {
+    std::lock_guard lk(s.mu);
+    ++s.tasks;
+  }
+  asio::co_spawn(s.rt.executor(s.opts.threads.front()), accept_loop(impl_), asio::detached);
+  return {};
+}
+
+void server::stop() {
+  auto& s = *impl_;
+  std::vector<conn_entry> open;
+  {
+    std::lock_guard lk(s.mu);
+    if (s.stopping) return;
+    s.stopping = true;
+    if (!s.started) return;
+    for (auto& [id, c] : s.conns) open.push_back(c);
+  }
+  if (s.acceptor) {
+    asio::post(s.acceptor->get_executor(), [self = impl_] {
+      error_code ec;
+      self->acceptor->close(ec);
+    });
+  }
+  for (auto& c : open)
+    asio::post(c.ex, [w = c.stream] {
+      if (auto st = w.lock()) {
+        error_code ec;
+        st->socket().close(ec);
+      }
+    });
+  std::unique_lock lk(s.mu);
+  s.idle_cv.wait(lk, [&] { return s.tasks == 0; });
+}
+
+std::uint16_t server::port() const noexcept { return impl_->port; }
+const std::string& server::message() const noexcept { return impl_->message; }
+
+server_stats server::stats() const {
+  auto& s = *impl_;
+  auto ld = [](const std::atomic<std::uint64_t>& a) { return a.load(std::memory_order_relaxed); };
+  server_stats o;
+  o.connections = ld(s.connections);
+  o.accepted = ld(s.accepted);
+  o.refused = ld(s.refused);
+  o.requests = ld(s.requests);
+  o.status_2xx = ld(s.by_class[0]);
+  o.status_3xx = ld(s.by_class[1]);
+  o.status_4xx = ld(s.by_class[2]);
+  o.status_5xx = ld(s.by_class[3]);
+  o.bad_requests = ld(s.bad_requests);
+  o.timeouts = ld(s.timeouts);
+  return o;
+}
+
+}  // namespace mc::http

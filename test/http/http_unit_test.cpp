@@ -1,0 +1,116 @@
+// In-process tests of lib/http: the exposition text, query parsing, and a
+// server on a real runtime answering well-formed and hostile requests.
+#include "mc/http/prometheus.hpp"
+#include "mc/http/server.hpp"
+#include "mc/runtime/runtime.hpp"
+
+#include <doctest/doctest.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <array>
+#include <string>
+
+namespace {
+
+/// Sends `raw` to 127.0.0.1:port (blocking, from the test thread) and returns
+/// everything the server sends until it closes (or 5 s pass).
+std::string exchange(std::uint16_t port, const std::string& raw) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  timeval tv{5, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  REQUIRE(::send(fd, raw.data(), raw.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(raw.size()));
+  std::string out;
+  char buf[4096];
+  for (;;) {
+    auto n = ::recv(fd, buf, sizeof buf, 0);
+    if (n <= 0) break;
+    out.append(buf, static_cast<std::size_t>(n));
+  }
+  ::close(fd);
+  return out;
+}
+
+}  // namespace
+
+TEST_SUITE("http") {
+  TEST_CASE("a histogram is cumulative and ends with +Inf, _sum and _count") {
+    mc::http::exposition e;
+    std::array<double, 2> bounds{0.1, 1};
+    std::array<std::uint64_t, 3> counts{1, 2, 3};
+    e.family("x_seconds", "histogram", "help with \\ and\nnewline");
+    e.histogram("x_seconds", {{"m", "a\"b"}}, bounds, counts, 4.5);
+    auto t = e.take();
+    CHECK(t.find("# HELP x_seconds help with \\\\ and\\nnewline\n") != std::string::npos);
+    CHECK(t.find("x_seconds_bucket{m=\"a\\\"b\",le=\"0.1\"} 1\n") != std::string::npos);
+    CHECK(t.find("x_seconds_bucket{m=\"a\\\"b\",le=\"1\"} 3\n") != std::string::npos);
+    CHECK(t.find("x_seconds_bucket{m=\"a\\\"b\",le=\"+Inf\"} 6\n") != std::string::npos);
+    CHECK(t.find("x_seconds_sum{m=\"a\\\"b\"} 4.5\n") != std::string::npos);
+    CHECK(t.find("x_seconds_count{m=\"a\\\"b\"} 6\n") != std::string::npos);
+  }
+
+  TEST_CASE("query parameters are percent-decoded and missing ones are absent") {
+    mc::http::request r;
+    r.query = "prefix=a%2Fb+c&limit=5&flag";
+    CHECK(r.query_param("prefix").value() == "a/b c");
+    CHECK(r.query_param("limit").value() == "5");
+    CHECK(r.query_param("flag").value().empty());
+    CHECK_FALSE(r.query_param("other"));
+  }
+
+  TEST_CASE("error responses carry the mc error name and a matching status") {
+    auto r = mc::http::error_response(mc::errc::object_not_found, "k");
+    CHECK(r.status == 404);
+    CHECK(r.text.find("\"error\":\"OBJECT_NOT_FOUND\"") != std::string::npos);
+    CHECK(mc::http::status_for(mc::errc::timeout) == 504);
+    CHECK(mc::http::json_quote(std::string("a\x01\"", 3)) == "\"a\\u0001\\\"\"");
+  }
+
+  TEST_CASE("the server routes, bounds bodies and answers garbage with 4xx") {
+    mc::runtime::runtime rt(2);
+    rt.start();
+    {
+      mc::http::server_options o;
+      o.host = "127.0.0.1";
+      o.header_timeout = std::chrono::milliseconds(500);
+      mc::http::server s(rt, o);
+      s.route("/echo/", [](mc::http::request& req) -> mc::task<mc::http::response> {
+        co_return mc::http::response::make(200, req.path + "|" + std::string(req.body.begin(), req.body.end()));
+      }, 16);
+      s.route("/boom", [](mc::http::request&) -> mc::task<mc::http::response> {
+        throw std::runtime_error("boom");
+        co_return mc::http::response{};
+      });
+      REQUIRE(s.start());
+      auto port = s.port();
+
+      auto ok = exchange(port, "PUT /echo/a%20b HTTP/1.1\r\nContent-Length: 3\r\nConnection: close\r\n\r\nxyz");
+      CHECK(ok.rfind("HTTP/1.1 200 OK", 0) == 0);
+      CHECK(ok.find("/echo/a b|xyz") != std::string::npos);
+      CHECK(exchange(port, "PUT /echo/x HTTP/1.1\r\nContent-Length: 17\r\n\r\n").find(" 413 ") != std::string::npos);
+      CHECK(exchange(port, "GET /nope HTTP/1.1\r\nConnection: close\r\n\r\n").find(" 404 ") != std::string::npos);
+      CHECK(exchange(port, "\x01\x02garbage\r\n\r\n").find(" 400 ") != std::string::npos);
+      CHECK(exchange(port, "GET /boom HTTP/1.1\r\nConnection: close\r\n\r\n").find(" 500 ") != std::string::npos);
+      CHECK(exchange(port, "GET /echo/%zz HTTP/1.1\r\n\r\n").find(" 400 ") != std::string::npos);
+      // An incomplete header is cut off by the header deadline (no answer).
+      auto t0 = std::chrono::steady_clock::now();
+      CHECK(exchange(port, "GET /echo/x HTTP/1.1\r\nHost: a").empty());
+      CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(3));
+      s.stop();  // waits for every session: the counters are final
+      auto st = s.stats();
+      CHECK(st.bad_requests >= 3);
+      CHECK(st.timeouts >= 1);
+      CHECK(st.connections == 0);
+    }
+    rt.stop();
+  }
+}
