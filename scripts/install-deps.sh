@@ -9,6 +9,7 @@ pkgs=(
   libboost1.81-dev liburing-dev capnproto libcapnp-dev
   doctest-dev libtomlplusplus-dev libibverbs-dev librdmacm-dev
   iproute2 procps
+  prometheus curl
 )
 if [[ "${1:-}" == "--bench" ]]; then
   pkgs+=(redis-server redis-tools fio gnuplot-nox)

@@ -133,6 +133,17 @@ task<void> reject(server::impl& s, beast::tcp_stream& stream, unsigned status, s
   s.bad_requests.fetch_add(1, std::memory_order_relaxed);
   auto res = response::json(status, "{\"error\":" + json_quote(why) + "}\n");
   co_await write_response(s, stream, res, false);
+  // Lingering close: the client may still be sending (an oversize header or
+  // body); closing with unread input would reset the connection and could
+  // destroy the answer before the client reads it. Drain a bounded amount.
+  error_code ec;
+  stream.socket().shutdown(tcp::socket::shutdown_send, ec);
+  stream.expires_after(std::chrono::seconds(2));
+  std::array<char, 16384> sink;
+  std::size_t drained = 0;
+  while (!ec && drained < (std::size_t{1} << 20)) {
+    drained += co_await stream.async_read_some(asio::buffer(sink), asio::redirect_error(asio::use_awaitable, ec));
+  }
 }
 
 /// Handles a read error. Returns the status to answer with, or 0 to just close.
