@@ -98,30 +98,29 @@ option_set& option_set::add(std::string name, bool* target, std::string help) {
   return *this;
 }
 
+namespace {
+// Setter of an unsigned integer option bounded to [min, max].
+template <class T>
+std::function<std::optional<std::string>(std::string_view)> bounded_setter(T* target, std::uint64_t min,
+                                                                           std::uint64_t max) {
+  return [target, min, max](std::string_view v) -> std::optional<std::string> {
+    auto n = parse_u64(v);
+    if (!n) return "expected a non-negative integer";
+    if (*n < min || *n > max) return "must be between " + std::to_string(min) + " and " + std::to_string(max);
+    *target = static_cast<T>(*n);
+    return std::nullopt;
+  };
+}
+}  // namespace
+
 option_set& option_set::add(std::string name, std::uint64_t* target, std::string help, std::uint64_t min,
                             std::uint64_t max) {
-  return add_custom(std::move(name), std::to_string(*target), std::move(help),
-                    [target, min, max](std::string_view v) -> std::optional<std::string> {
-                      auto n = parse_u64(v);
-                      if (!n) return "expected a non-negative integer";
-                      if (*n < min || *n > max)
-                        return "must be between " + std::to_string(min) + " and " + std::to_string(max);
-                      *target = *n;
-                      return std::nullopt;
-                    });
+  return add_custom(std::move(name), std::to_string(*target), std::move(help), bounded_setter(target, min, max));
 }
 
 option_set& option_set::add(std::string name, std::uint16_t* target, std::string help, std::uint16_t min,
                             std::uint16_t max) {
-  return add_custom(std::move(name), std::to_string(*target), std::move(help),
-                    [target, min, max](std::string_view v) -> std::optional<std::string> {
-                      auto n = parse_u64(v);
-                      if (!n) return "expected a non-negative integer";
-                      if (*n < min || *n > max)
-                        return "must be between " + std::to_string(min) + " and " + std::to_string(max);
-                      *target = static_cast<std::uint16_t>(*n);
-                      return std::nullopt;
-                    });
+  return add_custom(std::move(name), std::to_string(*target), std::move(help), bounded_setter(target, min, max));
 }
 
 option_set& option_set::add_size(std::string name, std::uint64_t* target, std::string help) {

@@ -87,13 +87,15 @@ class client_service_impl final : public mc::rpc::service<ClientService> {
     co_return result<void>{};
   }
 
-  task<result<void>> do_batch_read(BatchReadRemoteDataContext ctx) {
+  // A batch is one RPC with a result per item; items run concurrently.
+  template <class Context, class Item>
+  task<result<void>> do_batch(Context ctx, Item item) {
     auto p = ctx.getParams();
     auto items = p.getItems();
     if (items.size() > max_batch_items) co_return fail(errc::invalid_params);
     auto timeout = request_timeout(p.getTimeoutMs());
     std::vector<task<item_outcome>> work;
-    for (auto it : items) work.push_back(read_one(it.getKey(), to_remote(it.getDest()), timeout));
+    for (auto it : items) work.push_back(item(it, timeout));
     auto out = co_await mc::when_all(std::move(work));
     auto res = ctx.getResults().initResults(static_cast<unsigned>(out.size()));
     for (unsigned i = 0; i < out.size(); ++i) {
@@ -103,20 +105,16 @@ class client_service_impl final : public mc::rpc::service<ClientService> {
     co_return result<void>{};
   }
 
+  task<result<void>> do_batch_read(BatchReadRemoteDataContext ctx) {
+    return do_batch(ctx, [this](ReadItem::Reader it, mc::duration t) {
+      return read_one(it.getKey(), to_remote(it.getDest()), t);
+    });
+  }
+
   task<result<void>> do_batch_write(BatchWriteRemoteDataContext ctx) {
-    auto p = ctx.getParams();
-    auto items = p.getItems();
-    if (items.size() > max_batch_items) co_return fail(errc::invalid_params);
-    auto timeout = request_timeout(p.getTimeoutMs());
-    std::vector<task<item_outcome>> work;
-    for (auto it : items) work.push_back(write_one(it.getKey(), to_remote(it.getSrc()), timeout));
-    auto out = co_await mc::when_all(std::move(work));
-    auto res = ctx.getResults().initResults(static_cast<unsigned>(out.size()));
-    for (unsigned i = 0; i < out.size(); ++i) {
-      res[i].setCode(out[i].code);
-      res[i].setSize(out[i].size);
-    }
-    co_return result<void>{};
+    return do_batch(ctx, [this](WriteItem::Reader it, mc::duration t) {
+      return write_one(it.getKey(), to_remote(it.getSrc()), t);
+    });
   }
 
   task<result<void>> do_remove(RemoveContext ctx) {

@@ -242,6 +242,7 @@ struct shm_server::state {
   asio::io_context ctx{1};
   asio::local::stream_protocol::acceptor acceptor;
   std::unordered_set<closable*> live;  // service thread only
+  bool stopping = false;               // service thread only
   std::thread thread;
 };
 
@@ -270,7 +271,7 @@ mc::result<void> shm_server::listen(const std::string& name) {
         for (;;) {
           unix_socket s(st->ctx);
           auto [ec] = co_await st->acceptor.async_accept(s, asio::as_tuple(asio::use_awaitable));
-          if (!st->acceptor.is_open()) break;
+          if (!st->acceptor.is_open() || st->stopping) break;
           if (ec) continue;
           asio::co_spawn(st->ctx, serve_unix(st, std::move(s)), asio::detached);
         }
@@ -284,6 +285,7 @@ void shm_server::stop() noexcept {
   if (!s_->thread.joinable()) return;
   asio::post(s_->ctx, [st = s_.get()] {
     boost::system::error_code ig;
+    st->stopping = true;  // connections accepted but not yet started end at once
     st->acceptor.close(ig);
     std::vector<closable*> all(st->live.begin(), st->live.end());
     for (auto* c : all) c->close_now();
@@ -295,6 +297,7 @@ namespace {
 
 task<void> serve_unix(shm_server::state* st, unix_socket sock) {
   served_unix c(std::move(sock), st->live);
+  if (st->stopping) co_return;  // spawned before stop() swept `live`: would wait forever
   auto& ctr = st->eng.counters_;
   boost::system::error_code ig;
   c.sock.non_blocking(true, ig);
