@@ -45,7 +45,7 @@ std::string format_number(double v) {
   if (v == std::floor(v) && std::fabs(v) < 1e15)
     std::snprintf(buf, sizeof buf, "%.0f", v);
   else
-    std::snprintf(buf, sizeof buf, "%.9g", v);
+    std::snprintf(buf, sizeof buf, "%.15g", v);
   return buf;
 }
 
