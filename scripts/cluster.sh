@@ -33,8 +33,8 @@ wait_port 127.0.0.1 50051 20
 echo "== client A (conf/client.toml: TE 50052, RPC 12345)"
 "$bin/mooncake_client" --config conf/client.toml --client_id node-a >"$run_dir/a.log" 2>&1 &
 pids+=($!)
-echo "== client B (conf/client.toml with --port 50053 --client_rpc_port 12346)"
-"$bin/mooncake_client" --config conf/client.toml --client_id node-b --port 50053 --client_rpc_port 12346 \
+echo "== client B (conf/client.toml with --port 50053 --client_rpc_port 12346 --http_port 9081)"
+"$bin/mooncake_client" --config conf/client.toml --client_id node-b --port 50053 --client_rpc_port 12346 --http_port 9081 \
   >"$run_dir/b.log" 2>&1 &
 pids+=($!)
 wait_port 127.0.0.1 12345 30
@@ -56,6 +56,7 @@ echo "== the co_await API example (examples/kv_cache_example.cpp) joins as a thi
 "$build/examples/kv_cache_example" --master_server_address 127.0.0.1:50051 --blocks 4
 echo
 echo "cluster is serving: master 127.0.0.1:50051, clients 127.0.0.1:12345 and :12346."
+echo "HTTP: curl -s 127.0.0.1:9003/metrics | curl -s 127.0.0.1:9003/clients | curl -s 127.0.0.1:9080/kv/demo/block-0 | curl -s 127.0.0.1:9081/stats"
 echo "try: $bin/mooncake_cli --master_server_address 127.0.0.1:50051 clients"
 echo "logs: $run_dir (removed on exit). Ctrl-C stops everything."
 wait "${pids[0]}"
