@@ -15,7 +15,8 @@ cleanup() {
   for p in "${pids[@]:-}"; do [[ -n "$p" ]] && wait "$p" 2>/dev/null || true; done
   rm -rf "$run_dir"
 }
-trap cleanup INT TERM EXIT
+trap cleanup EXIT
+trap 'exit 0' INT TERM   # Ctrl-C is the normal way to stop: EXIT runs cleanup
 
 wait_port() {  # host port seconds
   local deadline=$((SECONDS + $3))
