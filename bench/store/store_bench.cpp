@@ -217,7 +217,10 @@ int main(int argc, char** argv) {
   }
   auto tmp = std::filesystem::temp_directory_path() / ("store_bench." + std::to_string(getpid()));
   std::filesystem::create_directories(tmp);
-  const int master_port = 50151, owner_rpc = 12445, owner_te = 50152, redis_port = 6391;
+  // Ports offset by the pid: a previous run that is still exiting never
+  // answers in place of this run's servers.
+  const int off = static_cast<int>(getpid() % 400) * 4;
+  const int master_port = 40151 + off, owner_rpc = 40152 + off, owner_te = 40153 + off, redis_port = 40154 + off;
   std::string sock = (tmp / "redis.sock").string();
   pid_t redis_pid = -1;
   if (s.redis) {
