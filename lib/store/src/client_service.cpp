@@ -30,6 +30,11 @@ item_outcome outcome_of(const result<void>& r, std::uint64_t size) {
   return {r ? 0 : r.error().value(), size};
 }
 
+void set_result(ItemResult::Builder b, const item_outcome& o) {
+  b.setCode(o.code);
+  b.setSize(o.size);
+}
+
 class client_service_impl final : public mc::rpc::service<ClientService> {
  public:
   client_service_impl(mc::executor ex, data_manager& dm) : service(std::move(ex)), dm_(dm) {}
@@ -71,9 +76,7 @@ class client_service_impl final : public mc::rpc::service<ClientService> {
     auto p = ctx.getParams();
     auto item = p.getItem();
     auto o = co_await read_one(item.getKey(), to_remote(item.getDest()), request_timeout(p.getTimeoutMs()));
-    auto res = ctx.getResults().initResult();
-    res.setCode(o.code);
-    res.setSize(o.size);
+    set_result(ctx.getResults().initResult(), o);
     co_return result<void>{};
   }
 
@@ -81,9 +84,7 @@ class client_service_impl final : public mc::rpc::service<ClientService> {
     auto p = ctx.getParams();
     auto item = p.getItem();
     auto o = co_await write_one(item.getKey(), to_remote(item.getSrc()), request_timeout(p.getTimeoutMs()));
-    auto res = ctx.getResults().initResult();
-    res.setCode(o.code);
-    res.setSize(o.size);
+    set_result(ctx.getResults().initResult(), o);
     co_return result<void>{};
   }
 
@@ -98,10 +99,7 @@ class client_service_impl final : public mc::rpc::service<ClientService> {
     for (auto it : items) work.push_back(item(it, timeout));
     auto out = co_await mc::when_all(std::move(work));
     auto res = ctx.getResults().initResults(static_cast<unsigned>(out.size()));
-    for (unsigned i = 0; i < out.size(); ++i) {
-      res[i].setCode(out[i].code);
-      res[i].setSize(out[i].size);
-    }
+    for (unsigned i = 0; i < out.size(); ++i) set_result(res[i], out[i]);
     co_return result<void>{};
   }
 
