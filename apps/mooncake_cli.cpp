@@ -2,6 +2,7 @@
 // own TransferEngine so owners can WRITE into / READ from its buffers).
 #include "mc/master/master_client.hpp"
 #include "mc/rpc/client.hpp"
+#include "mc/rpc/protocol.hpp"
 #include "mc/runtime/runtime.hpp"
 #include "mc/store/client_options.hpp"
 #include "mc/store/data_manager.hpp"
@@ -10,9 +11,11 @@
 #include "signals.hpp"
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iostream>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -38,15 +41,26 @@ constexpr const char* usage_text =
     "                                         [127.0.0.1 if the master is on loopback, else\n"
     "                                         derived from the interfaces]\n"
     "  --transfer_transport auto|tcp          force TCP transfers [auto]\n"
+    "  --protocol tcp|rdma                    transfer protocol of this CLI's TransferEngine: rdma lets\n"
+    "                                         owners RDMA READ/WRITE its buffers (peers without RDMA\n"
+    "                                         still use TCP); fails at startup without a usable device [tcp]\n"
+    "  --device_names DEV[,DEV...]            RDMA devices to use (e.g. mlx5_0,mlx5_1) [all]\n"
     "  --max_value_bytes N                    refuse larger values [4294967296]\n"
     "\n"
-    "exit status: 0 success, 1 missing key or failed operation (error name on stderr), 2 usage error\n";
+    "\n"
+    "environment:\n"
+    "  MC_RPC_PROTOCOL tcp|rdma               control-plane transport of this CLI's RPCs [tcp]\n"
+    "\n"
+    "exit status: 0 success, 1 missing key or failed operation (error name on stderr), 2 usage or\n"
+    "startup error (bad option, no usable RDMA device, bad MC_RPC_PROTOCOL)\n";
 
 struct cli_options {
   std::string master = "127.0.0.1:50051";
   std::chrono::milliseconds timeout{10000};
   std::string local_hostname;
   std::string transport = "auto";
+  std::string protocol = "tcp";
+  std::vector<std::string> device_names;
   std::uint64_t max_value = 4ull << 30;
   std::string target;
   std::vector<std::string> words;  // command and its arguments
@@ -60,6 +74,19 @@ int usage_error(const std::string& msg) {
 int op_error(const boost::system::error_code& ec, const std::string& what) {
   std::cerr << "mooncake_cli: " << what << ": " << mc::error_name(mc::to_errc(ec)) << " (" << ec.message() << ")\n";
   return 1;
+}
+
+// "a,b,,c" -> {"a", "b", "c"}.
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    auto end = text.find(',', start);
+    if (end == std::string::npos) end = text.size();
+    if (end > start) out.push_back(text.substr(start, end - start));
+    start = end + 1;
+  }
+  return out;
 }
 
 // Returns nullopt on success, else an exit code.
@@ -89,6 +116,8 @@ std::optional<int> parse(int argc, char** argv, cli_options& o) {
       else if (name == "transfer_transport") o.transport = value;
       else if (name == "max_value_bytes") o.max_value = std::stoull(value);
       else if (name == "target") o.target = value;
+      else if (name == "protocol") o.protocol = value;
+      else if (name == "device_names") o.device_names = split_list(value);
       else return usage_error("unknown option --" + name);
     } catch (const std::exception&) {
       return usage_error("invalid value '" + value + "' for --" + name);
@@ -96,6 +125,7 @@ std::optional<int> parse(int argc, char** argv, cli_options& o) {
   }
   if (o.words.empty()) return usage_error("no command given");
   if (o.transport != "auto" && o.transport != "tcp") return usage_error("--transfer_transport must be auto or tcp");
+  if (o.protocol != "tcp" && o.protocol != "rdma") return usage_error("--protocol must be tcp or rdma");
   return std::nullopt;
 }
 
@@ -235,6 +265,11 @@ int main(int argc, char** argv) {
   mc::apps::block_stop_signals();
   cli_options o;
   if (auto rc = parse(argc, argv, o)) return *rc;
+  if (auto p = mc::rpc::protocol_from_env(); !p) {
+    const char* v = std::getenv("MC_RPC_PROTOCOL");
+    std::cerr << "mooncake_cli: " << mc::rpc::protocol_error_message(v ? v : "") << "\n";
+    return 2;
+  }
   mc::runtime::runtime rt(1);
   rt.start();
   int rc = 1;
@@ -244,13 +279,23 @@ int main(int argc, char** argv) {
     eo.advertise_host = o.local_hostname;
     if (eo.advertise_host.empty() && mc::store::is_loopback_endpoint(o.master)) eo.advertise_host = "127.0.0.1";
     if (o.transport == "tcp") eo.force = mc::transfer::transport_kind::tcp;
-    mc::transfer::engine engine(rt, eo);
-    if (auto r = engine.start(); !r) {
-      rc = op_error(r.error(), "transfer engine");
-    } else {
-      session s{rt, o, engine};
-      rc = rt.block_on(s.run());
-      engine.stop();
+    eo.protocol = o.protocol;
+    eo.device_names = o.device_names;
+    std::unique_ptr<mc::transfer::engine> engine;
+    try {
+      engine = std::make_unique<mc::transfer::engine>(rt, eo);
+    } catch (const std::exception& e) {  // startup error: no device, no verbs in this build
+      std::cerr << "mooncake_cli: transfer engine: " << e.what() << "\n";
+      rc = 2;
+    }
+    if (engine) {
+      if (auto r = engine->start(); !r) {
+        rc = op_error(r.error(), "transfer engine");
+      } else {
+        session s{rt, o, *engine};
+        rc = rt.block_on(s.run());
+        engine->stop();
+      }
     }
   }
   mc::rpc::shutdown(rt);
