@@ -47,8 +47,8 @@ trap 'cleanup; [[ -n $SSD_DIR ]] && rm -rf "$SSD_DIR"' EXIT
 # Until lib/rpc carries MC_RPC_PROTOCOL=rdma, the binaries refuse it ("not
 # available in this build"): then the control plane runs over TCP (said below).
 if [[ $RPC_PROTO == rdma ]] &&
-   MC_RPC_PROTOCOL=rdma timeout 30 "$BIN/mooncake_cli" --master_server_address 127.0.0.1:1 --rpc_timeout 500 \
-     clients 2>&1 | grep -q "not available in this build"; then
+   [[ $(MC_RPC_PROTOCOL=rdma timeout 30 "$BIN/mooncake_cli" --master_server_address 127.0.0.1:1 \
+          --rpc_timeout 500 clients 2>&1) == *"not available in this build"* ]]; then
   echo "# NOTE: MC_RPC_PROTOCOL=rdma is not available in this build: control plane over tcp"
   RPC_PROTO=tcp
 fi
@@ -99,9 +99,9 @@ client b $B_RPC 50253 $B_HTTP rdma \
   '{"tiers":[{"type":"DRAM","capacity":"4MiB","priority":100},{"type":"SSD","capacity":"48MiB","priority":10,"path":"'"$SSD_DIR"'"}]}'
 B=$LAST_PID
 echo "# master and clients spawned at $((SECONDS - T0)) s"
-wait_for 60 healthy $A_HTTP || { echo "A never became healthy"; tail -5 "$WORK"/{master,a}.log; exit 1; }
+wait_for 60 healthy $A_HTTP || { echo "A never became healthy"; tail -n 5 "$WORK"/{master,a}.log; exit 1; }
 echo "# A healthy at $((SECONDS - T0)) s"
-wait_for 60 healthy $B_HTTP || { echo "B never became healthy"; tail -5 "$WORK"/{master,b}.log; exit 1; }
+wait_for 60 healthy $B_HTTP || { echo "B never became healthy"; tail -n 5 "$WORK"/{master,b}.log; exit 1; }
 check "master, A and B up over rpc=$RPC_PROTO; both clients registered" wait_for 20 registered 2
 echo "# cluster up after $((SECONDS - T0)) s"
 
@@ -151,7 +151,7 @@ done
 # --- Mixed cluster: C is TCP only (transfers and control plane) and joins the same master.
 client c $C_RPC 50254 $C_HTTP tcp '{"tiers":[{"type":"DRAM","capacity":"32MiB","priority":100}]}'
 C=$LAST_PID
-wait_for 60 healthy $C_HTTP || { echo "C never became healthy"; tail -5 "$WORK"/c.log; exit 1; }
+wait_for 60 healthy $C_HTTP || { echo "C never became healthy"; tail -n 5 "$WORK"/c.log; exit 1; }
 check "TCP-only client C registered next to A and B" wait_for 20 registered 3
 put_then_kv_get() {  # put_then_kv_get KEY FILE TARGET HTTP... : CLI put on TARGET, GET via each node's /kv
   local key=$1 file=$2 target=$3; shift 3
