@@ -77,6 +77,14 @@ client() {  # client NAME RPCPORT TRANSFERPORT HTTPPORT PROTO TIERS_JSON
     --local_hostname "$H" --client_rpc_port "$2" --port "$3" --http_port "$4" --deployment_mode P2P \
     --heartbeat_interval 500ms --rpc_timeout 20s --protocol "$5" "${extra[@]}" --tiered_backend_config "$6"
 }
+wait_up() {  # wait_up NAME PID HTTPPORT : until /health is 200; fails at once when the node exits
+  local deadline=$((SECONDS + 60))
+  until healthy "$3"; do
+    kill -0 "$2" 2>/dev/null || { echo "$1 exited during startup"; tail -n 5 "$WORK/$1.log"; return 1; }
+    ((SECONDS < deadline)) || { echo "$1 not healthy after 60 s"; tail -n 5 "$WORK/$1.log" "$WORK/master.log"; return 1; }
+    sleep 0.1
+  done
+}
 healthy() { "${CURL[@]}" -f "http://$H:$1/health" >/dev/null 2>&1; }
 registered() { [[ $("${CLI[@]}" clients 2>/dev/null | grep -c healthy) == "$1" ]]; }
 
@@ -99,9 +107,9 @@ client b $B_RPC 50253 $B_HTTP rdma \
   '{"tiers":[{"type":"DRAM","capacity":"4MiB","priority":100},{"type":"SSD","capacity":"48MiB","priority":10,"path":"'"$SSD_DIR"'"}]}'
 B=$LAST_PID
 echo "# master and clients spawned at $((SECONDS - T0)) s"
-wait_for 60 healthy $A_HTTP || { echo "A never became healthy"; tail -n 5 "$WORK"/{master,a}.log; exit 1; }
+wait_up a "$A" $A_HTTP || exit 1
 echo "# A healthy at $((SECONDS - T0)) s"
-wait_for 60 healthy $B_HTTP || { echo "B never became healthy"; tail -n 5 "$WORK"/{master,b}.log; exit 1; }
+wait_up b "$B" $B_HTTP || exit 1
 check "master, A and B up over rpc=$RPC_PROTO; both clients registered" wait_for 20 registered 2
 echo "# cluster up after $((SECONDS - T0)) s"
 
@@ -151,7 +159,7 @@ done
 # --- Mixed cluster: C is TCP only (transfers and control plane) and joins the same master.
 client c $C_RPC 50254 $C_HTTP tcp '{"tiers":[{"type":"DRAM","capacity":"32MiB","priority":100}]}'
 C=$LAST_PID
-wait_for 60 healthy $C_HTTP || { echo "C never became healthy"; tail -n 5 "$WORK"/c.log; exit 1; }
+wait_up c "$C" $C_HTTP || exit 1
 check "TCP-only client C registered next to A and B" wait_for 20 registered 3
 put_then_kv_get() {  # put_then_kv_get KEY FILE TARGET HTTP... : CLI put on TARGET, GET via each node's /kv
   local key=$1 file=$2 target=$3; shift 3
