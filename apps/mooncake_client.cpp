@@ -25,7 +25,8 @@ int main(int argc, char** argv) {
     std::cout << parsed.message
               << "\nenvironment:\n"
                  "  MOONCAKE_DM_LOCK_SHARD_COUNT  DataManager lock shards (default 1024)\n"
-                 "  MC_RPC_PROTOCOL               RPC transport: tcp (default); rdma is not built\n"
+                 "  MC_RPC_PROTOCOL               RPC transport: tcp (default) or rdma (Cap'n Proto over RDMA SEND/RECV;\n"
+                 "                                needs an RDMA device, see --device_names)\n"
                  "\nconfig file: the same keys, plus [[tiers]] tables (type, capacity, priority,\n"
                  "allocator_type, path) instead of --tiered_backend_config. See conf/client.toml.\n"
                  "\nHTTP (--http_port, default 9080; --http_port 0 switches it off): GET /metrics, GET /health,\n"
@@ -40,9 +41,9 @@ int main(int argc, char** argv) {
     std::cerr << "mooncake_client: " << err << "\n";
     return 2;
   }
-  if (auto p = mc::rpc::protocol_from_env(); !p) {
-    const char* v = std::getenv("MC_RPC_PROTOCOL");
-    std::cerr << "mooncake_client: " << mc::rpc::protocol_error_message(v ? v : "") << "\n";
+  // MC_RPC_PROTOCOL: tcp, or rdma (opens the RDMA device now: a clear error when there is none).
+  if (auto err = mc::rpc::use_protocol_from_env(opts.device_list); !err.empty()) {
+    std::cerr << "mooncake_client: " << err << "\n";
     return 2;
   }
 

@@ -2,6 +2,7 @@
 //   rpc_test_server [port]      (0 or absent = ephemeral)
 // Prints "PORT <n>" on stdout once listening; exits cleanly on SIGTERM/SIGINT.
 #include "mc/rpc/client.hpp"
+#include "mc/rpc/protocol.hpp"
 #include "mc/rpc/server.hpp"
 #include "mc/runtime/runtime.hpp"
 #include "test_service.hpp"
@@ -15,6 +16,11 @@
 
 int main(int argc, char** argv) {
   auto port = static_cast<std::uint16_t>(argc > 1 ? std::atoi(argv[1]) : 0);
+  // MC_RPC_PROTOCOL=rdma serves RPC over RDMA (the rdma suite).
+  if (auto err = mc::rpc::use_protocol_from_env({}); !err.empty()) {
+    std::fprintf(stderr, "rpc_test_server: %s\n", err.c_str());
+    return 2;
+  }
   mc::runtime::runtime rt(2);
   rt.start();
   mc::rpc::server_options o;

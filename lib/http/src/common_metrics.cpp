@@ -1,6 +1,7 @@
 // Metrics every node exports: process, RPC methods, HTTP server.
 #include "mc/http/node_endpoints.hpp"
 #include "mc/http/prometheus.hpp"
+#include "mc/rpc/client.hpp"
 #include "mc/rpc/method_stats.hpp"
 
 #include <sys/resource.h>
@@ -56,6 +57,17 @@ void append_common_metrics(exposition& e, const server& s) {
   for (auto& m : methods)
     e.histogram("mc_rpc_latency_seconds", {{"method", m.method}, {"side", side_name(m.side)}},
                 mc::rpc::latency_bucket_bounds, m.buckets, m.sum_seconds);
+
+  auto cc = mc::rpc::connection_counts();
+  e.family("mc_rpc_connections_total", "counter",
+           "RPC connections opened (side=client) or accepted (side=server) by transport (MC_RPC_PROTOCOL).");
+  e.sample("mc_rpc_connections_total", {{"transport", "tcp"}, {"side", "client"}}, cc.client_tcp);
+  e.sample("mc_rpc_connections_total", {{"transport", "rdma"}, {"side", "client"}}, cc.client_rdma);
+  e.sample("mc_rpc_connections_total", {{"transport", "tcp"}, {"side", "server"}}, cc.server_tcp);
+  e.sample("mc_rpc_connections_total", {{"transport", "rdma"}, {"side", "server"}}, cc.server_rdma);
+  e.single("mc_rpc_rdma_fallbacks_total", "counter",
+           "RPC connections that asked for RDMA and continued over TCP (the server has no RDMA control plane).",
+           static_cast<double>(cc.client_fallback));
 
   auto st = s.stats();
   e.single("mc_http_connections", "gauge", "Open HTTP connections.", static_cast<double>(st.connections));

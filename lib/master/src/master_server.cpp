@@ -1,5 +1,7 @@
 #include "mc/master/master_server.hpp"
 
+#include "mc/rpc/protocol.hpp"
+
 #include "master.capnp.h"
 #include "mc/rpc/capnp.hpp"
 #include "mc/rpc/server.hpp"
@@ -177,6 +179,11 @@ mc::task<void> sweep_loop(std::shared_ptr<boost::asio::steady_timer> t, metadata
 }  // namespace
 
 result<void> master_server::start() {
+  // The control plane (MC_RPC_PROTOCOL): decided once per process.
+  if (auto err = mc::rpc::use_protocol_from_env({}); !err.empty()) {
+    impl_->message = err;
+    return fail(errc::invalid_params);
+  }
   if (auto r = impl_->server.start(); !r) {
     impl_->message = impl_->server.message();
     return r;

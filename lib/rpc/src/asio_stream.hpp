@@ -4,7 +4,7 @@
 // never holds a KJ buffer across a suspension and dropping a KJ promise is
 // always safe (with io_uring a pending recv would write into freed memory).
 // Asio handlers hold only a shared_ptr to plain state, never a KJ object.
-#include "mc/runtime/deadline.hpp"
+#include "stream_base.hpp"
 
 #include <boost/asio/ip/tcp.hpp>
 #include <kj/async-io.h>
@@ -14,7 +14,7 @@
 
 namespace mc::rpc::detail {
 
-class asio_stream final : public kj::AsyncIoStream {
+class asio_stream final : public stream_base {
  public:
   /// `sock` must belong to the calling thread's io_context.
   explicit asio_stream(boost::asio::ip::tcp::socket sock);
@@ -30,11 +30,9 @@ class asio_stream final : public kj::AsyncIoStream {
   void setsockopt(int level, int option, const void* value, kj::uint length) override;
   kj::Maybe<int> getFd() const override;
 
-  /// Last time bytes moved in either direction.
-  mc::time_point last_activity() const noexcept { return last_activity_; }
-  /// Shuts the socket down both ways: pending and future reads see EOF,
-  /// writes fail. The owner notices through its normal error path.
-  void close() noexcept;
+  mc::time_point last_activity() const noexcept override { return last_activity_; }
+  void close() noexcept override;
+  const char* transport() const noexcept override { return "tcp"; }
 
   struct core;
 

@@ -1,6 +1,6 @@
 #include "client_cache.hpp"
 
-#include "asio_stream.hpp"
+#include "negotiate.hpp"
 #include "thread_context.hpp"
 
 #include <boost/asio/as_tuple.hpp>
@@ -9,7 +9,9 @@
 #include <capnp/message.h>
 #include <kj/debug.h>
 
+#include <cstdio>
 #include <mutex>
+#include <set>
 
 namespace mc::rpc {
 
@@ -90,6 +92,15 @@ mc::task<mc::result<std::unique_ptr<tcp::socket>>> dial(std::string endpoint, st
   }
   *message = "connect " + endpoint + ": " + (ec ? ec.message() : std::string("no address"));
   co_return mc::fail(ec == asio::error::operation_aborted ? mc::errc::cancelled : mc::errc::rpc_fail);
+}
+
+/// Once per endpoint and process: an RDMA client continues over TCP.
+void warn_fallback(const std::string& endpoint, const std::string& why) {
+  static std::mutex m;
+  static std::set<std::string> warned;
+  std::lock_guard lk(m);
+  if (warned.size() > 4096 || !warned.insert(endpoint).second) return;
+  std::fprintf(stderr, "mc::rpc: %s: %s; this connection continues over TCP\n", endpoint.c_str(), why.c_str());
 }
 
 }  // namespace
@@ -233,10 +244,23 @@ mc::task<mc::result<void>> client_cache::open(std::shared_ptr<client_connection>
     co_return sock.error();
   }
   if (closed_ || c->st != client_connection::state::connecting) co_return mc::fail(mc::errc::rpc_fail);
+  // TCP, or the RDMA handshake on the new connection (negotiate.hpp).
+  bool fell_back = false;
+  std::string why;
+  auto stream = co_await mc::with_deadline(client_negotiate(std::move(**sock), c->endpoint, &fell_back, &why),
+                                           opts_.connect_timeout);
+  if (!stream) {
+    c->connect_message = "RPC over RDMA to " + c->endpoint + ": " +
+                         (mc::is(stream.error(), mc::errc::timeout) ? std::string("handshake timed out") : why);
+    co_return stream.error();
+  }
+  if (closed_ || c->st != client_connection::state::connecting) co_return mc::fail(mc::errc::rpc_fail);
+  if (fell_back) warn_fallback(c->endpoint, why);
+  note_connection(false, std::string_view((*stream)->transport()) == "rdma", fell_back);
   try {
     capnp::ReaderOptions ro;
     ro.traversalLimitInWords = std::max<std::size_t>(opts_.max_message_bytes / 8, 1024);
-    c->stream = kj::heap<asio_stream>(std::move(**sock));
+    c->stream = kj::mv(*stream);
     c->network = kj::heap<capnp::TwoPartyVatNetwork>(*c->stream, capnp::rpc::twoparty::Side::CLIENT, ro);
     c->rpc = kj::heap<capnp::RpcSystem<capnp::rpc::twoparty::VatId>>(capnp::makeRpcClient(*c->network));
     capnp::word scratch[4] = {};

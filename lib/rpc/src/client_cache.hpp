@@ -18,7 +18,7 @@
 namespace mc::rpc::detail {
 
 class thread_context;
-class asio_stream;
+class stream_base;
 
 /// One cached connection to a peer. Members are touched on the owning thread only.
 struct client_connection {
@@ -36,7 +36,7 @@ struct client_connection {
   std::unique_ptr<boost::asio::steady_timer> ready_event;  // cancelled when connecting ends
   std::list<client_connection*>::iterator lru_pos;
 
-  kj::Own<asio_stream> stream;
+  kj::Own<stream_base> stream;
   kj::Own<capnp::TwoPartyVatNetwork> network;
   kj::Own<capnp::RpcSystem<capnp::rpc::twoparty::VatId>> rpc;
   kj::Maybe<capnp::Capability::Client> bootstrap;

@@ -1,8 +1,9 @@
 #include "mc/rpc/server.hpp"
 
-#include "asio_stream.hpp"
+#include "negotiate.hpp"
 #include "bootstrap.hpp"
 #include "mc/rpc/capnp.hpp"
+#include "mc/rpc/protocol.hpp"
 #include "mc/runtime/runtime.hpp"
 #include "mc/runtime/when_all.hpp"
 #include "thread_context.hpp"
@@ -20,7 +21,7 @@ namespace mc::rpc {
 
 namespace asio = boost::asio;
 using tcp = asio::ip::tcp;
-using detail::asio_stream;
+using detail::stream_base;
 using detail::thread_context;
 
 namespace {
@@ -29,10 +30,10 @@ struct server_thread;
 
 /// One accepted connection, owned by its server_thread's task set.
 struct server_connection {
-  server_connection(server_thread& t, tcp::socket s, const capnp::ReaderOptions& ro);
+  server_connection(server_thread& t, kj::Own<stream_base> s, const capnp::ReaderOptions& ro);
   ~server_connection();
   server_thread& owner;
-  kj::Own<asio_stream> stream;
+  kj::Own<stream_base> stream;
   capnp::TwoPartyVatNetwork network;
   capnp::RpcSystem<capnp::rpc::twoparty::VatId> rpc;
   bool closing = false;
@@ -56,12 +57,14 @@ struct server::impl : std::enable_shared_from_this<server::impl> {
   std::atomic<state> st{state::created};
   std::size_t next_thread = 0;  // thread 0 only
   std::atomic<std::size_t> connections{0};
-  std::atomic<std::uint64_t> accepted{0}, refused{0}, idle_closed{0}, backlog_closed{0};
+  std::atomic<std::uint64_t> accepted{0}, refused{0}, idle_closed{0}, backlog_closed{0}, rdma_accepted{0},
+      handshake_failed{0};
   // Slot i is created, used and destroyed on runtime thread i only.
   std::vector<std::shared_ptr<server_thread>> threads;
 
   mc::task<void> accept_loop();
   void adopt(std::size_t i, tcp::socket s);
+  void adopt_stream(std::size_t i, kj::Own<stream_base> s);
   server_thread& thread_part(std::size_t i);
   mc::task<bool> drain_thread(std::size_t i, mc::time_point deadline);
 };
@@ -135,9 +138,9 @@ struct server_thread final : kj::TaskSet::ErrorHandler, std::enable_shared_from_
   asio::steady_timer sweep_timer;
 };
 
-server_connection::server_connection(server_thread& t, tcp::socket s, const capnp::ReaderOptions& ro)
+server_connection::server_connection(server_thread& t, kj::Own<stream_base> s, const capnp::ReaderOptions& ro)
     : owner(t),
-      stream(kj::heap<asio_stream>(std::move(s))),
+      stream(kj::mv(s)),
       network(*stream, capnp::rpc::twoparty::Side::SERVER, ro),
       rpc(capnp::makeRpcServer(network, t.bootstrap)) {
   owner.link(this);
@@ -174,9 +177,35 @@ void server::impl::adopt(std::size_t i, tcp::socket s) {
     --connections;
     return;  // `s` closes
   }
+  // The first bytes say TCP or RDMA (negotiate.hpp); bounded by handshake_timeout.
+  const bool rdma = opts.accept_rdma && current_protocol() == protocol::rdma;
+  asio::co_spawn(
+      rt.executor(i),
+      [](std::shared_ptr<impl> self, std::size_t i, tcp::socket s, bool rdma) -> mc::task<void> {
+        // A client that never speaks is an idle connection: the idle timeout bounds it too.
+        const auto limit = std::min(self->opts.handshake_timeout, self->opts.idle_timeout);
+        auto r = co_await detail::server_negotiate(std::move(s), limit, rdma);
+        if (!r) {
+          --self->connections;
+          ++(mc::is(r.error(), mc::errc::timeout) ? self->idle_closed : self->handshake_failed);
+          co_return;
+        }
+        self->adopt_stream(i, kj::mv(*r));
+      }(shared_from_this(), i, std::move(s), rdma),
+      asio::detached);
+}
+
+void server::impl::adopt_stream(std::size_t i, kj::Own<stream_base> s) {
+  if (st.load() != state::running) {
+    --connections;
+    return;
+  }
   try {
     auto& part = thread_part(i);
-    auto c = kj::heap<server_connection>(part, std::move(s), part.reader);
+    const bool is_rdma = std::string_view(s->transport()) == "rdma";
+    auto c = kj::heap<server_connection>(part, kj::mv(s), part.reader);
+    detail::note_connection(true, is_rdma, false);
+    if (is_rdma) ++rdma_accepted;
     auto& net = c->network;
     part.tasks->add(net.onDisconnect().attach(kj::mv(c)));
   } catch (const std::exception& e) {
@@ -291,6 +320,8 @@ server_stats server::stats() const {
   s.refused = impl_->refused.load();
   s.idle_closed = impl_->idle_closed.load();
   s.backlog_closed = impl_->backlog_closed.load();
+  s.rdma = impl_->rdma_accepted.load();
+  s.handshake_failed = impl_->handshake_failed.load();
   return s;
 }
 

@@ -2,6 +2,7 @@
 #include "client_impl.hpp"
 
 #include "mc/rpc/client.hpp"
+#include "mc/rpc/protocol.hpp"
 #include "mc/store/client_service.hpp"
 
 #include <boost/asio/as_tuple.hpp>
@@ -33,6 +34,11 @@ result<std::unique_ptr<client>> client::start(mc::runtime::runtime& rt, client_o
     say("the runtime has fewer threads than rpc_thread_num");
     return fail(errc::invalid_params);
   }
+  // The control plane (MC_RPC_PROTOCOL): decided once per process.
+  if (auto err = mc::rpc::use_protocol_from_env(opts.device_list); !err.empty()) {
+    say(err);
+    return fail(errc::invalid_params);
+  }
   auto p = std::make_unique<impl>(rt, opts);
   auto backend = tiered_backend::create(rt, p->opts.tiers);
   if (!backend) {
@@ -48,6 +54,7 @@ result<std::unique_ptr<client>> client::start(mc::runtime::runtime& rt, client_o
   eo.force = forced_transport(p->opts);
   eo.default_timeout = p->opts.rpc_timeout;
   eo.protocol = p->opts.protocol;
+  eo.device_names = p->opts.device_list;
   try {
     p->engine = std::make_unique<mc::transfer::engine>(rt, eo);
   } catch (const std::exception& e) {

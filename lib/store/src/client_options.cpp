@@ -18,6 +18,9 @@ mc::config::option_set make_option_set(client_options& o) {
       .add("protocol", &o.protocol,
            "transfer protocol: tcp | rdma (RDMA READ/WRITE to peers that have RDMA, TCP to the others; "
            "startup fails when no RDMA device is usable)")
+      .add("device_names", &o.device_names,
+           "RDMA devices for --protocol rdma and MC_RPC_PROTOCOL=rdma, comma-separated, e.g. mlx5_0,mlx5_1 "
+           "(\"\" = every device; the first usable one carries the traffic)")
       .add("tiered_backend_config", &o.tiered_backend_config,
            "tiers as the spec's JSON, inline or a file path (default: one 512MiB DRAM tier)")
       .add("dm_lock_shard_count", &o.lock_shard_count, "DataManager lock shards", 1, max_lock_shard_count)
@@ -46,6 +49,17 @@ std::string resolve(client_options& o, const mc::config::option_set& parsed) {
   if (o.deployment_mode != "P2P" && o.deployment_mode != "p2p")
     return "deployment_mode '" + o.deployment_mode + "' is not supported: this client implements only P2P";
   if (o.protocol != "tcp" && o.protocol != "rdma") return "protocol '" + o.protocol + "' is unknown (expected tcp or rdma)";
+  o.device_list.clear();
+  for (std::size_t pos = 0; pos <= o.device_names.size();) {
+    auto comma = o.device_names.find(',', pos);
+    if (comma == std::string::npos) comma = o.device_names.size();
+    auto name = o.device_names.substr(pos, comma - pos);
+    while (!name.empty() && name.front() == ' ') name.erase(0, 1);
+    while (!name.empty() && name.back() == ' ') name.pop_back();
+    if (!name.empty()) o.device_list.push_back(name);
+    else if (comma < o.device_names.size()) return "device_names '" + o.device_names + "' has an empty entry";
+    pos = comma + 1;
+  }
   if (o.master_server_address.find(':') == std::string::npos)
     return "master_server_address '" + o.master_server_address + "' must be host:port";
   if (o.transfer_transport != "auto" && o.transfer_transport != "tcp" && o.transfer_transport != "same_host")

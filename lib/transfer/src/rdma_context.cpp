@@ -1,4 +1,4 @@
-// RDMA device discovery, MR registration, QP state transitions.
+// The engine's RDMA device (mc::verbs::device) plus MR bookkeeping.
 #include "rdma_verbs.hpp"
 
 #include "engine_impl.hpp"
@@ -15,135 +15,16 @@
 
 namespace mc::transfer::detail {
 namespace {
-
-bool gid_is_zero(const ibv_gid& g) {
-  for (auto b : g.raw)
-    if (b) return false;
-  return true;
+mc::verbs::device_options device_options_of(const engine_options& o) {
+  mc::verbs::device_options d;
+  d.device_names = o.device_names;
+  d.gid_index = o.gid_index;
+  d.who = "transfer: protocol 'rdma'";
+  return d;
 }
-
-bool gid_is_ipv4_mapped(const ibv_gid& g) {
-  static const std::uint8_t prefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-  return std::memcmp(g.raw, prefix, 12) == 0;
-}
-
-/// Auto GID: RoCE v2 with an IPv4-mapped address, else any RoCE v2, else
-/// the first non-zero entry; -1 when the table is empty.
-int pick_gid(ibv_context* ctx, std::uint8_t port, const ibv_port_attr& pa) {
-  int v2 = -1, any = -1;
-  for (int i = 0; i < pa.gid_tbl_len; ++i) {
-    ibv_gid_entry e{};
-    if (ibv_query_gid_ex(ctx, port, static_cast<std::uint32_t>(i), &e, 0) != 0) continue;
-    ibv_gid g;
-    std::memcpy(g.raw, e.gid.raw, 16);
-    if (gid_is_zero(g)) continue;
-    if (any < 0) any = i;
-    if (e.gid_type == IBV_GID_TYPE_ROCE_V2) {
-      if (gid_is_ipv4_mapped(g)) return i;
-      if (v2 < 0) v2 = i;
-    }
-  }
-  return v2 >= 0 ? v2 : any;
-}
-
 }  // namespace
 
-void encode_qp_info(const qp_info& q, std::byte* out) noexcept {
-  std::memset(out, 0, qp_info_size);
-  auto put32 = [&](std::size_t off, std::uint32_t v) {
-    for (int i = 0; i < 4; ++i) out[off + i] = static_cast<std::byte>(v >> (8 * i));
-  };
-  put32(0, q.qpn);
-  put32(4, q.psn);
-  out[8] = static_cast<std::byte>(q.lid & 0xff);
-  out[9] = static_cast<std::byte>(q.lid >> 8);
-  out[10] = static_cast<std::byte>(q.mtu);
-  out[11] = static_cast<std::byte>(q.link_layer);
-  out[12] = static_cast<std::byte>(q.max_rd_atomic);
-  std::memcpy(out + 16, q.gid.data(), 16);
-}
-
-qp_info decode_qp_info(const std::byte* in) noexcept {
-  auto get = [&](std::size_t i) { return std::to_integer<std::uint32_t>(in[i]); };
-  qp_info q;
-  q.qpn = get(0) | get(1) << 8 | get(2) << 16 | get(3) << 24;
-  q.psn = get(4) | get(5) << 8 | get(6) << 16 | get(7) << 24;
-  q.lid = static_cast<std::uint16_t>(get(8) | get(9) << 8);
-  q.mtu = static_cast<std::uint8_t>(get(10));
-  q.link_layer = static_cast<std::uint8_t>(get(11));
-  q.max_rd_atomic = static_cast<std::uint8_t>(get(12));
-  std::memcpy(q.gid.data(), in + 16, 16);
-  return q;
-}
-
-rdma_context::rdma_context(const engine_options& opts) {
-  int n = 0;
-  errno = 0;
-  ibv_device** list = ibv_get_device_list(&n);
-  if (!list || n == 0) {
-    const int e = errno;
-    if (list) ibv_free_device_list(list);
-    throw std::invalid_argument(std::string("transfer: protocol 'rdma': no RDMA device found (ibv_get_device_list: ") +
-                                (e ? std::strerror(e) : "empty list") +
-                                "); load a driver (e.g. rdma_rxe for Soft-RoCE) or use protocol 'tcp'");
-  }
-  std::string tried;
-  for (int i = 0; i < n && !ctx_; ++i) {
-    const std::string nm = ibv_get_device_name(list[i]);
-    if (!opts.device_names.empty() &&
-        std::find(opts.device_names.begin(), opts.device_names.end(), nm) == opts.device_names.end())
-      continue;
-    if (!tried.empty()) tried += ", ";
-    tried += nm;
-    ibv_context* c = ibv_open_device(list[i]);
-    if (!c) {
-      tried += " (cannot open: " + std::string(std::strerror(errno)) + ")";
-      continue;
-    }
-    ibv_device_attr da{};
-    ibv_port_attr pa{};
-    std::uint8_t port = 0;
-    if (ibv_query_device(c, &da) == 0)
-      for (std::uint8_t p = 1; p <= da.phys_port_cnt && !port; ++p)
-        if (ibv_query_port(c, p, &pa) == 0 && pa.state == IBV_PORT_ACTIVE) port = p;
-    if (!port) {
-      tried += " (no active port)";
-      ibv_close_device(c);
-      continue;
-    }
-    int gi = opts.gid_index >= 0 ? opts.gid_index : pick_gid(c, port, pa);
-    ibv_gid g{};
-    if (pa.link_layer == IBV_LINK_LAYER_ETHERNET && (gi < 0 || ibv_query_gid(c, port, gi, &g) != 0 || gid_is_zero(g))) {
-      tried += " (no usable GID at index " + std::to_string(gi) + ")";
-      ibv_close_device(c);
-      continue;
-    }
-    if (gi >= 0) (void)ibv_query_gid(c, port, gi, &g);
-    ctx_ = c;
-    name_ = nm;
-    port_num_ = port;
-    port_ = pa;
-    dev_attr_ = da;
-    gid_index_ = std::max(gi, 0);
-    gid_ = g;
-  }
-  ibv_free_device_list(list);
-  if (!ctx_) {
-    std::string names;
-    for (auto& d : opts.device_names) names += (names.empty() ? "" : ",") + d;
-    throw std::invalid_argument("transfer: protocol 'rdma': no usable RDMA device" +
-                                (names.empty() ? std::string() : " among device_names [" + names + "]") +
-                                (tried.empty() ? std::string(" (none matched)") : " (tried: " + tried + ")"));
-  }
-  pd_ = ibv_alloc_pd(ctx_);
-  if (pd_) passive_cq_ = ibv_create_cq(ctx_, 16, nullptr, nullptr, 0);
-  if (!pd_ || !passive_cq_) {
-    const int e = errno;
-    if (pd_) ibv_dealloc_pd(pd_);
-    ibv_close_device(ctx_);
-    throw std::invalid_argument("transfer: protocol 'rdma': cannot set up device " + name_ + ": " + std::strerror(e));
-  }
-}
+rdma_context::rdma_context(const engine_options& opts) : mc::verbs::device(device_options_of(opts)) {}
 
 rdma_context::~rdma_context() {
   {
@@ -152,19 +33,6 @@ rdma_context::~rdma_context() {
     by_token_.clear();
     by_base_.clear();
   }
-  if (passive_cq_) ibv_destroy_cq(passive_cq_);
-  if (pd_) ibv_dealloc_pd(pd_);
-  if (ctx_) ibv_close_device(ctx_);
-}
-
-mc::result<ibv_mr*> rdma_context::reg_mr(void* addr, std::size_t len) noexcept {
-  ibv_mr* mr = ibv_reg_mr(pd_, addr, len, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE);
-  if (!mr) {
-    std::fprintf(stderr, "transfer: ibv_reg_mr(%zu bytes) on %s failed: %s\n", len, name_.c_str(),
-                 std::strerror(errno));
-    return fail(errno == ENOMEM ? errc::buffer_overflow : errc::io_error);
-  }
-  return mr;
 }
 
 void rdma_context::attach(std::uint64_t token, ibv_mr* mr) {
@@ -201,76 +69,6 @@ std::optional<std::uint32_t> rdma_context::local_lkey(const void* addr, std::siz
     if (a - base <= b->second->length && len <= b->second->length - (a - base)) return b->second->lkey;
   }
   return std::nullopt;
-}
-
-ibv_qp* rdma_context::create_qp(ibv_cq* cq, std::uint32_t depth) noexcept {
-  ibv_qp_init_attr ia{};
-  ia.send_cq = cq;
-  ia.recv_cq = cq;
-  ia.qp_type = IBV_QPT_RC;
-  ia.sq_sig_all = 0;
-  ia.cap.max_send_wr = std::min<std::uint32_t>(depth, static_cast<std::uint32_t>(dev_attr_.max_qp_wr));
-  ia.cap.max_recv_wr = 1;
-  ia.cap.max_send_sge = 1;
-  ia.cap.max_recv_sge = 1;
-  ibv_qp* qp = ibv_create_qp(pd_, &ia);
-  if (!qp) return nullptr;
-  ibv_qp_attr a{};
-  a.qp_state = IBV_QPS_INIT;
-  a.pkey_index = 0;
-  a.port_num = port_num_;
-  a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE;
-  if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) != 0) {
-    ibv_destroy_qp(qp);
-    return nullptr;
-  }
-  return qp;
-}
-
-qp_info rdma_context::local_info(ibv_qp* qp, std::uint32_t psn) const noexcept {
-  qp_info q;
-  q.qpn = qp->qp_num;
-  q.psn = psn & 0xffffff;
-  q.lid = port_.lid;
-  q.mtu = static_cast<std::uint8_t>(port_.active_mtu);
-  q.link_layer = port_.link_layer;
-  q.max_rd_atomic = static_cast<std::uint8_t>(std::clamp(dev_attr_.max_qp_rd_atom, 1, 16));
-  std::memcpy(q.gid.data(), gid_.raw, 16);
-  return q;
-}
-
-bool rdma_context::connect_qp(ibv_qp* qp, std::uint32_t local_psn, const qp_info& remote) noexcept {
-  ibv_qp_attr a{};
-  a.qp_state = IBV_QPS_RTR;
-  a.path_mtu = static_cast<ibv_mtu>(std::min<int>(remote.mtu ? int(remote.mtu) : int(IBV_MTU_1024), int(port_.active_mtu)));
-  a.dest_qp_num = remote.qpn;
-  a.rq_psn = remote.psn & 0xffffff;
-  a.max_dest_rd_atomic = static_cast<std::uint8_t>(std::clamp(dev_attr_.max_qp_init_rd_atom, 1, 16));
-  a.min_rnr_timer = 12;
-  a.ah_attr.port_num = port_num_;
-  a.ah_attr.dlid = remote.lid;
-  a.ah_attr.sl = 0;
-  if (port_.link_layer == IBV_LINK_LAYER_ETHERNET || !gid_is_zero(gid_)) {
-    a.ah_attr.is_global = 1;
-    std::memcpy(a.ah_attr.grh.dgid.raw, remote.gid.data(), 16);
-    a.ah_attr.grh.sgid_index = static_cast<std::uint8_t>(gid_index_);
-    a.ah_attr.grh.hop_limit = 64;
-  }
-  if (ibv_modify_qp(qp, &a,
-                    IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                        IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER) != 0)
-    return false;
-  ibv_qp_attr s{};
-  s.qp_state = IBV_QPS_RTS;
-  s.timeout = 14;   // 4.096 us * 2^14 = 67 ms per try
-  s.retry_cnt = 7;  // a dead peer is detected after ~0.5 s
-  s.rnr_retry = 7;
-  s.sq_psn = local_psn & 0xffffff;
-  s.max_rd_atomic = static_cast<std::uint8_t>(
-      std::min<int>(std::clamp(dev_attr_.max_qp_rd_atom, 1, 16), remote.max_rd_atomic ? remote.max_rd_atomic : 1));
-  return ibv_modify_qp(qp, &s,
-                       IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
-                           IBV_QP_MAX_QP_RD_ATOMIC) == 0;
 }
 
 // ---- engine hooks ------------------------------------------------------------

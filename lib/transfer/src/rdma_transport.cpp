@@ -33,12 +33,6 @@ using tcp = asio::ip::tcp;
 constexpr std::uint32_t qp_depth = 16;  // outstanding work requests per QP
 constexpr auto no_rdma_ttl = std::chrono::seconds(30);
 
-std::uint32_t random_psn() {
-  std::uint32_t v = 0;
-  if (::getrandom(&v, sizeof v, 0) != static_cast<ssize_t>(sizeof v)) v = 0x1234;
-  return v & 0xffffff;
-}
-
 struct qp_state;
 
 /// One posted work request; wr_id points here.

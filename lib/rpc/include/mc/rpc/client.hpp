@@ -51,6 +51,16 @@ struct client_stats {
 };
 client_stats thread_client_stats();
 
+/// Process-wide RPC connections by transport since start (for /metrics).
+struct connection_counters {
+  std::uint64_t client_tcp = 0;       ///< opened over TCP (incl. fallbacks)
+  std::uint64_t client_rdma = 0;      ///< opened over RDMA
+  std::uint64_t client_fallback = 0;  ///< wanted RDMA, the server answered "TCP only"
+  std::uint64_t server_tcp = 0;       ///< accepted and served over TCP
+  std::uint64_t server_rdma = 0;      ///< accepted and served over RDMA
+};
+connection_counters connection_counts() noexcept;
+
 /// Closes every cached client connection of the calling thread (in-flight calls
 /// on them fail with errc::rpc_fail). Must run on a runtime thread.
 void close_thread_connections();

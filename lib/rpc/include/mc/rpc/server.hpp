@@ -38,6 +38,12 @@ struct server_options {
   mc::duration idle_timeout = std::chrono::seconds(300);
   /// A connection whose unsent replies exceed this (peer not reading) is closed.
   std::size_t max_outgoing_bytes = std::size_t{256} << 20;
+  /// With the RDMA control plane (MC_RPC_PROTOCOL=rdma, mc/rpc/protocol.hpp):
+  /// accept clients' RDMA handshakes. false: every client is served over TCP.
+  bool accept_rdma = true;
+  /// A new connection must say TCP or RDMA (and finish the RDMA handshake)
+  /// within this (and within idle_timeout), else it is closed.
+  mc::duration handshake_timeout = std::chrono::seconds(10);
 };
 
 /// Counters (approximate while running).
@@ -47,6 +53,9 @@ struct server_stats {
   std::uint64_t refused = 0;          ///< closed at accept because of max_connections
   std::uint64_t idle_closed = 0;      ///< closed by idle_timeout
   std::uint64_t backlog_closed = 0;   ///< closed by max_outgoing_bytes
+  std::uint64_t rdma = 0;             ///< connections served over RDMA
+  std::uint64_t handshake_failed = 0; ///< closed before Cap'n Proto started (peer closed, bad hello); a
+                                      ///< silent one counts as idle_closed
 };
 
 /// Lifetime: create, add_service(), start(), ..., stop(), destroy. The runtime

@@ -24,6 +24,8 @@ struct client_options {
   std::uint16_t client_rpc_port = 12345;  ///< ClientRpcService port (0 = ephemeral)
   std::uint64_t rpc_thread_num = 2;
   std::string protocol = "tcp";       ///< transfer protocol
+  std::string device_names;           ///< RDMA devices, comma-separated ("" = every device)
+  std::vector<std::string> device_list;  ///< device_names split (after resolve())
   std::string tiered_backend_config;  ///< the spec's JSON, inline or a path
   std::vector<tier_config> tiers;     ///< resolved tiers (after resolve())
   std::uint64_t lock_shard_count = 1024;  ///< MOONCAKE_DM_LOCK_SHARD_COUNT

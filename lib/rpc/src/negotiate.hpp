@@ -1,0 +1,70 @@
+#pragma once
+// How a new RPC connection picks its byte stream (MC_RPC_PROTOCOL).
+//
+// Every connection starts as TCP. A client whose process uses the RDMA
+// control plane sends a 64-byte hello first:
+//   "MCRPCRD1" | qp_info (48) | u32 receive credits | u32 chunk bytes   (LE)
+// and the server answers 68 bytes:
+//   "MCRPCRA1" | u32 status | qp_info (48) | u32 credits | u32 chunk
+// status 0: both sides continue over an RC queue pair (rdma_stream); the TCP
+// connection stays open as the liveness signal (its EOF = the peer is gone).
+// status 1 (server has no RDMA control plane) or 2 (the server could not set
+// up RDMA for this connection): both continue with Cap'n Proto over the same
+// TCP connection, so mixed clusters work. A Cap'n Proto frame never starts
+// with "MCRP" (that would be a 1.3-billion-segment message), so the server
+// tells the two apart by peeking at the first four bytes.
+#include "mc/runtime/error.hpp"
+#include "mc/runtime/task.hpp"
+#include "stream_base.hpp"
+
+#include <boost/asio/ip/tcp.hpp>
+
+#include <string>
+
+namespace mc::rpc::detail {
+
+inline constexpr std::size_t hello_size = 64;
+inline constexpr std::size_t hello_reply_size = 68;
+inline constexpr char hello_magic[9] = "MCRPCRD1";
+inline constexpr char reply_magic[9] = "MCRPCRA1";
+
+/// Server side, on the connection's serving thread: waits (at most `timeout`)
+/// for the first bytes and returns the stream to run Cap'n Proto on. Errors:
+/// rpc_fail (peer closed, bad hello), timeout.
+/// `rdma` false: RDMA hellos are answered status 1 (TCP).
+mc::task<mc::result<kj::Own<stream_base>>> server_negotiate(boost::asio::ip::tcp::socket s, mc::duration timeout,
+                                                             bool rdma);
+
+/// Client side, after the TCP connect: plain TCP when the process uses the
+/// TCP control plane; else the RDMA handshake, falling back to TCP on the
+/// same connection when the server answers status 1/2 (`*fell_back` = true).
+/// `message` explains failures. Errors: rpc_fail, timeout (by the caller's
+/// deadline: the coroutine is cancellable).
+mc::task<mc::result<kj::Own<stream_base>>> client_negotiate(boost::asio::ip::tcp::socket s,
+                                                             const std::string& endpoint, bool* fell_back,
+                                                             std::string* message);
+
+/// Process-wide counters behind mc::rpc::connection_counts().
+void note_connection(bool server, bool rdma, bool fell_back) noexcept;
+
+// ---- implemented by rdma_stream.cpp (verbs) or rdma_none.cpp --------------
+
+/// True when this build can carry RPC over RDMA.
+bool rdma_rpc_built() noexcept;
+/// Opens the process's RPC device (first usable of `names`; all when empty).
+/// False with `*message` when none is usable. Idempotent after success.
+bool rdma_rpc_open(const std::vector<std::string>& names, std::string* message);
+/// Name of the opened device ("" when none).
+std::string rdma_rpc_device_name();
+
+/// Server: `hello` (64 bytes) has been read from `s`; answers it (status 1
+/// when `enabled` is false or no device is open). Returns the
+/// RDMA stream (owning `s`) on status 0, nullptr after answering 1/2 (the
+/// caller continues with TCP on `s`), or an error (reply could not be sent).
+mc::task<mc::result<kj::Own<stream_base>>> rdma_accept(boost::asio::ip::tcp::socket& s, const std::byte* hello,
+                                                        bool enabled);
+/// Client: sends the hello, reads the reply. RDMA stream on status 0;
+/// nullptr on status 1/2 (continue with TCP on `s`, *message says why).
+mc::task<mc::result<kj::Own<stream_base>>> rdma_connect(boost::asio::ip::tcp::socket& s, std::string* message);
+
+}  // namespace mc::rpc::detail
