@@ -11,7 +11,6 @@
 #include "signals.hpp"
 
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iostream>
@@ -44,12 +43,15 @@ constexpr const char* usage_text =
     "  --protocol tcp|rdma                    transfer protocol of this CLI's TransferEngine: rdma lets\n"
     "                                         owners RDMA READ/WRITE its buffers (peers without RDMA\n"
     "                                         still use TCP); fails at startup without a usable device [tcp]\n"
-    "  --device_names DEV[,DEV...]            RDMA devices to use (e.g. mlx5_0,mlx5_1) [all]\n"
+    "  --device_names DEV[,DEV...]            RDMA devices of the TransferEngine and of the RDMA\n"
+    "                                         control plane (e.g. mlx5_0,mlx5_1) [all]\n"
     "  --max_value_bytes N                    refuse larger values [4294967296]\n"
     "\n"
     "\n"
     "environment:\n"
-    "  MC_RPC_PROTOCOL tcp|rdma               control-plane transport of this CLI's RPCs [tcp]\n"
+    "  MC_RPC_PROTOCOL tcp|rdma               control-plane transport of this CLI's RPCs: rdma carries\n"
+    "                                         Cap'n Proto over RDMA SEND/RECV on the first usable\n"
+    "                                         device of --device_names (a server without it: TCP) [tcp]\n"
     "\n"
     "exit status: 0 success, 1 missing key or failed operation (error name on stderr), 2 usage or\n"
     "startup error (bad option, no usable RDMA device, bad MC_RPC_PROTOCOL)\n";
@@ -265,9 +267,9 @@ int main(int argc, char** argv) {
   mc::apps::block_stop_signals();
   cli_options o;
   if (auto rc = parse(argc, argv, o)) return *rc;
-  if (auto p = mc::rpc::protocol_from_env(); !p) {
-    const char* v = std::getenv("MC_RPC_PROTOCOL");
-    std::cerr << "mooncake_cli: " << mc::rpc::protocol_error_message(v ? v : "") << "\n";
+  // MC_RPC_PROTOCOL: tcp, or rdma (opens the RDMA device now: a clear error when there is none).
+  if (auto err = mc::rpc::use_protocol_from_env(o.device_names); !err.empty()) {
+    std::cerr << "mooncake_cli: " << err << "\n";
     return 2;
   }
   mc::runtime::runtime rt(1);
