@@ -10,6 +10,7 @@
 #include "bench_util.hpp"
 #include "mc/rpc/capnp.hpp"
 #include "mc/rpc/client.hpp"
+#include "mc/rpc/protocol.hpp"
 #include "mc/rpc/server.hpp"
 #include "mc/runtime/runtime.hpp"
 #include "mc/runtime/when_all.hpp"
@@ -278,7 +279,9 @@ void usage() {
       "  --runs N          repetitions per case (default 3)\n"
       "  --inflight a,b,c  calls in flight (default 1,16,64)\n"
       "  --only NAME       run only ours|plain|kj|floor (no comparison rows)\n"
-      "  --help\n");
+      "  --help\n"
+      "environment: MC_RPC_PROTOCOL=rdma runs our calls over RDMA (needs an RDMA device;\n"
+      "  case names get _rdma); the capnp and asio baselines stay on TCP\n");
 }
 
 }  // namespace
@@ -311,6 +314,14 @@ int main(int argc, char** argv) {
     for (auto& [qd, runs] : kj_measure(cfg)) report("capnp_kj_call_64B_qd" + std::to_string(qd), runs, "", nullptr);
     return 0;
   }
+  // MC_RPC_PROTOCOL=rdma: our calls run over RDMA (real NICs); the capnp
+  // kj-loop baseline and the asio floor stay on TCP. Case names get "_rdma".
+  if (auto err = mc::rpc::use_protocol_from_env({}); !err.empty()) {
+    std::fprintf(stderr, "rpc_bench: %s\n", err.c_str());
+    return 2;
+  }
+  const std::string sfx = mc::rpc::current_protocol() == mc::rpc::protocol::rdma ? "_rdma" : "";
+  if (!sfx.empty()) std::printf("# our calls over RDMA (device %s); baselines over TCP\n", mc::rpc::rdma_device_name().c_str());
   mc::runtime::runtime rt(2);
   rt.start();
   mc::rpc::server_options o;
@@ -353,14 +364,14 @@ int main(int argc, char** argv) {
     auto& floor = floor_by_qd[k];
     std::string qd = "_qd" + std::to_string(inflight);
     if (!cfg.only.empty()) {
-      if (!ours.empty()) report("call_64B" + qd, ours, "", nullptr);
-      if (!plain.empty()) report("call_64B_plain_method" + qd, plain, "", nullptr);
+      if (!ours.empty()) report("call_64B" + sfx + qd, ours, "", nullptr);
+      if (!plain.empty()) report("call_64B_plain_method" + sfx + qd, plain, "", nullptr);
       if (!floor.empty()) report("pingpong_64B_asio_floor" + qd, floor, "", nullptr);
       continue;
     }
     auto& base = kj_by_qd[k];
-    report("call_64B" + qd, ours, "capnp_kj_loop", &base);
-    report("call_64B_plain_method" + qd, plain, "capnp_kj_loop", &base);
+    report("call_64B" + sfx + qd, ours, "capnp_kj_loop", &base);
+    report("call_64B_plain_method" + sfx + qd, plain, "capnp_kj_loop", &base);
     report("pingpong_64B_asio_floor" + qd, floor, "", nullptr);
   }
 
