@@ -104,7 +104,7 @@ MASTER=$LAST_PID
 client a $A_RPC 50252 $A_HTTP rdma '{"tiers":[{"type":"DRAM","capacity":"16MiB","priority":100}]}'
 A=$LAST_PID
 client b $B_RPC 50253 $B_HTTP rdma \
-  '{"tiers":[{"type":"DRAM","capacity":"4MiB","priority":100},{"type":"SSD","capacity":"48MiB","priority":10,"path":"'"$SSD_DIR"'"}]}'
+  '{"tiers":[{"type":"DRAM","capacity":"4MiB","priority":100},{"type":"SSD","capacity":"24MiB","priority":10,"path":"'"$SSD_DIR"'"}]}'
 B=$LAST_PID
 echo "# master and clients spawned at $((SECONDS - T0)) s"
 wait_up a "$A" $A_HTTP || exit 1
@@ -176,9 +176,17 @@ check "PUT via C's /kv, remote GET via A's /kv (C writes into A over TCP)" n2n m
 check "PUT via C's /kv, remote GET via B's /kv" n2n mx-cb 1000033 $C_HTTP $B_HTTP
 check "PUT via A's /kv, remote GET via C's /kv (A falls back to TCP towards C)" n2n mx-ac 1500007 $A_HTTP $C_HTTP
 check "PUT via B's /kv (lands on SSD), remote GET via C's /kv" n2n mx-bc 5000011 $B_HTTP $C_HTTP
-check "TCP-only CLI: remote write + read on A" roundtrip mx-tcp-a 1048583 "$H:$A_RPC" "${CLI_TCP[@]}"
-check "TCP-only CLI: remote write + read on B" roundtrip mx-tcp-b 777777 "$H:$B_RPC" "${CLI_TCP[@]}"
-check "RDMA CLI: remote write + read on C" roundtrip mx-rdma-c 2000003 "$H:$C_RPC"
+put_kv_cmp() {  # put_kv_cmp KEY BYTES TARGET_RPC TARGET_HTTP CLI... : remote write, read back via the target's /kv
+  local key=$1 size=$2 target=$3 http=$4; shift 4
+  random_file "in.$key" "$size"
+  "$@" put --target "$target" "$key" "in.$key" 2>>cli.err || return 1
+  "${CURL[@]}" -f "http://$H:$http/kv/$key" -o "out.$key" 2>>curl.err && cmp -s "in.$key" "out.$key"
+}
+check "TCP-only CLI (C's side): remote write into A, read back via A's /kv" \
+  put_kv_cmp mx-tcp-a 1048583 "$H:$A_RPC" $A_HTTP "${CLI_TCP[@]}"
+check "TCP-only CLI (C's side): remote write into B, read back via B's /kv" \
+  put_kv_cmp mx-tcp-b 777777 "$H:$B_RPC" $B_HTTP "${CLI_TCP[@]}"
+check "RDMA CLI: remote write into C, read back via C's /kv" put_kv_cmp mx-rdma-c 2000003 "$H:$C_RPC" $C_HTTP "${CLI[@]}"
 scrape $A_HTTP m.a2
 scrape $C_HTTP m.c
 check "A moved bytes over TCP to C (fallback)" positive m.a2 mc_transfer_bytes_total 'transport="tcp"'
@@ -200,8 +208,8 @@ code=$("${CURL[@]}" -o /dev/null -w '%{http_code}' "http://$H:$A_HTTP/kv/only-b"
 check "A's /kv answers an error (not 200) for B's key, bounded (HTTP $code)" bash -c "[[ $code =~ ^[45][0-9][0-9]$ ]]"
 cli_get_cmp() { "${CLI[@]}" get "$1" "out.$1.again" 2>>cli.err && cmp -s "in.$1" "out.$1.again"; }
 kv_get_cmp() { "${CURL[@]}" -f "http://$H:$1/kv/$2" -o "out.$2.kv" 2>>curl.err && cmp -s "in.$2" "out.$2.kv"; }
-check "A still serves its keys over RDMA (CLI get)" cli_get_cmp a-5000003
-check "A still serves its keys via /kv" kv_get_cmp $A_HTTP a-1048577
+check "A still serves its keys over RDMA (CLI get)" cli_get_cmp a-1048577
+check "A still serves its keys via /kv" kv_get_cmp $A_HTTP a-4097
 
 echo "# runtime $((SECONDS - T0)) s"
 ps -o pid,time,rss,args -p "$MASTER,$A,$C" 2>/dev/null | cut -c1-100 | sed 's/^/# /'
