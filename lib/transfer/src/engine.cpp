@@ -429,6 +429,7 @@ engine_stats engine::stats() const {
   s.inbound_connections = ld(c.inbound);
   s.same_host_fallbacks = ld(c.same_host_fallbacks);
   s.registered_regions = impl_->registry_->size();
+  if (impl_->rdma_ctx_) detail::rdma_device_stats_of(*impl_->rdma_ctx_, s.rdma_devices);
   return s;
 }
 

@@ -10,6 +10,11 @@
 // requests with the low 32 bits as rkey. So one remote_buffer serves both
 // transports and mixed clusters fall back to TCP without a format change.
 // Without protocol "rdma" tokens stay fully random (TCP unchanged).
+//
+// Several devices (engine_options::device_names lists more than one): every
+// region has an MR on every device; the token keeps device 0's rkey, the
+// rkeys on devices k > 0 are served by wire op rdma_rkey. Our device k talks
+// to the peer's device k (see rdma_transport.cpp).
 #include "mc/runtime/error.hpp"
 #include "mc/runtime/task.hpp"
 #include "mc/transfer/engine.hpp"
@@ -30,25 +35,31 @@ class rdma_context;
 /// True when the library was built with libibverbs.
 bool rdma_built() noexcept;
 
-/// Opens the devices named in `opts.device_names` (all devices when empty)
-/// and keeps those with an active port. Throws std::invalid_argument with a
-/// clear message when none is usable (or the build has no verbs support).
+/// Opens the device(s): with an empty `opts.device_names` (or one name) the
+/// first usable device, with several names every usable listed device (list
+/// order = device index). Throws std::invalid_argument with a clear message
+/// when none is usable (or the build has no verbs support).
 std::shared_ptr<rdma_context> make_rdma_context(const engine_options& opts);
 
 /// The initiator side (one per engine with protocol "rdma").
 std::unique_ptr<transport> make_rdma_transport(engine_impl& eng);
 
-/// Registers the memory region (MR) for [addr, addr+len) and adds the region
-/// to the registry with the rkey in the low 32 bits of its token.
+/// Registers the memory region (MR) for [addr, addr+len) on every device and
+/// adds the region to the registry with device 0's rkey in the low 32 bits of
+/// its token.
 mc::result<std::uint64_t> rdma_register(engine_impl& eng, void* addr, std::size_t len);
 /// Deregisters the MR of `token` (the registry calls it after revocation).
 void rdma_deregister(rdma_context& ctx, std::uint64_t token) noexcept;
 
-/// Serves wire ops rdma_connect / rdma_check on an inbound TCP connection.
+/// Serves wire ops rdma_connect / rdma_check / rdma_rkey on an inbound TCP
+/// connection.
 /// `slot` keeps the target-side QP alive as long as the connection. False:
 /// close the connection.
 task<bool> rdma_serve(engine_impl& eng, boost::asio::ip::tcp::socket& s, const header& h,
                       std::shared_ptr<void>& slot);
+
+/// Appends one rdma_device_stats per opened device to `out`.
+void rdma_device_stats_of(const rdma_context& ctx, std::vector<rdma_device_stats>& out);
 
 /// engine stop, on thread `ts`: moves every QP of the thread to the error
 /// state and wakes every waiter (first phase), then releases every verbs

@@ -1,4 +1,5 @@
-// The engine's RDMA device (mc::verbs::device) plus MR bookkeeping.
+// The engine's RDMA devices (mc::verbs::device, one per rail) plus MR
+// bookkeeping.
 #include "rdma_verbs.hpp"
 
 #include "engine_impl.hpp"
@@ -24,51 +25,95 @@ mc::verbs::device_options device_options_of(const engine_options& o) {
 }
 }  // namespace
 
-rdma_context::rdma_context(const engine_options& opts) : mc::verbs::device(device_options_of(opts)) {}
-
-rdma_context::~rdma_context() {
-  {
-    std::unique_lock lk(m_);
-    for (auto& [t, mr] : by_token_) ibv_dereg_mr(mr);
-    by_token_.clear();
-    by_base_.clear();
+rdma_context::rdma_context(const engine_options& opts) {
+  auto d = device_options_of(opts);
+  if (opts.device_names.size() <= 1) {
+    // Empty list (the first usable device) or one name: exactly as before.
+    devs_.push_back(std::make_unique<mc::verbs::device>(d));
+  } else {
+    // An explicit list: every usable listed device, in list order.
+    std::string why;
+    std::vector<std::string> seen;
+    for (const auto& name : opts.device_names) {
+      if (std::find(seen.begin(), seen.end(), name) != seen.end()) continue;
+      seen.push_back(name);
+      auto one = d;
+      one.device_names = {name};
+      try {
+        devs_.push_back(std::make_unique<mc::verbs::device>(one));
+      } catch (const std::invalid_argument& e) {
+        std::fprintf(stderr, "transfer: rdma: device '%s' not used: %s\n", name.c_str(), e.what());
+        why = e.what();
+      }
+    }
+    if (devs_.empty()) throw std::invalid_argument(why);
   }
+  counters_ = std::make_unique<rdma_device_counters[]>(devs_.size());
 }
 
-void rdma_context::attach(std::uint64_t token, ibv_mr* mr) {
+rdma_context::~rdma_context() {
   std::unique_lock lk(m_);
-  by_token_.emplace(token, mr);
-  by_base_.emplace(reinterpret_cast<std::uintptr_t>(mr->addr), mr);
+  for (auto& [t, mrs] : by_token_)
+    for (auto* mr : mrs) ibv_dereg_mr(mr);
+  by_token_.clear();
+  by_base_.clear();
+}
+
+mc::result<std::vector<ibv_mr*>> rdma_context::reg_all(void* addr, std::size_t len) noexcept {
+  std::vector<ibv_mr*> mrs;
+  for (auto& d : devs_) {
+    auto mr = d->reg_mr(addr, len);
+    if (!mr) {
+      for (auto* m : mrs) ibv_dereg_mr(m);
+      return mr.error();
+    }
+    mrs.push_back(*mr);
+  }
+  return mrs;
+}
+
+void rdma_context::attach(std::uint64_t token, std::vector<ibv_mr*> mrs) {
+  std::unique_lock lk(m_);
+  auto it = by_token_.emplace(token, std::move(mrs)).first;
+  by_base_.emplace(reinterpret_cast<std::uintptr_t>(it->second.front()->addr), &it->second);
 }
 
 void rdma_context::detach(std::uint64_t token) noexcept {
-  ibv_mr* mr = nullptr;
+  std::vector<ibv_mr*> mrs;
   {
     std::unique_lock lk(m_);
     auto it = by_token_.find(token);
     if (it == by_token_.end()) return;
-    mr = it->second;
-    by_token_.erase(it);
-    auto [b, e] = by_base_.equal_range(reinterpret_cast<std::uintptr_t>(mr->addr));
+    auto [b, e] = by_base_.equal_range(reinterpret_cast<std::uintptr_t>(it->second.front()->addr));
     for (; b != e; ++b)
-      if (b->second == mr) {
+      if (b->second == &it->second) {
         by_base_.erase(b);
         break;
       }
+    mrs = std::move(it->second);
+    by_token_.erase(it);
   }
-  ibv_dereg_mr(mr);
+  for (auto* mr : mrs) ibv_dereg_mr(mr);
 }
 
-std::optional<std::uint32_t> rdma_context::local_lkey(const void* addr, std::size_t len) const {
+std::optional<std::uint32_t> rdma_context::local_lkey(std::size_t k, const void* addr, std::size_t len) const {
   const auto a = reinterpret_cast<std::uintptr_t>(addr);
   std::shared_lock lk(m_);
   auto b = by_base_.upper_bound(a);
   for (int i = 0; i < 16 && b != by_base_.begin(); ++i) {
     --b;
     const auto base = b->first;
-    if (a - base <= b->second->length && len <= b->second->length - (a - base)) return b->second->lkey;
+    const ibv_mr* mr = (*b->second)[k];
+    if (a - base <= mr->length && len <= mr->length - (a - base)) return mr->lkey;
   }
   return std::nullopt;
+}
+
+std::optional<std::uint32_t> rdma_context::rkey(std::uint64_t token, std::size_t k) const {
+  std::shared_lock lk(m_);
+  auto it = by_token_.find(token);
+  if (it == by_token_.end() || k >= it->second.size()) return std::nullopt;
+  return it->second[k]->rkey;
 }
 
 // ---- engine hooks ------------------------------------------------------------
@@ -82,18 +127,26 @@ std::shared_ptr<rdma_context> make_rdma_context(const engine_options& opts) {
 mc::result<std::uint64_t> rdma_register(engine_impl& eng, void* addr, std::size_t len) {
   auto base = reinterpret_cast<std::uintptr_t>(addr);
   if (addr == nullptr || len == 0 || base + len < base) return fail(errc::invalid_params);
-  auto mr = eng.rdma_ctx_->reg_mr(addr, len);
-  if (!mr) return mr.error();
+  auto mrs = eng.rdma_ctx_->reg_all(addr, len);
+  if (!mrs) return mrs.error();
+  // The token keeps device 0's rkey: TCP and single-device peers see no change.
   // attach before the token is visible to anyone: the registry's add publishes it.
-  auto t = eng.registry_->add(addr, len, (*mr)->rkey);
+  auto t = eng.registry_->add(addr, len, mrs->front()->rkey);
   if (!t) {
-    ibv_dereg_mr(*mr);
+    for (auto* m : *mrs) ibv_dereg_mr(m);
     return t.error();
   }
-  eng.rdma_ctx_->attach(*t, *mr);
+  eng.rdma_ctx_->attach(*t, std::move(*mrs));
   return t;
 }
 
 void rdma_deregister(rdma_context& ctx, std::uint64_t token) noexcept { ctx.detach(token); }
+
+void rdma_device_stats_of(const rdma_context& ctx, std::vector<rdma_device_stats>& out) {
+  for (std::size_t k = 0; k < ctx.device_count(); ++k) {
+    auto& c = ctx.counters(k);
+    out.push_back({ctx.dev(k).name(), c.ops.load(std::memory_order_relaxed), c.bytes.load(std::memory_order_relaxed)});
+  }
+}
 
 }  // namespace mc::transfer::detail

@@ -29,6 +29,9 @@ task<bool> rdma_serve(engine_impl& eng, boost::asio::ip::tcp::socket& s, const h
     auto e = eng.registry_->find(h.address, h.length, h.token);
     r.op = wire_op::rdma_check_resp;
     r.status = static_cast<std::int32_t>(e ? errc::ok : to_errc(e.error()));
+  } else if (h.op == wire_op::rdma_rkey && h.length == 0) {
+    r.op = wire_op::rdma_rkey_resp;
+    r.status = static_cast<std::int32_t>(errc::unsupported);
   } else if (h.op == wire_op::rdma_connect && h.length <= 4096) {
     if (!co_await discard(s, h.length)) co_return false;
     r.op = wire_op::rdma_connect_resp;
@@ -41,6 +44,7 @@ task<bool> rdma_serve(engine_impl& eng, boost::asio::ip::tcp::socket& s, const h
   co_return static_cast<bool>(co_await send_all(s, hb.data(), hb.size()));
 }
 
+void rdma_device_stats_of(const rdma_context&, std::vector<rdma_device_stats>&) {}
 void rdma_close_thread(thread_state&) noexcept {}
 void rdma_release_thread(thread_state&) noexcept {}
 

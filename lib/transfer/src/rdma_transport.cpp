@@ -2,6 +2,16 @@
 // thread), handshake over the peer's TCP endpoint, RDMA READ / WRITE with
 // signalled completions delivered through a completion channel whose fd the
 // runtime awaits (no polling thread). Target side: rdma_serve().
+//
+// Several devices (multi-rail): each runtime thread has one "rail" per local
+// device (completion channel + CQ + QP pools). Rail pairing: our device k
+// talks to the target's device k only (rails are often separate fabrics), so
+// with a target that has n devices we use our devices 0 .. min(ours, n)-1;
+// the first handshake with a peer (always on device 0) learns n. The
+// registry token carries device 0's rkey; rkeys on devices k > 0 are asked
+// from the target (wire op rdma_rkey over the QP's TCP connection) and cached
+// per (endpoint, device, token). A batch's slices are spread over the rails
+// (worker w uses rail (start + w) % rails, start rotates per batch).
 #include "engine_impl.hpp"
 #include "io.hpp"
 #include "rdma.hpp"
@@ -22,6 +32,8 @@
 #include <cstdio>
 #include <cstring>
 #include <deque>
+#include <map>
+#include <tuple>
 #include <unordered_set>
 
 namespace mc::transfer::detail {
@@ -55,7 +67,8 @@ namespace {
 /// lives as long as (also used for rdma_check). Heap-pinned: wr_ids point
 /// into `slots`.
 struct qp_state {
-  qp_state(rdma_thread& t, tcp_socket s) : th(t), ctrl(std::move(s)), wake(ctrl.get_executor(), asio::steady_timer::time_point::max()) {}
+  qp_state(rdma_thread& t, tcp_socket s, std::size_t d)
+      : th(t), dev(d), ctrl(std::move(s)), wake(ctrl.get_executor(), asio::steady_timer::time_point::max()) {}
   ~qp_state();
   void to_error() noexcept;
   /// Moves the QP to error and polls inline until our WRs are flushed (after
@@ -64,6 +77,7 @@ struct qp_state {
   bool drain() noexcept;
 
   rdma_thread& th;
+  std::size_t dev = 0;  // rail: our device index (== the target's device index)
   tcp_socket ctrl;
   ibv_qp* qp = nullptr;
   asio::steady_timer wake;
@@ -92,20 +106,42 @@ struct rdma_link {
 
 }  // namespace
 
+/// One device's completion channel + CQ (a CQ belongs to one device
+/// context) and its QP pools, on one runtime thread.
+struct rdma_rail {
+  explicit rdma_rail(mc::executor ex) : sd(ex) {}
+  ibv_comp_channel* channel = nullptr;
+  ibv_cq* cq = nullptr;
+  asio::posix::stream_descriptor sd;
+  pool_map<rdma_link> pools;
+};
+
 class rdma_thread {
  public:
-  rdma_thread(std::shared_ptr<rdma_context> c, mc::executor ex) : ctx(std::move(c)), sd(ex) {}
+  rdma_thread(std::shared_ptr<rdma_context> c, mc::executor ex) : ctx(std::move(c)) {
+    for (std::size_t k = 0; k < ctx->device_count(); ++k) rails.push_back(std::make_unique<rdma_rail>(ex));
+  }
   ~rdma_thread() {
-    pools = {};
-    if (sd.is_open()) (void)sd.release();
-    if (cq && ibv_destroy_cq(cq) != 0)
-      std::fprintf(stderr, "transfer: rdma: CQ still busy at shutdown (a QP leaked after a failed flush)\n");
-    if (channel) ibv_destroy_comp_channel(channel);
+    for (auto& r : rails) r->pools = {};  // every QP before any CQ
+    for (auto& r : rails) {
+      if (r->sd.is_open()) (void)r->sd.release();
+      if (r->cq && ibv_destroy_cq(r->cq) != 0)
+        std::fprintf(stderr, "transfer: rdma: CQ still busy at shutdown (a QP leaked after a failed flush)\n");
+      if (r->channel) ibv_destroy_comp_channel(r->channel);
+    }
   }
 
-  /// Polls every available completion and dispatches it.
-  void poll() noexcept {
+  /// Rails usable towards `endpoint`: min(our devices, the target's devices);
+  /// 1 until a handshake told us the target's device count.
+  std::size_t rails_for(const std::string& endpoint) const {
+    auto it = remote_devs.find(endpoint);
+    return std::clamp<std::size_t>(it == remote_devs.end() ? 1 : it->second, 1, rails.size());
+  }
+
+  /// Polls every available completion of rail `k` and dispatches it.
+  void poll(std::size_t k) noexcept {
     ibv_wc wc[32];
+    ibv_cq* cq = rails[k]->cq;
     for (;;) {
       int n = ibv_poll_cq(cq, 32, wc);
       if (n <= 0) return;
@@ -120,13 +156,15 @@ class rdma_thread {
   }
 
   std::shared_ptr<rdma_context> ctx;
-  ibv_comp_channel* channel = nullptr;
-  ibv_cq* cq = nullptr;
-  asio::posix::stream_descriptor sd;
+  std::vector<std::unique_ptr<rdma_rail>> rails;
   bool stopping = false;
-  pool_map<rdma_link> pools;
   std::unordered_set<qp_state*> states;
   std::unordered_map<std::string, std::chrono::steady_clock::time_point> no_rdma;
+  /// Device count of each peer, learned from every handshake.
+  std::unordered_map<std::string, std::size_t> remote_devs;
+  /// (endpoint, device, token) -> the target's rkey on that device (k > 0).
+  std::map<std::tuple<std::string, std::size_t, std::uint64_t>, std::uint32_t> rkeys;
+  std::size_t next_rail = 0;  // rotates the first rail of each batch
 };
 
 namespace {
@@ -156,47 +194,55 @@ bool qp_state::drain() noexcept {
   to_error();
   // Flushes are generated right away by the driver; bounded wait, no sleep.
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
-  while (outstanding > 0 && std::chrono::steady_clock::now() < until) th.poll();
+  while (outstanding > 0 && std::chrono::steady_clock::now() < until) th.poll(dev);
   return outstanding == 0;
 }
 
-task<void> poll_loop(rdma_thread* th, [[maybe_unused]] gate_holder g) {
+task<void> poll_loop(rdma_thread* th, std::size_t k, [[maybe_unused]] gate_holder g) {
+  rdma_rail& r = *th->rails[k];
   for (;;) {
-    auto [ec] = co_await th->sd.async_wait(asio::posix::stream_descriptor::wait_read,
-                                           asio::as_tuple(asio::use_awaitable));
+    auto [ec] = co_await r.sd.async_wait(asio::posix::stream_descriptor::wait_read,
+                                         asio::as_tuple(asio::use_awaitable));
     if (ec || th->stopping) co_return;
     ibv_cq* cq = nullptr;
     void* cctx = nullptr;
     unsigned events = 0;
-    while (ibv_get_cq_event(th->channel, &cq, &cctx) == 0) ++events;  // fd is non-blocking
-    if (events) ibv_ack_cq_events(th->cq, events);
-    (void)ibv_req_notify_cq(th->cq, 0);
-    th->poll();  // after re-arming: nothing is missed
+    while (ibv_get_cq_event(r.channel, &cq, &cctx) == 0) ++events;  // fd is non-blocking
+    if (events) ibv_ack_cq_events(r.cq, events);
+    (void)ibv_req_notify_cq(r.cq, 0);
+    th->poll(k);  // after re-arming: nothing is missed
   }
 }
 
 mc::result<rdma_thread*> thread_of(engine_impl& eng, thread_state& ts) {
   if (ts.rdma) return ts.rdma.get();
   if (ts.stopping) return fail(errc::shutting_down);
-  auto holder = eng.gate_.try_enter();
-  if (!holder) return fail(errc::shutting_down);
   auto th = std::make_shared<rdma_thread>(eng.rdma_ctx_, ts.ex);
-  th->channel = ibv_create_comp_channel(th->ctx->ctx());
-  const std::size_t want = eng.opts_.max_peers * eng.opts_.connections_per_peer * qp_depth + 64;
-  const int cqe = static_cast<int>(std::min<std::size_t>(want, 65536));
-  if (th->channel) th->cq = ibv_create_cq(th->ctx->ctx(), cqe, nullptr, th->channel, 0);
-  if (!th->cq) {
-    std::fprintf(stderr, "transfer: rdma: cannot create a completion queue (%d entries): %s\n", cqe,
-                 std::strerror(errno));
-    return fail(errc::transfer_fail);
+  std::vector<gate_holder> holders;
+  for (std::size_t k = 0; k < th->rails.size(); ++k) {
+    auto holder = eng.gate_.try_enter();
+    if (!holder) return fail(errc::shutting_down);
+    holders.push_back(std::move(holder));
+    rdma_rail& r = *th->rails[k];
+    ibv_context* vc = th->ctx->dev(k).ctx();
+    r.channel = ibv_create_comp_channel(vc);
+    const std::size_t want = eng.opts_.max_peers * eng.opts_.connections_per_peer * qp_depth + 64;
+    const int cqe = static_cast<int>(std::min<std::size_t>(want, 65536));
+    if (r.channel) r.cq = ibv_create_cq(vc, cqe, nullptr, r.channel, 0);
+    if (!r.cq) {
+      std::fprintf(stderr, "transfer: rdma: cannot create a completion queue (%d entries) on %s: %s\n", cqe,
+                   th->ctx->dev(k).name().c_str(), std::strerror(errno));
+      return fail(errc::transfer_fail);
+    }
+    int fl = ::fcntl(r.channel->fd, F_GETFL);
+    ::fcntl(r.channel->fd, F_SETFL, fl | O_NONBLOCK);
+    boost::system::error_code ec;
+    r.sd.assign(r.channel->fd, ec);
+    if (ec || ibv_req_notify_cq(r.cq, 0) != 0) return fail(errc::transfer_fail);
   }
-  int fl = ::fcntl(th->channel->fd, F_GETFL);
-  ::fcntl(th->channel->fd, F_SETFL, fl | O_NONBLOCK);
-  boost::system::error_code ec;
-  th->sd.assign(th->channel->fd, ec);
-  if (ec || ibv_req_notify_cq(th->cq, 0) != 0) return fail(errc::transfer_fail);
   ts.rdma = th;
-  asio::co_spawn(ts.ex, poll_loop(th.get(), std::move(holder)), asio::detached);
+  for (std::size_t k = 0; k < th->rails.size(); ++k)
+    asio::co_spawn(ts.ex, poll_loop(th.get(), k, std::move(holders[k])), asio::detached);
   return th.get();
 }
 
@@ -208,12 +254,13 @@ struct slice {
 };
 
 struct job {
+  std::string endpoint;
   std::span<transfer_item*> items;
   std::vector<slice> slices;
   std::deque<std::uint32_t> queue;  // indices into slices still to post
   std::vector<std::uint64_t> remaining;
-  peer_pool<rdma_link>* pool = nullptr;
-  peer_pool<rdma_link>::connect_fn connect;
+  std::size_t start = 0;  // first rail of this batch
+  std::size_t chain = qp_depth;  // slices per chain (smaller: spread over the workers)
 };
 
 using lease = conn_lease<rdma_link>;
@@ -238,9 +285,11 @@ class rdma_transport final : public transport {
       th.no_rdma.erase(nr);
     }
     job j;
+    j.endpoint = endpoint;
     j.items = items;
     j.remaining.resize(items.size());
-    const std::uint64_t ss = std::min<std::uint64_t>(eng_.opts_.slice_size, th.ctx->max_msg_size());
+    std::uint64_t ss = eng_.opts_.slice_size;
+    for (std::size_t k = 0; k < th.rails.size(); ++k) ss = std::min<std::uint64_t>(ss, th.ctx->dev(k).max_msg_size());
     for (std::uint32_t i = 0; i < items.size(); ++i) {
       for (std::uint64_t off = 0; off < items[i]->length; off += ss) {
         j.queue.push_back(static_cast<std::uint32_t>(j.slices.size()));
@@ -248,20 +297,33 @@ class rdma_transport final : public transport {
         ++j.remaining[i];
       }
     }
-    j.pool = th.pools.get(endpoint, ts.ex, eng_.opts_.connections_per_peer, eng_.opts_.max_peers, &th.stopping);
-    if (!j.pool) {
-      for (auto* it : items) it->finish(make_error_code(errc::no_available_handle));
-      co_return;
+    if (th.rails.size() > 1 && !th.remote_devs.contains(endpoint)) {
+      // First contact with several local devices: one handshake on device 0
+      // learns the target's device count (the connection stays pooled).
+      co_await worker(j, ts, th, 0, true, true);
     }
-    j.connect = [this, &ts, &th, endpoint] { return connect(ts, th, endpoint); };
+    const std::size_t rails = th.rails_for(endpoint);
+    j.start = th.next_rail++ % rails;
     const auto per_worker = (j.slices.size() + qp_depth - 1) / qp_depth;
-    auto workers = std::clamp<std::size_t>(per_worker, 1, eng_.opts_.connections_per_peer);
+    // One device: as before. Several: at least one worker per rail, and
+    // chains short enough that every worker gets slices.
+    const std::size_t least = rails > 1 ? std::min(rails, j.slices.size()) : 1;
+    auto workers = std::clamp<std::size_t>(per_worker, std::max<std::size_t>(least, 1),
+                                           eng_.opts_.connections_per_peer * rails);
+    if (rails > 1) j.chain = std::clamp<std::size_t>((j.slices.size() + workers - 1) / workers, 1, qp_depth);
     if (workers == 1) {
-      co_await worker(j, th, 0);
+      co_await worker(j, ts, th, 0, false, false);
     } else {
       std::vector<task<int>> ws;
-      for (std::size_t w = 0; w < workers; ++w) ws.push_back(worker(j, th, w));
+      for (std::size_t w = 0; w < workers; ++w) ws.push_back(worker(j, ts, th, w, false, false));
       co_await mc::when_all(std::move(ws));
+    }
+    // Slices requeued after the other workers left (or left by a rail k > 0
+    // that could not connect): device 0 finishes them or fails them.
+    if (!j.queue.empty()) co_await worker(j, ts, th, 0, true, false);
+    if (!j.queue.empty()) {
+      auto cs = co_await asio::this_coro::cancellation_state;
+      if (cs.cancelled() == asio::cancellation_type::none) fail_rest(j, make_error_code(errc::transfer_fail));
     }
     if (std::any_of(items.begin(), items.end(),
                     [](transfer_item* it) { return it->done && mc::is(it->ec, errc::unsupported); }))
@@ -269,19 +331,35 @@ class rdma_transport final : public transport {
   }
 
  private:
-  task<int> worker(job& j, rdma_thread& th, std::size_t w) {
+  /// Takes slices off the queue and runs them on QPs of one rail. `rail0`:
+  /// device 0 regardless of w; `probe`: return after one connection was
+  /// acquired (it goes back to the pool). Only device 0's connect errors fail
+  /// items; a rail k > 0 that cannot connect leaves its work to device 0.
+  task<int> worker(job& j, thread_state& ts, rdma_thread& th, std::size_t w, bool rail0, bool probe) {
     lease c;
+    std::size_t rail = 0;
     for (;;) {
       while (!j.queue.empty() && j.items[j.slices[j.queue.front()].item]->done) j.queue.pop_front();
       if (j.queue.empty()) co_return 0;
       if (!c) {
-        auto got = co_await j.pool->acquire(j.connect, w == 0);
+        rail = rail0 ? 0 : (j.start + w) % th.rails_for(j.endpoint);
+        auto* pool = th.rails[rail]->pools.get(j.endpoint, ts.ex, eng_.opts_.connections_per_peer,
+                                               eng_.opts_.max_peers, &th.stopping);
+        if (!pool) {
+          if (rail == 0) fail_rest(j, make_error_code(errc::no_available_handle));
+          co_return 0;
+        }
+        peer_pool<rdma_link>::connect_fn connect = [this, &ts, &th, ep = j.endpoint, rail] {
+          return this->connect(ts, th, ep, rail);
+        };
+        auto got = co_await pool->acquire(connect, w == 0 || rail0);
         if (!got) {
-          if (!mc::is(got.error(), errc::cancelled)) fail_rest(j, got.error());
+          if (rail == 0 && !mc::is(got.error(), errc::cancelled)) fail_rest(j, got.error());
           co_return 0;
         }
         if (!*got) co_return 0;  // pool exhausted: the other workers do the work
         c = std::move(*got);
+        if (probe) co_return 0;
       }
       if (j.queue.empty()) co_return 0;
       qp_state& q = *c->sock.s;
@@ -303,14 +381,57 @@ class rdma_transport final : public transport {
     j.queue.clear();
   }
 
+  using rkey_key = std::tuple<std::string, std::size_t, std::uint64_t>;
+
+  /// Device k > 0: makes sure the target's rkeys of the next slices' regions
+  /// are cached (asked over the QP's TCP connection). A region the target
+  /// does not know fails its item. False: the connection is unusable, or
+  /// the peer does not serve rdma_rkey (it is then used on device 0 only).
+  task<bool> resolve_rkeys(job& j, rdma_thread& th, qp_state& q) {
+    std::vector<std::pair<std::uint64_t, transfer_item*>> need;
+    std::size_t n = 0;
+    for (auto si : j.queue) {
+      if (n++ >= j.chain) break;
+      transfer_item* it = j.items[j.slices[si].item];
+      if (it->done || th.rkeys.contains(rkey_key{j.endpoint, q.dev, it->token})) continue;
+      if (std::none_of(need.begin(), need.end(), [&](auto& p) { return p.second == it; })) need.emplace_back(it->token, it);
+    }
+    for (auto [token, it] : need) {
+      header h;
+      h.op = wire_op::rdma_rkey;
+      h.request_id = q.next_id++;
+      h.address = q.dev;
+      h.token = token;
+      header_bytes hb, rb;
+      encode(h, hb);
+      if (!co_await send_all(q.ctrl, hb.data(), hb.size()) || !co_await recv_all(q.ctrl, rb.data(), rb.size()))
+        co_return false;
+      auto r = decode(rb);
+      if (!r || r->op != wire_op::rdma_rkey_resp || r->request_id != h.request_id) co_return false;
+      if (r->status == static_cast<std::int32_t>(errc::unsupported)) {
+        th.remote_devs[j.endpoint] = 1;
+        co_return false;
+      }
+      if (r->status != 0) {
+        if (!it->done) it->finish(status_to_error(r->status));
+        continue;
+      }
+      if (th.rkeys.size() >= 65536) th.rkeys.clear();  // bounded; refetched on demand
+      th.rkeys[rkey_key{j.endpoint, q.dev, token}] = static_cast<std::uint32_t>(r->token);
+    }
+    co_return true;
+  }
+
   /// Posts up to qp_depth slices on `q`, awaits their completions, finishes
   /// items. False when the QP is no longer usable.
   task<bool> run_chain(job& j, rdma_thread& th, qp_state& q) {
+    if (q.dev > 0 && !co_await resolve_rkeys(j, th, q)) co_return false;
     std::vector<std::uint32_t> taken;
     ibv_send_wr wrs[qp_depth];
     ibv_sge sges[qp_depth];
     bool bounce_used = false;
-    while (taken.size() < qp_depth && !j.queue.empty()) {
+    mc::verbs::device& dev = th.ctx->dev(q.dev);
+    while (taken.size() < j.chain && !j.queue.empty()) {
       const auto si = j.queue.front();
       const slice& s = j.slices[si];
       transfer_item& it = *j.items[s.item];
@@ -318,17 +439,23 @@ class rdma_transport final : public transport {
         j.queue.pop_front();
         continue;
       }
+      std::uint32_t rkey = static_cast<std::uint32_t>(it.token & 0xffffffffu);
+      if (q.dev > 0) {
+        auto rk = th.rkeys.find(rkey_key{j.endpoint, q.dev, it.token});
+        if (rk == th.rkeys.end()) break;  // resolved at the next chain
+        rkey = rk->second;
+      }
       std::byte* local = it.local + s.offset;
-      auto lkey = th.ctx->local_lkey(local, s.length);
+      auto lkey = th.ctx->local_lkey(q.dev, local, s.length);
       bool bounce = false;
       if (!lkey) {
         // The local buffer is not registered: go through the QP's registered
         // bounce buffer (one slice at a time).
         if (bounce_used) break;
         if (!q.bounce_mr) {
-          const auto n = std::min<std::uint64_t>(eng_.opts_.slice_size, th.ctx->max_msg_size());
+          const auto n = std::min<std::uint64_t>(eng_.opts_.slice_size, dev.max_msg_size());
           q.bounce = std::make_unique<std::byte[]>(n);
-          auto mr = th.ctx->reg_mr(q.bounce.get(), n);
+          auto mr = dev.reg_mr(q.bounce.get(), n);
           if (!mr) {
             q.bounce.reset();
             it.finish(mr.error());
@@ -355,7 +482,7 @@ class rdma_transport final : public transport {
       wr.opcode = it.op == op_kind::write ? IBV_WR_RDMA_WRITE : IBV_WR_RDMA_READ;
       wr.send_flags = IBV_SEND_SIGNALED;
       wr.wr.rdma.remote_addr = it.address + s.offset;
-      wr.wr.rdma.rkey = static_cast<std::uint32_t>(it.token & 0xffffffffu);
+      wr.wr.rdma.rkey = rkey;
       if (k > 0) wrs[k - 1].next = &wr;
       taken.push_back(si);
     }
@@ -396,6 +523,7 @@ class rdma_transport final : public transport {
       q.ctrl.cancel(ig);  // the control-connection watch
     }
     bool conn_ok = true;
+    auto& ctr = th.ctx->counters(q.dev);
     for (std::size_t k = 0; k < taken.size(); ++k) {
       const posted_wr& p = q.slots[k];
       slice& s = j.slices[p.slice];
@@ -403,11 +531,14 @@ class rdma_transport final : public transport {
       if (it.done) continue;
       if (p.status == IBV_WC_SUCCESS) {
         if (p.bounce && it.op == op_kind::read) std::memcpy(it.local + s.offset, q.bounce.get(), s.length);
+        ctr.ops.fetch_add(1, std::memory_order_relaxed);
+        ctr.bytes.fetch_add(s.length, std::memory_order_relaxed);
         if (--j.remaining[s.item] == 0) it.finish({});
         continue;
       }
       conn_ok = false;
       if (p.status == IBV_WC_REM_ACCESS_ERR || p.status == IBV_WC_REM_INV_REQ_ERR) {
+        if (q.dev > 0) th.rkeys.erase(rkey_key{j.endpoint, q.dev, it.token});  // maybe stale
         it.finish(co_await classify(q, it, s));
       } else if (p.status == IBV_WC_LOC_PROT_ERR || p.status == IBV_WC_LOC_ACCESS_ERR) {
         it.finish(make_error_code(errc::transfer_fail));  // local region unregistered meanwhile
@@ -421,7 +552,6 @@ class rdma_transport final : public transport {
     }
     co_return conn_ok;
   }
-
   /// A remote access error does not say why: ask the target (over the QP's
   /// TCP connection) to validate the range exactly like a TCP request.
   task<boost::system::error_code> classify(qp_state& q, transfer_item& it, const slice& s) {
@@ -444,7 +574,7 @@ class rdma_transport final : public transport {
   }
 
   task<result<std::unique_ptr<pooled_conn<rdma_link>>>> connect(thread_state& ts, rdma_thread& th,
-                                                                 std::string endpoint) {
+                                                                 std::string endpoint, std::size_t rail) {
     std::string host;
     std::uint16_t port = 0;
     if (!split_endpoint(endpoint, host, port)) co_return fail(errc::invalid_params);
@@ -470,15 +600,17 @@ class rdma_transport final : public transport {
       s.set_option(tcp::no_delay(true), ig);
       s.set_option(asio::socket_base::keep_alive(true), ig);
       s.non_blocking(true, ig);
-      co_return co_await handshake(ts, th, std::move(s));
+      co_return co_await handshake(ts, th, std::move(s), endpoint, rail);
     }
     co_return fail(errc::transfer_fail);
   }
 
-  task<result<std::unique_ptr<pooled_conn<rdma_link>>>> handshake(thread_state& ts, rdma_thread& th, tcp_socket s) {
-    auto st = std::make_unique<qp_state>(th, std::move(s));
+  task<result<std::unique_ptr<pooled_conn<rdma_link>>>> handshake(thread_state& ts, rdma_thread& th, tcp_socket s,
+                                                                   const std::string& endpoint, std::size_t rail) {
+    auto st = std::make_unique<qp_state>(th, std::move(s), rail);
     th.states.insert(st.get());
-    st->qp = th.ctx->create_qp(th.cq, qp_depth);
+    mc::verbs::device& dev = th.ctx->dev(rail);
+    st->qp = dev.create_qp(th.rails[rail]->cq, qp_depth);
     if (!st->qp) {
       std::fprintf(stderr, "transfer: rdma: ibv_create_qp failed: %s\n", std::strerror(errno));
       co_return fail(errc::transfer_fail);
@@ -489,10 +621,11 @@ class rdma_transport final : public transport {
     h.op = wire_op::rdma_connect;
     h.request_id = st->next_id++;
     h.length = qp_info_size;
+    h.address = rail;  // the target builds its QP on its device `rail`
     header_bytes hb;
     encode(h, hb);
     std::memcpy(out.data(), hb.data(), header_size);
-    encode_qp_info(th.ctx->local_info(st->qp, psn), out.data() + header_size);
+    encode_qp_info(dev.local_info(st->qp, psn), out.data() + header_size);
     // A peer that does not speak RDMA (older version) closes the connection.
     if (!co_await send_all(st->ctrl, out.data(), out.size())) co_return fail(errc::unsupported);
     header_bytes rb;
@@ -501,9 +634,12 @@ class rdma_transport final : public transport {
     if (!r || r->op != wire_op::rdma_connect_resp || r->request_id != h.request_id) co_return fail(errc::transfer_fail);
     if (r->status == static_cast<std::int32_t>(errc::unsupported)) co_return fail(errc::unsupported);
     if (r->status != 0 || r->length != qp_info_size) co_return fail(errc::transfer_fail);
+    // Older peers send 0 / 0: one device.
+    th.remote_devs[endpoint] = std::max<std::uint64_t>(r->token, 1);
+    if (r->address != rail) co_return fail(errc::transfer_fail);  // the peer has fewer devices now
     std::array<std::byte, qp_info_size> pb;
     if (!co_await recv_all(st->ctrl, pb.data(), pb.size())) co_return fail(errc::transfer_fail);
-    if (!th.ctx->connect_qp(st->qp, psn, decode_qp_info(pb.data()))) {
+    if (!dev.connect_qp(st->qp, psn, decode_qp_info(pb.data()))) {
       std::fprintf(stderr, "transfer: rdma: connecting QP to the peer failed: %s\n", std::strerror(errno));
       co_return fail(errc::transfer_fail);
     }
@@ -522,11 +658,14 @@ struct passive_qp {
   }
 };
 
-task<bool> respond(tcp_socket& s, wire_op op, std::uint64_t id, errc status, const std::byte* payload = nullptr) {
+task<bool> respond(tcp_socket& s, wire_op op, std::uint64_t id, errc status, const std::byte* payload = nullptr,
+                   std::uint64_t address = 0, std::uint64_t token = 0) {
   std::array<std::byte, header_size + qp_info_size> out{};
   header h;
   h.op = op;
   h.request_id = id;
+  h.address = address;
+  h.token = token;
   h.status = static_cast<std::int32_t>(status);
   h.length = payload ? qp_info_size : 0;
   header_bytes hb;
@@ -545,22 +684,34 @@ task<bool> rdma_serve(engine_impl& eng, tcp_socket& s, const header& h, std::sha
     auto e = eng.registry_->find(h.address, h.length, h.token);
     co_return co_await respond(s, wire_op::rdma_check_resp, h.request_id, e ? errc::ok : to_errc(e.error()));
   }
+  if (h.op == wire_op::rdma_rkey) {
+    // The rkey of a region on one of our devices (multi-rail initiators).
+    if (h.length != 0) co_return false;
+    if (!eng.rdma_ctx_) co_return co_await respond(s, wire_op::rdma_rkey_resp, h.request_id, errc::unsupported);
+    auto rk = eng.rdma_ctx_->rkey(h.token, h.address);
+    co_return co_await respond(s, wire_op::rdma_rkey_resp, h.request_id, rk ? errc::ok : errc::access_denied, nullptr,
+                               h.address, rk.value_or(0));
+  }
   if (h.op != wire_op::rdma_connect || h.length != qp_info_size || slot) co_return false;
   std::array<std::byte, qp_info_size> pb;
   if (!co_await recv_all(s, pb.data(), pb.size())) co_return false;
   if (!eng.rdma_ctx_) co_return co_await respond(s, wire_op::rdma_connect_resp, h.request_id, errc::unsupported);
   auto p = std::make_shared<passive_qp>();
   p->ctx = eng.rdma_ctx_;
-  p->qp = p->ctx->create_qp(p->ctx->passive_cq(), 1);
+  // Rail pairing: the initiator's device k -> our device k (modulo our count).
+  const std::size_t n = p->ctx->device_count();
+  const std::size_t k = h.address % n;
+  mc::verbs::device& dev = p->ctx->dev(k);
+  p->qp = dev.create_qp(dev.passive_cq(), 1);
   const auto psn = random_psn();
-  if (!p->qp || !p->ctx->connect_qp(p->qp, psn, decode_qp_info(pb.data()))) {
+  if (!p->qp || !dev.connect_qp(p->qp, psn, decode_qp_info(pb.data()))) {
     std::fprintf(stderr, "transfer: rdma: cannot set up a QP for a peer: %s\n", std::strerror(errno));
     co_return co_await respond(s, wire_op::rdma_connect_resp, h.request_id, errc::transfer_fail);
   }
   std::array<std::byte, qp_info_size> mine;
-  encode_qp_info(p->ctx->local_info(p->qp, psn), mine.data());
+  encode_qp_info(dev.local_info(p->qp, psn), mine.data());
   slot = std::move(p);
-  co_return co_await respond(s, wire_op::rdma_connect_resp, h.request_id, errc::ok, mine.data());
+  co_return co_await respond(s, wire_op::rdma_connect_resp, h.request_id, errc::ok, mine.data(), k, n);
 }
 
 void rdma_close_thread(thread_state& ts) noexcept {
@@ -571,10 +722,12 @@ void rdma_close_thread(thread_state& ts) noexcept {
     q->to_error();
     q->wake.cancel();
   }
-  th->pools.drop_idle();
-  th->pools.wake_all();
-  boost::system::error_code ig;
-  th->sd.cancel(ig);
+  for (auto& r : th->rails) {
+    r->pools.drop_idle();
+    r->pools.wake_all();
+    boost::system::error_code ig;
+    r->sd.cancel(ig);
+  }
 }
 
 void rdma_release_thread(thread_state& ts) noexcept { ts.rdma.reset(); }

@@ -8,9 +8,11 @@
 #include <infiniband/verbs.h>
 
 #include <array>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <shared_mutex>
 #include <string>
@@ -25,24 +27,48 @@ using mc::verbs::qp_info;
 using mc::verbs::qp_info_size;
 using mc::verbs::random_psn;
 
-/// The device that carries this engine's RDMA traffic plus the engine's MR
+/// Bytes / work requests one device carried as initiator (slices that
+/// completed successfully).
+struct rdma_device_counters {
+  std::atomic<std::uint64_t> ops{0}, bytes{0};
+};
+
+/// The devices that carry this engine's RDMA traffic plus the engine's MR
 /// bookkeeping. Thread-safe.
-class rdma_context : public mc::verbs::device {
+///
+/// Several devices (multi-rail): with an explicit engine_options::device_names
+/// list every usable listed device is opened, in list order (device index k).
+/// An empty list keeps the single-device behaviour (the first usable device).
+/// Every region gets one MR per device; the registry token carries device 0's
+/// rkey, the target serves the rkeys of devices k > 0 (wire op rdma_rkey).
+class rdma_context {
  public:
   explicit rdma_context(const engine_options& opts);  // throws std::invalid_argument
   ~rdma_context();
+  rdma_context(const rdma_context&) = delete;
+  rdma_context& operator=(const rdma_context&) = delete;
 
-  /// Keeps `mr` as the MR of `token` (for deregistration and local lookups).
-  void attach(std::uint64_t token, ibv_mr* mr);
-  /// Deregisters the MR of `token` (idempotent).
+  std::size_t device_count() const noexcept { return devs_.size(); }
+  mc::verbs::device& dev(std::size_t k) const noexcept { return *devs_[k]; }
+  rdma_device_counters& counters(std::size_t k) const noexcept { return counters_[k]; }
+
+  /// Registers [addr, addr+len) on every device (all or nothing).
+  mc::result<std::vector<ibv_mr*>> reg_all(void* addr, std::size_t len) noexcept;
+  /// Keeps `mrs` (one per device) as the MRs of `token`.
+  void attach(std::uint64_t token, std::vector<ibv_mr*> mrs);
+  /// Deregisters the MRs of `token` (idempotent).
   void detach(std::uint64_t token) noexcept;
-  /// lkey of a registered MR that contains [addr, addr+len), if any.
-  std::optional<std::uint32_t> local_lkey(const void* addr, std::size_t len) const;
+  /// lkey on device `k` of a registered MR that contains [addr, addr+len).
+  std::optional<std::uint32_t> local_lkey(std::size_t k, const void* addr, std::size_t len) const;
+  /// rkey on device `k` of the region whose full token is `token`.
+  std::optional<std::uint32_t> rkey(std::uint64_t token, std::size_t k) const;
 
  private:
+  std::vector<std::unique_ptr<mc::verbs::device>> devs_;
+  std::unique_ptr<rdma_device_counters[]> counters_;
   mutable std::shared_mutex m_;
-  std::unordered_map<std::uint64_t, ibv_mr*> by_token_;
-  std::multimap<std::uintptr_t, ibv_mr*> by_base_;
+  std::unordered_map<std::uint64_t, std::vector<ibv_mr*>> by_token_;
+  std::multimap<std::uintptr_t, const std::vector<ibv_mr*>*> by_base_;
 };
 
 }  // namespace mc::transfer::detail

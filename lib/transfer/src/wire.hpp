@@ -44,10 +44,18 @@ enum class wire_op : std::uint8_t {
   shm_grant_resp = 8,
   shm_release = 9,     // request_id of the grant to release; no response
   // RDMA (issue 8), on a TCP connection that then belongs to one QP pair:
-  rdma_connect = 10,       // payload: the initiator's qp_info (length = 48)
-  rdma_connect_resp = 11,  // status 0 + the target's qp_info, or a status (unsupported)
+  // rdma_connect: payload the initiator's qp_info (length = 48); address = the
+  // initiator's device index k (multi-rail: the target builds its QP on its
+  // device k modulo its device count; older peers ignore it and send 0s).
+  rdma_connect = 10,
+  // rdma_connect_resp: status 0 + the target's qp_info, or a status
+  // (unsupported); address = the target device index used, token = the
+  // target's device count (0 from older peers = one device).
+  rdma_connect_resp = 11,
   rdma_check = 12,         // address/length/token: classify a remote access error
   rdma_check_resp = 13,    // status: 0, access_denied, out_of_range
+  rdma_rkey = 14,          // token + address = device index: the region's rkey on that device
+  rdma_rkey_resp = 15,     // status (0, access_denied, unsupported); token = the rkey
 };
 
 inline constexpr std::uint16_t grant_write = 1;
@@ -101,7 +109,7 @@ inline mc::result<header> decode(const header_bytes& in) noexcept {
   if (wire_le::load<std::uint8_t>(p + 4) != wire_version) return fail(errc::transfer_fail);
   header h;
   auto op = wire_le::load<std::uint8_t>(p + 5);
-  if (op < 1 || op > 13) return fail(errc::transfer_fail);
+  if (op < 1 || op > 15) return fail(errc::transfer_fail);
   h.op = static_cast<wire_op>(op);
   h.flags = wire_le::load<std::uint16_t>(p + 6);
   h.status = static_cast<std::int32_t>(wire_le::load<std::uint32_t>(p + 8));

@@ -67,8 +67,10 @@ struct engine_options {
   /// "rdma" throws std::invalid_argument when no RDMA device is usable or the
   /// library was built without libibverbs.
   std::string protocol = "tcp";
-  /// RDMA devices to use ("mlx5_0", "rxe0"); empty = every device. The first
-  /// one with an active port carries the traffic.
+  /// RDMA devices to use ("mlx5_0", "rxe0"). Empty: the first device with an
+  /// active port carries the traffic. Several names: every usable listed
+  /// device is used together (multi-rail; our k-th device talks to the
+  /// peer's k-th device, unusable names are skipped with a message).
   std::vector<std::string> device_names;
   /// GID table index for RoCE (e.g. 1 or 3 for RoCE v2); -1 = automatic (a
   /// RoCE v2 IPv4-mapped GID if present).
@@ -82,6 +84,14 @@ struct transport_counters {
   std::uint64_t write_ops = 0;
   std::uint64_t write_bytes = 0;
   std::uint64_t errors = 0;  ///< requests that failed (any reason)
+};
+
+/// Initiated-side traffic one RDMA device carried (protocol "rdma"): slices
+/// (work requests) that completed successfully and their bytes.
+struct rdma_device_stats {
+  std::string name;  ///< e.g. "mlx5_0", "rxe0"
+  std::uint64_t ops = 0;
+  std::uint64_t bytes = 0;
 };
 
 /// Snapshot of the engine's counters (taken with relaxed loads; each value is
@@ -98,6 +108,8 @@ struct engine_stats {
   std::uint64_t inbound_connections = 0;   ///< open served connections
   std::uint64_t same_host_fallbacks = 0;   ///< kernel refused CMA; TCP used instead
   std::uint64_t registered_regions = 0;
+  /// Protocol "rdma": one entry per opened device, in device index order.
+  std::vector<rdma_device_stats> rdma_devices;
 };
 
 /// One request of a batch: moves `length` bytes between `local` and `remote`.
