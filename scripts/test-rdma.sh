@@ -5,16 +5,16 @@
 # Exit 0 with a "SKIPPED" line when the VM cannot start here (no script, no
 # qemu and no way to install it, no network for the kernel package, ...);
 # non-zero when the VM ran and a test failed or the run timed out.
-# Env: RDMA_VM_TIMEOUT (seconds inside the VM, default 300),
-#      RDMA_TOTAL_TIMEOUT (whole step incl. first-time setup, default 360).
+# Env: RDMA_VM_TIMEOUT (seconds inside the VM, default 900),
+#      RDMA_TOTAL_TIMEOUT (whole step incl. first-time setup, default 1000).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 root=$PWD
 build=${1:-build}
 [[ $build = /* ]] || build=$root/$build
 vm=$root/../shared/rxe/run-in-rxe-vm.sh
-vm_timeout=${RDMA_VM_TIMEOUT:-300}
-total_timeout=${RDMA_TOTAL_TIMEOUT:-360}
+vm_timeout=${RDMA_VM_TIMEOUT:-900}
+total_timeout=${RDMA_TOTAL_TIMEOUT:-1000}
 
 skip() { echo "test-rdma: SKIPPED: $*"; exit 0; }
 

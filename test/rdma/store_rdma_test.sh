@@ -44,14 +44,6 @@ for base in "$WORK" /var/tmp "$BIN/../test/rdma"; do
 done
 trap 'cleanup; [[ -n $SSD_DIR ]] && rm -rf "$SSD_DIR"' EXIT
 [[ -n $SSD_DIR ]] || { echo "no O_DIRECT-capable directory for the SSD tier" >&2; exit 1; }
-# Until lib/rpc carries MC_RPC_PROTOCOL=rdma, the binaries refuse it ("not
-# available in this build"): then the control plane runs over TCP (said below).
-if [[ $RPC_PROTO == rdma ]] &&
-   [[ $(MC_RPC_PROTOCOL=rdma timeout 30 "$BIN/mooncake_cli" --master_server_address 127.0.0.1:1 \
-          --rpc_timeout 500 clients 2>&1) == *"not available in this build"* ]]; then
-  echo "# NOTE: MC_RPC_PROTOCOL=rdma is not available in this build: control plane over tcp"
-  RPC_PROTO=tcp
-fi
 echo "# rpc protocol: $RPC_PROTO, device $DEV, host $H, SSD tier in $SSD_DIR"
 cd "$WORK" || exit 1
 
@@ -61,9 +53,7 @@ A_HTTP=19181 B_HTTP=19182 C_HTTP=19183
 # `env` execs: spawn's PID is the node's own (SIGKILL reaches it).
 RDMA_ENV=(env MC_RPC_PROTOCOL="$RPC_PROTO" MC_TRANSFER_TEST_REFUSE_CMA=1)
 TCP_ENV=(env MC_RPC_PROTOCOL=tcp MC_TRANSFER_TEST_REFUSE_CMA=1)
-# --device_names on the client once it exists (added with MC_RPC_PROTOCOL=rdma).
-DEV_ARGS=()
-"$BIN/mooncake_client" --help 2>/dev/null | grep -q -- device_names && DEV_ARGS=(--device_names "$DEV")
+DEV_ARGS=(--device_names "$DEV")
 CLI=(timeout 30 "${RDMA_ENV[@]}" "$BIN/mooncake_cli" --master_server_address "$H:$MPORT" --rpc_timeout 20000
      --local_hostname "$H" --protocol rdma --device_names "$DEV")
 CLI_TCP=(timeout 30 "${TCP_ENV[@]}" "$BIN/mooncake_cli" --master_server_address "$H:$MPORT" --rpc_timeout 20000

@@ -27,7 +27,9 @@ mc::config::option_set make_option_set(client_options& o) {
       .add("rpc_timeout", &o.rpc_timeout, "deadline of every peer and master RPC")
       .add("heartbeat_interval", &o.heartbeat_interval, "heartbeat period towards the master")
       .add("transfer_transport", &o.transfer_transport,
-           "auto | tcp | same_host: force one transport for transfers this node initiates")
+           "auto | tcp | same_host | rdma: force one transport for transfers this node initiates (auto: "
+           "same_host for peers on this host, else rdma when both sides have it, else tcp; a forced one "
+           "fails transfers to peers that lack it)")
       .add("rpc_max_connections", &o.rpc_max_connections, "RPC connections cached per thread", 1, 65536)
       .add("http_host", &o.http_host, "bind host of the HTTP server (/metrics, /health, /stats, /kv/<key>)")
       .add("http_port", &o.http_port, "HTTP port (/metrics, /health, /stats, /kv/<key>); 0 = HTTP off")
@@ -62,8 +64,11 @@ std::string resolve(client_options& o, const mc::config::option_set& parsed) {
   }
   if (o.master_server_address.find(':') == std::string::npos)
     return "master_server_address '" + o.master_server_address + "' must be host:port";
-  if (o.transfer_transport != "auto" && o.transfer_transport != "tcp" && o.transfer_transport != "same_host")
-    return "transfer_transport '" + o.transfer_transport + "' is unknown (expected auto, tcp or same_host)";
+  if (o.transfer_transport != "auto" && o.transfer_transport != "tcp" && o.transfer_transport != "same_host" &&
+      o.transfer_transport != "rdma")
+    return "transfer_transport '" + o.transfer_transport + "' is unknown (expected auto, tcp, same_host or rdma)";
+  if (o.transfer_transport == "rdma" && o.protocol != "rdma")
+    return "transfer_transport 'rdma' needs protocol 'rdma'";
   if (o.rpc_timeout.count() <= 0) return "rpc_timeout must be positive";
   if (o.heartbeat_interval.count() <= 0) return "heartbeat_interval must be positive";
   if (o.http_max_value_bytes == 0) return "http_max_value_bytes must be positive";
@@ -92,6 +97,7 @@ bool is_loopback_endpoint(std::string_view endpoint) {
 std::optional<mc::transfer::transport_kind> forced_transport(const client_options& o) {
   if (o.transfer_transport == "tcp") return mc::transfer::transport_kind::tcp;
   if (o.transfer_transport == "same_host") return mc::transfer::transport_kind::same_host;
+  if (o.transfer_transport == "rdma") return mc::transfer::transport_kind::rdma;
   return std::nullopt;
 }
 
