@@ -3,13 +3,19 @@
 // RXE_VM_DEV2=rxe1 (a second rxe device on its own dummy netdev). The two
 // devices do not reach each other, each reaches itself: both engines use
 // [rxe0, rxe1] and device k pairs with device k. Skipped (77) elsewhere.
+#include "child_process.hpp"
 #include "mc/runtime/when_all.hpp"
 #include "transfer_fixture.hpp"
 
+#include <unistd.h>
+
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <sstream>
 #include <string>
+#include <thread>
 
 using namespace mc::transfer;
 using namespace mc::transfer::test;
@@ -68,6 +74,43 @@ std::uint64_t sent_pkts(const std::string& dev) {
 }  // namespace
 
 TEST_SUITE("rdma_multidev") {
+  // Peer mode: the killed-peer case below re-executes this binary with
+  // MULTIDEV_PEER_SIZE=N and --test-case=<this name>: a two-device engine
+  // serving N random bytes (seed 4242); prints "READY endpoint address length
+  // token" and serves until stdin closes.
+  TEST_CASE("multidev peer process") {
+    const char* size = std::getenv("MULTIDEV_PEER_SIZE");
+    if (!size) return;  // a normal run: nothing to do
+    mc::runtime::runtime rt(2);
+    rt.start();
+    mc::transfer::engine_options o;
+    o.bind_host = "127.0.0.1";
+    o.protocol = "rdma";
+    o.device_names = {std::getenv("RXE_VM_DEV"), std::getenv("RXE_VM_DEV2")};
+    if (const char* g = std::getenv("RXE_VM_GID_INDEX")) o.gid_index = std::atoi(g);
+    int rc = 0;
+    try {
+      mc::transfer::engine e(rt, o);
+      if (!e.start()) std::_Exit(2);
+      auto buf = mc::test::random_bytes(std::stoull(size), 4242);
+      auto reg = e.register_memory(buf.data(), buf.size());
+      if (!reg) std::_Exit(2);
+      auto d = reg->describe();
+      std::printf("READY %s %llu %llu %llu\n", d.endpoint.c_str(), (unsigned long long)d.address,
+                  (unsigned long long)d.length, (unsigned long long)d.token);
+      std::fflush(stdout);
+      char c;
+      while (::read(0, &c, 1) > 0) {
+      }
+      e.stop();
+    } catch (const std::exception& ex) {
+      std::fprintf(stderr, "multidev peer: %s\n", ex.what());
+      rc = 2;
+    }
+    std::fflush(stdout);
+    std::_Exit(rc);
+  }
+
   TEST_CASE("both devices are opened and listed in the engine stats") {
     two_engines e(options(both()), options(both()));
     auto s = e.a->stats();
@@ -144,10 +187,11 @@ TEST_SUITE("rdma_multidev") {
       }
     }
     // Warm-up: the first transfer to a peer connects device 0 first (it
-    // learns the peer's device count); device 1's QP may connect only after
-    // that transfer is over. The batch below finds QPs on both devices.
+    // learns the peer's device count); device 1's QP and rkey may arrive only
+    // after a transfer is over. Read until device 1 has carried data.
     std::vector<std::uint8_t> warm(2u << 20);
-    REQUIRE(run(e, e.a->read(bytes(warm), treg->describe(0, warm.size()))).has_value());
+    for (int i = 0; i < 8 && dev_bytes(*e.a, 1) == 0; ++i)
+      REQUIRE(run(e, e.a->read(bytes(warm), treg->describe(0, warm.size()))).has_value());
     const auto warm0 = dev_bytes(*e.a, 0), warm1 = dev_bytes(*e.a, 1);
     auto res = run(e, e.a->batch(std::move(reqs)));
     for (std::size_t i = 0; i < k; ++i) {
@@ -279,5 +323,56 @@ TEST_SUITE("rdma_multidev") {
     REQUIRE(run(e, e.a->write(cbytes(fresh), treg2->describe(), 20s)).has_value());
     CHECK(target == fresh);
     CHECK(dev_bytes(*e.a, 1) > before2);
+  }
+
+  TEST_CASE("a two-device peer process killed mid-transfer fails the transfer on every device") {
+    const std::size_t size = 64u << 20;
+    ::setenv("MULTIDEV_PEER_SIZE", std::to_string(size).c_str(), 1);
+    child_process peer({"/proc/self/exe", "--test-case=multidev peer process", "--no-intro=true"});
+    ::unsetenv("MULTIDEV_PEER_SIZE");
+    REQUIRE(peer.started());
+    std::optional<std::string> line;
+    const auto until = std::chrono::steady_clock::now() + 60s;
+    while (!(line && line->starts_with("READY ")) && std::chrono::steady_clock::now() < until) {
+      line = peer.read_line(std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now()));
+      if (!line) break;  // EOF or timeout
+    }
+    REQUIRE(line);
+    std::istringstream is(*line);
+    std::string ready;
+    remote_buffer d;
+    is >> ready >> d.endpoint >> d.address >> d.length >> d.token;
+    REQUIRE(ready == "READY");
+    mc::runtime::runtime rt(2);
+    rt.start();
+    engine a(rt, options(both()));
+    REQUIRE(a.start());
+    std::vector<std::uint8_t> buf(size);
+    auto reg = a.register_memory(buf.data(), buf.size());
+    REQUIRE(reg);
+    // Warm-up: device 0 learns the peer's two devices, then both carry data
+    // (bytes checked against the peer's seed). The first QP + rkey of device 1
+    // may arrive after a transfer is over: read until device 1 carried data.
+    const auto expect = mc::test::random_bytes(4u << 20, 4242);
+    for (int i = 0; i < 8 && (i < 2 || a.stats().rdma_devices.at(1).bytes == 0); ++i)
+      REQUIRE(rt.block_on(a.read(std::as_writable_bytes(std::span(buf.data(), expect.size())), d)).has_value());
+    CHECK(std::memcmp(buf.data(), expect.data(), expect.size()) == 0);
+    CHECK(a.stats().rdma_devices.at(1).bytes > 0);
+    std::atomic<bool> done{false};
+    mc::result<void> result;
+    std::thread t([&] {
+      result = rt.block_on(a.read(std::as_writable_bytes(std::span(buf)), d, 60s));
+      done = true;
+    });
+    peer.kill(SIGKILL);
+    const auto killed_at = std::chrono::steady_clock::now();
+    t.join();
+    peer.wait();
+    const auto took = std::chrono::steady_clock::now() - killed_at;
+    CAPTURE(std::chrono::duration_cast<std::chrono::milliseconds>(took).count());
+    REQUIRE_FALSE(result.has_value());
+    CHECK((mc::is(result.error(), mc::errc::transfer_fail) || mc::is(result.error(), mc::errc::timeout)));
+    CHECK(took < 30s);
+    a.stop();
   }
 }
