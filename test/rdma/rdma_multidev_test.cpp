@@ -371,6 +371,7 @@ TEST_SUITE("rdma_multidev") {
     const auto took = std::chrono::steady_clock::now() - killed_at;
     CAPTURE(std::chrono::duration_cast<std::chrono::milliseconds>(took).count());
     REQUIRE_FALSE(result.has_value());
+    CAPTURE(result.error().message());
     CHECK((mc::is(result.error(), mc::errc::transfer_fail) || mc::is(result.error(), mc::errc::timeout)));
     CHECK(took < 30s);
     a.stop();

@@ -160,8 +160,9 @@ class rdma_thread {
   bool stopping = false;
   std::unordered_set<qp_state*> states;
   std::unordered_map<std::string, std::chrono::steady_clock::time_point> no_rdma;
-  /// Device count of each peer, learned from every handshake.
+  /// Device count of each peer and when it last completed a handshake.
   std::unordered_map<std::string, std::size_t> remote_devs;
+  std::unordered_map<std::string, std::chrono::steady_clock::time_point> rdma_ok;
   /// (endpoint, device, token) -> the target's rkey on that device (k > 0).
   std::map<std::tuple<std::string, std::size_t, std::uint64_t>, std::uint32_t> rkeys;
   std::size_t next_rail = 0;  // rotates the first rail of each batch
@@ -302,14 +303,25 @@ class rdma_transport final : public transport {
       // learns the target's device count (the connection stays pooled).
       co_await worker(j, ts, th, 0, true, true);
     }
-    const std::size_t rails = th.rails_for(endpoint);
+    co_await run_workers(j, ts, th);
+    if (std::any_of(items.begin(), items.end(),
+                    [](transfer_item* it) { return it->done && mc::is(it->ec, errc::unsupported); }))
+      th.no_rdma[endpoint] = std::chrono::steady_clock::now();
+  }
+
+ private:
+  task<void> run_workers(job& j, thread_state& ts, rdma_thread& th) {
+    auto cs = co_await asio::this_coro::cancellation_state;
+    auto live = [&] { return !j.queue.empty() && !th.stopping && cs.cancelled() == asio::cancellation_type::none; };
+    if (j.queue.empty()) co_return;  // the probe failed: every item finished
+    const std::size_t rails = th.rails_for(j.endpoint);
     j.start = th.next_rail++ % rails;
     const auto per_worker = (j.slices.size() + qp_depth - 1) / qp_depth;
     // One device: as before. Several: at least one worker per rail, and
     // chains short enough that every worker gets slices.
     const std::size_t least = rails > 1 ? std::min(rails, j.slices.size()) : 1;
-    auto workers = std::clamp<std::size_t>(per_worker, std::max<std::size_t>(least, 1),
-                                           eng_.opts_.connections_per_peer * rails);
+    const auto workers =
+        std::clamp<std::size_t>(per_worker, std::max<std::size_t>(least, 1), eng_.opts_.connections_per_peer * rails);
     if (rails > 1) j.chain = std::clamp<std::size_t>((j.slices.size() + workers - 1) / workers, 1, qp_depth);
     if (workers == 1) {
       co_await worker(j, ts, th, 0, false, false);
@@ -319,18 +331,12 @@ class rdma_transport final : public transport {
       co_await mc::when_all(std::move(ws));
     }
     // Slices requeued after the other workers left (or left by a rail k > 0
-    // that could not connect): device 0 finishes them or fails them.
-    if (!j.queue.empty()) co_await worker(j, ts, th, 0, true, false);
-    if (!j.queue.empty()) {
-      auto cs = co_await asio::this_coro::cancellation_state;
-      if (cs.cancelled() == asio::cancellation_type::none) fail_rest(j, make_error_code(errc::transfer_fail));
-    }
-    if (std::any_of(items.begin(), items.end(),
-                    [](transfer_item* it) { return it->done && mc::is(it->ec, errc::unsupported); }))
-      th.no_rdma[endpoint] = std::chrono::steady_clock::now();
+    // that could not connect): device 0 finishes them or fails them. Not
+    // after a cancellation (deadline) or stop: the caller settles those.
+    if (live()) co_await worker(j, ts, th, 0, true, false);
+    if (live()) fail_rest(j, make_error_code(errc::transfer_fail));
   }
 
- private:
   /// Takes slices off the queue and runs them on QPs of one rail. `rail0`:
   /// device 0 regardless of w; `probe`: return after one connection was
   /// acquired (it goes back to the pool). Only device 0's connect errors fail
@@ -627,15 +633,25 @@ class rdma_transport final : public transport {
     std::memcpy(out.data(), hb.data(), header_size);
     encode_qp_info(dev.local_info(st->qp, psn), out.data() + header_size);
     // A peer that does not speak RDMA (older version) closes the connection.
-    if (!co_await send_all(st->ctrl, out.data(), out.size())) co_return fail(errc::unsupported);
+    // A peer that completed a handshake with this thread within no_rdma_ttl
+    // speaks RDMA: a connection closed during the handshake means it died or
+    // is stopping (transfer_fail, not a TCP fallback). Older ones: an older
+    // version that closes unknown ops -> unsupported.
+    auto closed = [&] {
+      auto ok = th.rdma_ok.find(endpoint);
+      const bool recent = ok != th.rdma_ok.end() && std::chrono::steady_clock::now() - ok->second < no_rdma_ttl;
+      return recent ? fail(errc::transfer_fail) : fail(errc::unsupported);
+    };
+    if (!co_await send_all(st->ctrl, out.data(), out.size())) co_return closed();
     header_bytes rb;
-    if (!co_await recv_all(st->ctrl, rb.data(), rb.size())) co_return fail(errc::unsupported);
+    if (!co_await recv_all(st->ctrl, rb.data(), rb.size())) co_return closed();
     auto r = decode(rb);
     if (!r || r->op != wire_op::rdma_connect_resp || r->request_id != h.request_id) co_return fail(errc::transfer_fail);
     if (r->status == static_cast<std::int32_t>(errc::unsupported)) co_return fail(errc::unsupported);
     if (r->status != 0 || r->length != qp_info_size) co_return fail(errc::transfer_fail);
     // Older peers send 0 / 0: one device.
     th.remote_devs[endpoint] = std::max<std::uint64_t>(r->token, 1);
+    th.rdma_ok[endpoint] = std::chrono::steady_clock::now();
     if (r->address != rail) co_return fail(errc::transfer_fail);  // the peer has fewer devices now
     std::array<std::byte, qp_info_size> pb;
     if (!co_await recv_all(st->ctrl, pb.data(), pb.size())) co_return fail(errc::transfer_fail);
