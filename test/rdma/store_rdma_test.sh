@@ -138,12 +138,10 @@ for n in a b; do
   check "${n^^}: mc_transfer_bytes_total{transport=\"rdma\"} > 0 ($(metric m.$n mc_transfer_bytes_total 'transport="rdma"') bytes)" \
     positive m.$n mc_transfer_bytes_total 'transport="rdma"'
   check "${n^^}: no byte moved over tcp or same_host" zero m.$n mc_transfer_bytes_total 'transport="(tcp|same_host)"'
-  if grep -q '^mc_rpc_connections_total' m.$n; then
-    check "${n^^}: mc_rpc_connections_total{transport=\"$RPC_PROTO\",side=\"client\"} > 0" \
-      positive m.$n mc_rpc_connections_total "transport=\"$RPC_PROTO\".*side=\"client\"|side=\"client\".*transport=\"$RPC_PROTO\""
-  else
-    echo "# ${n^^}: mc_rpc_connections_total not exported by this build: control-plane check skipped"
-  fi
+  check "${n^^}: mc_transfer_rdma_device_bytes_total{device=\"$DEV\"} > 0" \
+    positive m.$n mc_transfer_rdma_device_bytes_total "device=\"$DEV\""
+  check "${n^^}: mc_rpc_connections_total{transport=\"$RPC_PROTO\",side=\"client\"} > 0" \
+    positive m.$n mc_rpc_connections_total "transport=\"$RPC_PROTO\".*side=\"client\"|side=\"client\".*transport=\"$RPC_PROTO\""
 done
 
 # --- Mixed cluster: C is TCP only (transfers and control plane) and joins the same master.

@@ -42,6 +42,14 @@ void transfer_metrics(exposition& e, const mc::transfer::engine_stats& t) {
   e.family("mc_transfer_errors_total", "counter", "Initiated transfer requests that failed.");
   for (auto k : kinds)
     e.sample("mc_transfer_errors_total", {{"transport", to_string(k)}}, t.initiated[static_cast<std::size_t>(k)].errors);
+  if (!t.rdma_devices.empty()) {
+    e.family("mc_transfer_rdma_device_bytes_total", "counter",
+             "Bytes of initiated RDMA work requests that completed, per device (multi-rail).");
+    for (auto& d : t.rdma_devices) e.sample("mc_transfer_rdma_device_bytes_total", {{"device", d.name}}, d.bytes);
+    e.family("mc_transfer_rdma_device_operations_total", "counter",
+             "Initiated RDMA work requests (slices) that completed, per device.");
+    for (auto& d : t.rdma_devices) e.sample("mc_transfer_rdma_device_operations_total", {{"device", d.name}}, d.ops);
+  }
   e.family("mc_transfer_served_bytes_total", "counter", "Bytes moved for requests of peers (served side).");
   e.sample("mc_transfer_served_bytes_total", {{"op", "read"}}, t.served_read_bytes);
   e.sample("mc_transfer_served_bytes_total", {{"op", "write"}}, t.served_write_bytes);
