@@ -1,6 +1,7 @@
 // MC_RPC_PROTOCOL=rdma: Cap'n Proto over RDMA SEND/RECV against real verbs
 // (Soft-RoCE in the VM). Exit 77 outside the VM.
 #include "child_process.hpp"
+#include "echo_call.hpp"
 #include "mc/rpc/protocol.hpp"
 #include "mc/runtime/when_all.hpp"
 #include "rpc_fixture.hpp"
@@ -26,19 +27,8 @@ const int skip_without_device = [] {
   return 0;
 }();
 
-/// Echo of `size` random bytes, checksum compared.
 task<mc::result<void>> echo(std::string ep, std::size_t size, std::uint64_t seed) {
-  auto cli = co_await mc::rpc::connect<TestService>(ep, "test");
-  if (!cli) co_return cli.error();
-  auto bytes = mc::test::random_bytes(size, seed);
-  auto req = cli->echoRequest();
-  req.setData(kj::arrayPtr(bytes.data(), bytes.size()));
-  auto resp = co_await mc::rpc::call(req.send(), 60s);
-  if (!resp) co_return resp.error();
-  if (resp->getData().size() != size ||
-      mc::test::checksum(resp->getData().begin(), resp->getData().size()) != mc::test::checksum(bytes.data(), size))
-    co_return mc::fail(errc::internal_error);
-  co_return mc::result<void>{};
+  return echo_call(std::move(ep), size, seed, 60s);
 }
 
 /// `n` echoes in flight at once on the thread's (single) connection.

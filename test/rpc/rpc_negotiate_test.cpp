@@ -1,6 +1,7 @@
 // The first bytes of a connection choose TCP or RDMA (lib/rpc/src/negotiate.hpp):
 // what a TCP-only server does with RDMA hellos, broken hellos and silence.
 #include "raw_socket.hpp"
+#include "echo_call.hpp"
 #include "rpc_fixture.hpp"
 #include "test_support.hpp"
 
@@ -17,17 +18,7 @@ using mc::task;
 namespace {
 
 task<mc::result<void>> echo(std::string ep, std::size_t size) {
-  auto cli = co_await mc::rpc::connect<TestService>(ep, "test");
-  if (!cli) co_return cli.error();
-  auto bytes = mc::test::random_bytes(size, size + 7);
-  auto req = cli->echoRequest();
-  req.setData(kj::arrayPtr(bytes.data(), bytes.size()));
-  auto resp = co_await mc::rpc::call(req.send());
-  if (!resp) co_return resp.error();
-  if (mc::test::checksum(resp->getData().begin(), resp->getData().size()) !=
-      mc::test::checksum(bytes.data(), bytes.size()))
-    co_return mc::fail(errc::internal_error);
-  co_return mc::result<void>{};
+  return echo_call(std::move(ep), size, size + 7, mc::rpc::default_call_timeout);
 }
 
 std::array<std::uint8_t, 64> hello(const char* magic = "MCRPCRD1") {

@@ -2,6 +2,7 @@
 #include "mc/rpc/capnp.hpp"
 #include "mc/rpc/client.hpp"
 #include "mc/runtime/runtime.hpp"
+#include "echo_call.hpp"
 #include "test_service.hpp"
 #include "test_support.hpp"
 
@@ -99,17 +100,7 @@ class server_process {
 };
 
 task<mc::result<void>> echo(std::string ep, std::size_t size) {
-  auto cli = co_await mc::rpc::connect<TestService>(ep, "test");
-  if (!cli) co_return cli.error();
-  auto bytes = mc::test::random_bytes(size, size + 5);
-  auto req = cli->echoRequest();
-  req.setData(kj::arrayPtr(bytes.data(), bytes.size()));
-  auto resp = co_await mc::rpc::call(req.send());
-  if (!resp) co_return resp.error();
-  if (mc::test::checksum(resp->getData().begin(), resp->getData().size()) !=
-      mc::test::checksum(bytes.data(), bytes.size()))
-    co_return mc::fail(errc::internal_error);
-  co_return mc::result<void>{};
+  return mc::rpc::test::echo_call(std::move(ep), size, size + 5, mc::rpc::default_call_timeout);
 }
 
 struct client_env {

@@ -1,4 +1,5 @@
 #include "raw_socket.hpp"
+#include "echo_call.hpp"
 #include "rpc_fixture.hpp"
 #include "test_support.hpp"
 
@@ -12,17 +13,7 @@ using mc::task;
 namespace {
 
 task<mc::result<void>> echo(std::string ep, std::size_t size) {
-  auto cli = co_await mc::rpc::connect<TestService>(ep, "test");
-  if (!cli) co_return cli.error();
-  auto bytes = mc::test::random_bytes(size, size);
-  auto req = cli->echoRequest();
-  req.setData(kj::arrayPtr(bytes.data(), bytes.size()));
-  auto resp = co_await mc::rpc::call(req.send());
-  if (!resp) co_return resp.error();
-  if (mc::test::checksum(resp->getData().begin(), resp->getData().size()) !=
-      mc::test::checksum(bytes.data(), bytes.size()))
-    co_return mc::fail(errc::internal_error);
-  co_return mc::result<void>{};
+  return echo_call(std::move(ep), size, size, mc::rpc::default_call_timeout);
 }
 
 /// Sends sleep(ms), then an echo on the same connection: when the echo is

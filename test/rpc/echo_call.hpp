@@ -1,0 +1,29 @@
+#pragma once
+// One checked TestService.echo call, shared by the rpc and rdma test suites.
+#include "mc/rpc/capnp.hpp"
+#include "test_service.hpp"
+#include "test_support.hpp"
+
+#include <cstdint>
+#include <string>
+
+namespace mc::rpc::test {
+
+/// Echoes `size` random bytes (from `seed`) to `ep` within `timeout`;
+/// errc::internal_error when the reply differs from what was sent.
+inline mc::task<mc::result<void>> echo_call(std::string ep, std::size_t size, std::uint64_t seed,
+                                            mc::duration timeout) {
+  auto cli = co_await mc::rpc::connect<TestService>(ep, "test");
+  if (!cli) co_return cli.error();
+  auto bytes = mc::test::random_bytes(size, seed);
+  auto req = cli->echoRequest();
+  req.setData(kj::arrayPtr(bytes.data(), bytes.size()));
+  auto resp = co_await mc::rpc::call(req.send(), timeout);
+  if (!resp) co_return resp.error();
+  if (resp->getData().size() != size ||
+      mc::test::checksum(resp->getData().begin(), resp->getData().size()) != mc::test::checksum(bytes.data(), size))
+    co_return mc::fail(mc::errc::internal_error);
+  co_return mc::result<void>{};
+}
+
+}  // namespace mc::rpc::test
