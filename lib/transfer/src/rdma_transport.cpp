@@ -1,7 +1,7 @@
 // RDMA transport: RC queue pairs per peer (pooled, bounded, per runtime
 // thread), handshake over the peer's TCP endpoint, RDMA READ / WRITE with
 // signalled completions delivered through a completion channel whose fd the
-// runtime awaits (no polling thread). Target side: rdma_serve().
+// runtime awaits (no polling thread). Target side: rdma_serve.cpp.
 //
 // Several devices (multi-rail): each runtime thread has one "rail" per local
 // device (completion channel + CQ + QP pools). Rail pairing: our device k
@@ -581,34 +581,9 @@ class rdma_transport final : public transport {
 
   task<result<std::unique_ptr<pooled_conn<rdma_link>>>> connect(thread_state& ts, rdma_thread& th,
                                                                  std::string endpoint, std::size_t rail) {
-    std::string host;
-    std::uint16_t port = 0;
-    if (!split_endpoint(endpoint, host, port)) co_return fail(errc::invalid_params);
-    std::vector<tcp::endpoint> targets;
-    boost::system::error_code ec;
-    auto addr = asio::ip::make_address(host, ec);
-    if (!ec) {
-      targets.emplace_back(addr, port);
-    } else {
-      tcp::resolver res(ts.ex);
-      auto [rec, found] = co_await res.async_resolve(host, std::to_string(port), asio::as_tuple(asio::use_awaitable));
-      if (rec) co_return fail(rec == asio::error::operation_aborted ? errc::cancelled : errc::transfer_fail);
-      for (auto& e : found) targets.push_back(e.endpoint());
-    }
-    for (auto& t : targets) {
-      tcp_socket s(ts.ex);
-      auto [cec] = co_await s.async_connect(t, asio::as_tuple(asio::use_awaitable));
-      if (cec) {
-        if (cec == asio::error::operation_aborted) co_return fail(errc::cancelled);
-        continue;
-      }
-      boost::system::error_code ig;
-      s.set_option(tcp::no_delay(true), ig);
-      s.set_option(asio::socket_base::keep_alive(true), ig);
-      s.non_blocking(true, ig);
-      co_return co_await handshake(ts, th, std::move(s), endpoint, rail);
-    }
-    co_return fail(errc::transfer_fail);
+    auto s = co_await connect_tcp(ts.ex, endpoint);
+    if (!s) co_return s.error();
+    co_return co_await handshake(ts, th, std::move(*s), endpoint, rail);
   }
 
   task<result<std::unique_ptr<pooled_conn<rdma_link>>>> handshake(thread_state& ts, rdma_thread& th, tcp_socket s,
@@ -665,70 +640,9 @@ class rdma_transport final : public transport {
   engine_impl& eng_;
 };
 
-/// Target-side QP, alive as long as its TCP connection.
-struct passive_qp {
-  std::shared_ptr<rdma_context> ctx;
-  ibv_qp* qp = nullptr;
-  ~passive_qp() {
-    if (qp) ibv_destroy_qp(qp);
-  }
-};
-
-task<bool> respond(tcp_socket& s, wire_op op, std::uint64_t id, errc status, const std::byte* payload = nullptr,
-                   std::uint64_t address = 0, std::uint64_t token = 0) {
-  std::array<std::byte, header_size + qp_info_size> out{};
-  header h;
-  h.op = op;
-  h.request_id = id;
-  h.address = address;
-  h.token = token;
-  h.status = static_cast<std::int32_t>(status);
-  h.length = payload ? qp_info_size : 0;
-  header_bytes hb;
-  encode(h, hb);
-  std::memcpy(out.data(), hb.data(), header_size);
-  if (payload) std::memcpy(out.data() + header_size, payload, qp_info_size);
-  co_return static_cast<bool>(co_await send_all(s, out.data(), header_size + (payload ? qp_info_size : 0)));
-}
-
 }  // namespace
 
 std::unique_ptr<transport> make_rdma_transport(engine_impl& eng) { return std::make_unique<rdma_transport>(eng); }
-
-task<bool> rdma_serve(engine_impl& eng, tcp_socket& s, const header& h, std::shared_ptr<void>& slot) {
-  if (h.op == wire_op::rdma_check) {
-    auto e = eng.registry_->find(h.address, h.length, h.token);
-    co_return co_await respond(s, wire_op::rdma_check_resp, h.request_id, e ? errc::ok : to_errc(e.error()));
-  }
-  if (h.op == wire_op::rdma_rkey) {
-    // The rkey of a region on one of our devices (multi-rail initiators).
-    if (h.length != 0) co_return false;
-    if (!eng.rdma_ctx_) co_return co_await respond(s, wire_op::rdma_rkey_resp, h.request_id, errc::unsupported);
-    auto rk = eng.rdma_ctx_->rkey(h.token, h.address);
-    co_return co_await respond(s, wire_op::rdma_rkey_resp, h.request_id, rk ? errc::ok : errc::access_denied, nullptr,
-                               h.address, rk.value_or(0));
-  }
-  if (h.op != wire_op::rdma_connect || h.length != qp_info_size || slot) co_return false;
-  std::array<std::byte, qp_info_size> pb;
-  if (!co_await recv_all(s, pb.data(), pb.size())) co_return false;
-  if (!eng.rdma_ctx_) co_return co_await respond(s, wire_op::rdma_connect_resp, h.request_id, errc::unsupported);
-  auto p = std::make_shared<passive_qp>();
-  p->ctx = eng.rdma_ctx_;
-  // Rail pairing: the initiator's device k -> our device k (modulo our count).
-  const std::size_t n = p->ctx->device_count();
-  const std::size_t k = h.address % n;
-  mc::verbs::device& dev = p->ctx->dev(k);
-  p->qp = dev.create_qp(dev.passive_cq(), 1);
-  const auto psn = random_psn();
-  if (!p->qp || !dev.connect_qp(p->qp, psn, decode_qp_info(pb.data()))) {
-    std::fprintf(stderr, "transfer: rdma: cannot set up a QP for a peer: %s\n", std::strerror(errno));
-    co_return co_await respond(s, wire_op::rdma_connect_resp, h.request_id, errc::transfer_fail);
-  }
-  std::array<std::byte, qp_info_size> mine;
-  encode_qp_info(dev.local_info(p->qp, psn), mine.data());
-  slot = std::move(p);
-  co_return co_await respond(s, wire_op::rdma_connect_resp, h.request_id, errc::ok, mine.data(), k, n);
-}
 
 void rdma_close_thread(thread_state& ts) noexcept {
   auto* th = ts.rdma.get();

@@ -180,37 +180,9 @@ class tcp_transport final : public transport {
   }
 
   task<result<std::unique_ptr<pooled_conn<tcp_socket>>>> connect(thread_state& ts, std::string endpoint) {
-    std::string host;
-    std::uint16_t port = 0;
-    if (!split_endpoint(endpoint, host, port)) co_return fail(errc::invalid_params);
-    std::vector<tcp::endpoint> targets;
-    boost::system::error_code ec;
-    auto addr = asio::ip::make_address(host, ec);
-    if (!ec) {
-      targets.emplace_back(addr, port);
-    } else {
-      tcp::resolver res(ts.ex);
-      auto [rec, found] = co_await res.async_resolve(host, std::to_string(port),
-                                                      asio::as_tuple(asio::use_awaitable));
-      if (rec) co_return fail(rec == asio::error::operation_aborted ? errc::cancelled : errc::transfer_fail);
-      for (auto& e : found) targets.push_back(e.endpoint());
-    }
-    boost::system::error_code last = make_error_code(errc::transfer_fail);
-    for (auto& t : targets) {
-      tcp_socket s(ts.ex);
-      auto [cec] = co_await s.async_connect(t, asio::as_tuple(asio::use_awaitable));
-      if (cec) {
-        if (cec == asio::error::operation_aborted) co_return fail(errc::cancelled);
-        continue;
-      }
-      boost::system::error_code ig;
-      s.set_option(tcp::no_delay(true), ig);
-      s.set_option(asio::socket_base::keep_alive(true), ig);
-      s.non_blocking(true, ig);
-      if (ig) continue;
-      co_return std::make_unique<pooled_conn<tcp_socket>>(std::move(s), ts.live, &eng_.counters_.outbound);
-    }
-    co_return last;
+    auto s = co_await connect_tcp(ts.ex, std::move(endpoint));
+    if (!s) co_return s.error();
+    co_return std::make_unique<pooled_conn<tcp_socket>>(std::move(*s), ts.live, &eng_.counters_.outbound);
   }
 
   engine_impl& eng_;
@@ -237,6 +209,40 @@ bool split_endpoint(const std::string& ep, std::string& host, std::uint16_t& por
   if (v == 0) return false;
   port = static_cast<std::uint16_t>(v);
   return true;
+}
+
+task<result<tcp_socket>> connect_tcp(mc::executor ex, std::string endpoint) {
+  namespace asio = boost::asio;
+  using tcp = asio::ip::tcp;
+  std::string host;
+  std::uint16_t port = 0;
+  if (!split_endpoint(endpoint, host, port)) co_return fail(errc::invalid_params);
+  std::vector<tcp::endpoint> targets;
+  boost::system::error_code ec;
+  auto addr = asio::ip::make_address(host, ec);
+  if (!ec) {
+    targets.emplace_back(addr, port);
+  } else {
+    tcp::resolver res(ex);
+    auto [rec, found] = co_await res.async_resolve(host, std::to_string(port), asio::as_tuple(asio::use_awaitable));
+    if (rec) co_return fail(rec == asio::error::operation_aborted ? errc::cancelled : errc::transfer_fail);
+    for (auto& e : found) targets.push_back(e.endpoint());
+  }
+  for (auto& t : targets) {
+    tcp_socket s(ex);
+    auto [cec] = co_await s.async_connect(t, asio::as_tuple(asio::use_awaitable));
+    if (cec) {
+      if (cec == asio::error::operation_aborted) co_return fail(errc::cancelled);
+      continue;
+    }
+    boost::system::error_code ig;
+    s.set_option(tcp::no_delay(true), ig);
+    s.set_option(asio::socket_base::keep_alive(true), ig);
+    s.non_blocking(true, ig);
+    if (ig) continue;
+    co_return std::move(s);
+  }
+  co_return fail(errc::transfer_fail);
 }
 
 }  // namespace mc::transfer::detail
