@@ -3,7 +3,7 @@
 // RXE_VM_DEV2=rxe1 (a second rxe device on its own dummy netdev). The two
 // devices do not reach each other, each reaches itself: both engines use
 // [rxe0, rxe1] and device k pairs with device k. Skipped (77) elsewhere.
-#include "child_process.hpp"
+#include "peer_process.hpp"
 #include "mc/runtime/when_all.hpp"
 #include "transfer_fixture.hpp"
 
@@ -81,32 +81,12 @@ TEST_SUITE("rdma_multidev") {
   TEST_CASE("multidev peer process") {
     const char* size = std::getenv("MULTIDEV_PEER_SIZE");
     if (!size) return;  // a normal run: nothing to do
-    mc::runtime::runtime rt(2);
-    rt.start();
     mc::transfer::engine_options o;
     o.bind_host = "127.0.0.1";
     o.protocol = "rdma";
     o.device_names = {std::getenv("RXE_VM_DEV"), std::getenv("RXE_VM_DEV2")};
     if (const char* g = std::getenv("RXE_VM_GID_INDEX")) o.gid_index = std::atoi(g);
-    int rc = 0;
-    try {
-      mc::transfer::engine e(rt, o);
-      if (!e.start()) std::_Exit(2);
-      auto buf = mc::test::random_bytes(std::stoull(size), 4242);
-      auto reg = e.register_memory(buf.data(), buf.size());
-      if (!reg) std::_Exit(2);
-      auto d = reg->describe();
-      std::printf("READY %s %llu %llu %llu\n", d.endpoint.c_str(), (unsigned long long)d.address,
-                  (unsigned long long)d.length, (unsigned long long)d.token);
-      std::fflush(stdout);
-      char c;
-      while (::read(0, &c, 1) > 0) {
-      }
-      e.stop();
-    } catch (const std::exception& ex) {
-      std::fprintf(stderr, "multidev peer: %s\n", ex.what());
-      rc = 2;
-    }
+    const int rc = serve_peer(o, std::stoull(size), "multidev peer");
     std::fflush(stdout);
     std::_Exit(rc);
   }
@@ -331,18 +311,9 @@ TEST_SUITE("rdma_multidev") {
     child_process peer({"/proc/self/exe", "--test-case=multidev peer process", "--no-intro=true"});
     ::unsetenv("MULTIDEV_PEER_SIZE");
     REQUIRE(peer.started());
-    std::optional<std::string> line;
-    const auto until = std::chrono::steady_clock::now() + 60s;
-    while (!(line && line->starts_with("READY ")) && std::chrono::steady_clock::now() < until) {
-      line = peer.read_line(std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now()));
-      if (!line) break;  // EOF or timeout
-    }
-    REQUIRE(line);
-    std::istringstream is(*line);
-    std::string ready;
-    remote_buffer d;
-    is >> ready >> d.endpoint >> d.address >> d.length >> d.token;
-    REQUIRE(ready == "READY");
+    auto ready = read_ready(peer, 60s);
+    REQUIRE(ready);
+    const remote_buffer d = *ready;
     mc::runtime::runtime rt(2);
     rt.start();
     engine a(rt, options(both()));
@@ -358,17 +329,7 @@ TEST_SUITE("rdma_multidev") {
       REQUIRE(rt.block_on(a.read(std::as_writable_bytes(std::span(buf.data(), expect.size())), d)).has_value());
     CHECK(std::memcmp(buf.data(), expect.data(), expect.size()) == 0);
     CHECK(a.stats().rdma_devices.at(1).bytes > 0);
-    std::atomic<bool> done{false};
-    mc::result<void> result;
-    std::thread t([&] {
-      result = rt.block_on(a.read(std::as_writable_bytes(std::span(buf)), d, 60s));
-      done = true;
-    });
-    peer.kill(SIGKILL);
-    const auto killed_at = std::chrono::steady_clock::now();
-    t.join();
-    peer.wait();
-    const auto took = std::chrono::steady_clock::now() - killed_at;
+    auto [result, took] = read_while_killing(rt, a, buf, d, peer);
     CAPTURE(std::chrono::duration_cast<std::chrono::milliseconds>(took).count());
     REQUIRE_FALSE(result.has_value());
     CAPTURE(result.error().message());

@@ -1,5 +1,5 @@
 // The TransferEngine over real verbs (Soft-RoCE in the VM; skipped elsewhere).
-#include "child_process.hpp"
+#include "peer_process.hpp"
 #include "mc/runtime/when_all.hpp"
 #include "transfer_fixture.hpp"
 
@@ -227,13 +227,9 @@ TEST_SUITE("rdma_transfer") {
     const std::size_t size = 64u << 20;
     child_process peer({helper, std::to_string(size)});
     REQUIRE(peer.started());
-    auto line = peer.read_line(60s);
-    REQUIRE(line);
-    std::istringstream is(*line);
-    std::string ready;
-    remote_buffer d;
-    is >> ready >> d.endpoint >> d.address >> d.length >> d.token;
-    REQUIRE(ready == "READY");
+    auto ready = read_ready(peer, 60s);
+    REQUIRE(ready);
+    const remote_buffer d = *ready;
     mc::runtime::runtime rt(2);
     rt.start();
     engine a(rt, rdma_options(true));
@@ -242,18 +238,8 @@ TEST_SUITE("rdma_transfer") {
     auto reg = a.register_memory(buf.data(), buf.size());
     // A first small read proves the peer is reachable over RDMA.
     REQUIRE(rt.block_on(a.read(std::as_writable_bytes(std::span(buf.data(), 4096)), d)).has_value());
-    std::atomic<bool> done{false};
-    mc::result<void> result;
-    std::thread t([&] {
-      result = rt.block_on(a.read(std::as_writable_bytes(std::span(buf)), d, 60s));
-      done = true;
-    });
-    // The 64 MiB read takes seconds on Soft-RoCE: kill while it runs.
-    peer.kill(SIGKILL);
-    const auto killed_at = std::chrono::steady_clock::now();
-    t.join();
-    peer.wait();
-    const auto took = std::chrono::steady_clock::now() - killed_at;
+    // The 64 MiB read takes seconds on Soft-RoCE: the kill lands while it runs.
+    auto [result, took] = read_while_killing(rt, a, buf, d, peer);
     CAPTURE(std::chrono::duration_cast<std::chrono::milliseconds>(took).count());
     REQUIRE_FALSE(result.has_value());
     CHECK((mc::is(result.error(), mc::errc::transfer_fail) || mc::is(result.error(), mc::errc::timeout)));

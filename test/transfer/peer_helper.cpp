@@ -7,6 +7,7 @@
 #define DOCTEST_CONFIG_DISABLE
 #include "mc/runtime/runtime.hpp"
 #include "mc/transfer/engine.hpp"
+#include "peer_process.hpp"
 #include "test_support.hpp"
 
 #include <unistd.h>
@@ -18,31 +19,14 @@
 #include <vector>
 
 using namespace mc::transfer;
+using mc::transfer::test::serve_peer;
 
 namespace {
 
 int serve(const std::string& bind, std::size_t size) {
-  mc::runtime::runtime rt(2);
-  rt.start();
   engine_options o;
   o.bind_host = bind;
-  engine e(rt, o);
-  if (auto r = e.start(); !r) {
-    std::fprintf(stderr, "helper: start failed: %s\n", r.error().message().c_str());
-    return 2;
-  }
-  auto buf = mc::test::random_bytes(size, 4242);
-  auto reg = e.register_memory(buf.data(), buf.size());
-  if (!reg) return 2;
-  auto d = reg->describe();
-  std::printf("READY %s %llu %llu %llu\n", d.endpoint.c_str(), (unsigned long long)d.address,
-              (unsigned long long)d.length, (unsigned long long)d.token);
-  std::fflush(stdout);
-  char c;
-  while (::read(0, &c, 1) > 0) {
-  }
-  e.stop();
-  return 0;
+  return serve_peer(o, size, "helper");
 }
 
 int client(const remote_buffer& d, const std::string& force) {
