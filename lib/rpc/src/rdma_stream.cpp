@@ -1,5 +1,4 @@
-// The RPC byte stream over an RC queue pair (SEND/RECV with immediate data),
-// and the RDMA half of the connection handshake (negotiate.hpp).
+// The RPC byte stream over an RC queue pair (SEND/RECV with immediate data).
 //
 // Each side posts `recv_slots` receive buffers of `chunk_bytes` and grants the
 // peer `data_credits` of them; one SEND carries up to chunk_bytes of stream
@@ -11,27 +10,19 @@
 // the rare moment where one arrives before its buffer was reposted.
 // Completions arrive through a completion channel whose fd the runtime awaits
 // (reactive, like asio_stream): no polling thread, no KJ buffer is ever handed
-// to the NIC (data is copied into / out of the registered slots).
-#include "negotiate.hpp"
+// to the NIC (data is copied into / out of the registered slots). The
+// handshake and the process's device: rdma_handshake.cpp.
+#include "rdma_stream.hpp"
 
-#include "mc/verbs/device.hpp"
-
-#include <boost/asio/as_tuple.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
-#include <boost/asio/read.hpp>
-#include <boost/asio/use_awaitable.hpp>
-#include <boost/asio/write.hpp>
 #include <kj/debug.h>
 
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <sys/socket.h>
 
-#include <atomic>
-#include <cstdio>
 #include <cstring>
 #include <deque>
-#include <mutex>
 #include <vector>
 
 namespace mc::rpc::detail {
@@ -41,8 +32,8 @@ using tcp = asio::ip::tcp;
 
 namespace {
 
-constexpr std::uint32_t chunk_bytes = 16384;
-constexpr std::uint32_t data_credits = 32;
+constexpr std::uint32_t chunk_bytes = rdma_chunk_bytes;
+constexpr std::uint32_t data_credits = rdma_data_credits;
 constexpr std::uint32_t spare_slots = 8;
 constexpr std::uint32_t recv_slots = data_credits + spare_slots;
 constexpr std::uint32_t send_slots = 16;
@@ -54,93 +45,13 @@ std::uint32_t make_imm(msg_kind k, std::uint32_t credits) {
   return htonl(static_cast<std::uint32_t>(k) << 30 | (credits & 0xffffff));
 }
 
-// ---- the process's RPC device ---------------------------------------------
-
-std::mutex device_mutex;
-std::shared_ptr<mc::verbs::device> rpc_device;  // set once, never reset
-
-std::shared_ptr<mc::verbs::device> current_device() {
-  std::lock_guard lk(device_mutex);
-  return rpc_device;
-}
-
-void put32(std::byte* p, std::uint32_t v) {
-  for (int i = 0; i < 4; ++i) p[i] = static_cast<std::byte>(v >> (8 * i));
-}
-std::uint32_t get32(const std::byte* p) {
-  std::uint32_t v = 0;
-  for (int i = 0; i < 4; ++i) v |= std::to_integer<std::uint32_t>(p[i]) << (8 * i);
-  return v;
-}
-
 kj::Exception disconnected(const std::string& why) {
   return kj::Exception(kj::Exception::Type::DISCONNECTED, __FILE__, __LINE__, kj::str(why.c_str()));
 }
 
 }  // namespace
 
-bool rdma_rpc_built() noexcept { return true; }
-
-bool rdma_rpc_open(const std::vector<std::string>& names, std::string* message) {
-  std::lock_guard lk(device_mutex);
-  if (rpc_device) return true;
-  try {
-    mc::verbs::device_options o;
-    o.device_names = names;
-    o.who = "MC_RPC_PROTOCOL=rdma";
-    rpc_device = std::make_shared<mc::verbs::device>(o);
-    return true;
-  } catch (const std::exception& e) {
-    *message = e.what();
-    return false;
-  }
-}
-
-std::string rdma_rpc_device_name() {
-  auto d = current_device();
-  return d ? d->name() : std::string();
-}
-
 // ---- the stream --------------------------------------------------------------
-
-class rdma_stream final : public stream_base {
- public:
-  struct core;
-  /// Allocates the QP (INIT, receives posted); connect() finishes it.
-  static mc::result<kj::Own<rdma_stream>> create(std::shared_ptr<mc::verbs::device> dev, mc::executor ex,
-                                                 std::string* message);
-  ~rdma_stream() noexcept(false);
-
-  mc::verbs::qp_info local_info() const noexcept;
-  /// Moves the QP to RTS (receives are already posted).
-  bool connect(const mc::verbs::qp_info& remote, std::string* message);
-  /// Adopts the handshake's TCP connection (the liveness channel) and starts
-  /// the completion and liveness watches.
-  void start(tcp::socket ctrl);
-
-  kj::Promise<size_t> tryRead(void* buffer, size_t min_bytes, size_t max_bytes) override;
-  kj::Promise<void> write(const void* buffer, size_t size) override;
-  kj::Promise<void> write(kj::ArrayPtr<const kj::ArrayPtr<const kj::byte>> pieces) override;
-  kj::Promise<void> whenWriteDisconnected() override { return kj::NEVER_DONE; }
-  void shutdownWrite() override;
-  void abortRead() override;
-  kj::Maybe<int> getFd() const override { return nullptr; }
-
-  mc::time_point last_activity() const noexcept override;
-  void close() noexcept override;
-  const char* transport() const noexcept override { return "rdma"; }
-
-  /// Use create().
-  explicit rdma_stream(std::shared_ptr<core> c) : core_(std::move(c)) {}
-
- private:
-  kj::Promise<size_t> read_loop(kj::byte* buf, size_t min_bytes, size_t max_bytes, size_t done);
-  kj::Promise<void> write_loop(kj::Array<kj::ArrayPtr<const kj::byte>> pieces, size_t first, size_t offset);
-  kj::Promise<void> wait_readable();
-  kj::Promise<void> wait_writable();
-
-  std::shared_ptr<core> core_;
-};
 
 /// Everything the asio handlers touch (they hold a shared_ptr; the stream may
 /// be gone). Owned verbs objects are released by the destructor, after the
@@ -521,97 +432,6 @@ kj::Promise<void> rdma_stream::write_loop(kj::Array<kj::ArrayPtr<const kj::byte>
     if (!c.post_send(msg_kind::data, len))
       return disconnected("RPC over RDMA: " + c.error);
   }
-}
-
-// ---- handshake --------------------------------------------------------------
-
-namespace {
-
-void encode_tail(std::byte* p, const mc::verbs::qp_info& q) {
-  mc::verbs::encode_qp_info(q, p);
-  put32(p + mc::verbs::qp_info_size, data_credits);
-  put32(p + mc::verbs::qp_info_size + 4, chunk_bytes);
-}
-
-/// Checks the peer's credits/chunk against ours (same constants both sides).
-bool tail_ok(const std::byte* p) {
-  return get32(p + mc::verbs::qp_info_size) == data_credits && get32(p + mc::verbs::qp_info_size + 4) == chunk_bytes;
-}
-
-mc::task<bool> send_reply(tcp::socket& s, std::uint32_t status, const rdma_stream* st) {
-  std::byte out[hello_reply_size] = {};
-  std::memcpy(out, reply_magic, 8);
-  put32(out + 8, status);
-  if (st) encode_tail(out + 12, st->local_info());
-  auto [ec, n] = co_await asio::async_write(s, asio::buffer(out), asio::as_tuple(asio::use_awaitable));
-  co_return !ec && n == sizeof out;
-}
-
-std::atomic<bool> warned_server_setup{false};
-
-}  // namespace
-
-mc::task<mc::result<kj::Own<stream_base>>> rdma_accept(tcp::socket& s, const std::byte* hello, bool enabled) {
-  auto dev = enabled ? current_device() : nullptr;
-  if (!dev || !tail_ok(hello + 8)) {
-    // status 1: this server has no RDMA control plane (or another framing):
-    // continue over TCP.
-    if (!co_await send_reply(s, 1, nullptr)) co_return mc::fail(mc::errc::rpc_fail);
-    co_return kj::Own<stream_base>();
-  }
-  std::string why;
-  auto st = rdma_stream::create(dev, s.get_executor(), &why);
-  if (st && !(*st)->connect(mc::verbs::decode_qp_info(hello + 8), &why)) st = mc::fail(mc::errc::rpc_fail);
-  if (!st) {
-    if (!warned_server_setup.exchange(true))
-      std::fprintf(stderr, "mc::rpc: cannot set up RPC over RDMA for a client (%s); serving it over TCP\n",
-                   why.c_str());
-    if (!co_await send_reply(s, 2, nullptr)) co_return mc::fail(mc::errc::rpc_fail);
-    co_return kj::Own<stream_base>();
-  }
-  if (!co_await send_reply(s, 0, st->get())) co_return mc::fail(mc::errc::rpc_fail);
-  (*st)->start(std::move(s));
-  co_return kj::Own<stream_base>(kj::mv(*st));
-}
-
-mc::task<mc::result<kj::Own<stream_base>>> rdma_connect(tcp::socket& s, std::string* message) {
-  auto dev = current_device();
-  if (!dev) {
-    *message = "MC_RPC_PROTOCOL=rdma but no RDMA device is open in this process";
-    co_return mc::fail(mc::errc::rpc_fail);
-  }
-  auto st = rdma_stream::create(dev, s.get_executor(), message);
-  if (!st) co_return st.error();
-  std::byte hello[hello_size] = {};
-  std::memcpy(hello, hello_magic, 8);
-  encode_tail(hello + 8, (*st)->local_info());
-  auto [wec, wn] = co_await asio::async_write(s, asio::buffer(hello), asio::as_tuple(asio::use_awaitable));
-  if (wec || wn != sizeof hello) {
-    *message = "sending the RDMA hello: " + wec.message();
-    co_return mc::fail(wec == asio::error::operation_aborted ? mc::errc::cancelled : mc::errc::rpc_fail);
-  }
-  std::byte reply[hello_reply_size];
-  auto [rec, rn] = co_await asio::async_read(s, asio::buffer(reply), asio::as_tuple(asio::use_awaitable));
-  if (rec || rn != sizeof reply || std::memcmp(reply, reply_magic, 8) != 0) {
-    *message = rec == asio::error::eof || (!rec && rn != sizeof reply)
-                   ? std::string("the server closed the connection during the RDMA handshake "
-                                 "(a server too old for RPC over RDMA?)")
-                   : "bad or missing RDMA handshake reply" + (rec ? ": " + rec.message() : std::string());
-    co_return mc::fail(rec == asio::error::operation_aborted ? mc::errc::cancelled : mc::errc::rpc_fail);
-  }
-  const auto status = get32(reply + 8);
-  if (status == 1 || status == 2) {
-    *message = status == 1 ? "the server has no RDMA control plane (MC_RPC_PROTOCOL is not rdma there)"
-                           : "the server could not set up RDMA for this connection";
-    co_return kj::Own<stream_base>();
-  }
-  if (status != 0 || !tail_ok(reply + 12)) {
-    *message = "RDMA handshake reply with status " + std::to_string(status) + " or incompatible buffer sizes";
-    co_return mc::fail(mc::errc::rpc_fail);
-  }
-  if (!(*st)->connect(mc::verbs::decode_qp_info(reply + 12), message)) co_return mc::fail(mc::errc::rpc_fail);
-  (*st)->start(std::move(s));
-  co_return kj::Own<stream_base>(kj::mv(*st));
 }
 
 }  // namespace mc::rpc::detail
