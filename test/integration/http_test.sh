@@ -9,7 +9,9 @@ cd "$WORK"
 command -v curl >/dev/null || { echo "curl missing: skip"; exit 77; }
 PROMTOOL=$(command -v promtool || true)
 
-MRPC=50251 MHTTP=19203
+# Fixed ports stay below the kernel's ephemeral range (32768-60999): an outgoing
+# connection of an earlier step can never be holding one of them.
+MRPC=29251 MHTTP=19203
 AHTTP=19281 BHTTP=19282
 M="http://127.0.0.1:$MHTTP" A="http://127.0.0.1:$AHTTP" B="http://127.0.0.1:$BHTTP"
 C=(curl -sS --max-time 20)
@@ -24,9 +26,9 @@ node() {  # node NAME TE_PORT RPC_PORT HTTP_PORT EXTRA...
     --http_port "$http" --http_host 127.0.0.1 --heartbeat_interval 200ms \
     --tiered_backend_config '{"tiers":[{"type":"DRAM","capacity":"256MiB","priority":100}]}' "$@"
 }
-node a 50252 12545 $AHTTP --http_read_timeout 1000 --http_max_connections 8
+node a 29252 12545 $AHTTP --http_read_timeout 1000 --http_max_connections 8
 A_PID=$LAST_PID
-node b 50253 12546 $BHTTP --drain_grace 3000
+node b 29253 12546 $BHTTP --drain_grace 3000
 B_PID=$LAST_PID
 check "master /health is 200 while serving" wait_for 20 "${C[@]}" -f "$M/health"
 check "client A /health is 200 once registered" wait_for 20 "${C[@]}" -f "$A/health"
@@ -57,8 +59,9 @@ check "...and raised B's served bytes + remote hits" bash -c "
   test $(metric "$B" 'mc_client_gets_total{result="remote_hit"}') -gt $b_remote0"
 check "RPC metrics count master calls per method (client side on B)" \
   test "$(metric "$B" 'mc_rpc_calls_total{method="Master.getReplicaList",side="client"}')" -gt 0
-check "RPC metrics count heartbeats (client side on A)" \
-  test "$(metric "$A" 'mc_rpc_calls_total{method="Master.heartbeat",side="client"}')" -gt 0
+# The first heartbeat leaves one heartbeat_interval (1 s) after start: wait for it.
+heartbeats_counted() { test "$(metric "$A" 'mc_rpc_calls_total{method="Master.heartbeat",side="client"}')" -gt 0; }
+check "RPC metrics count heartbeats (client side on A)" wait_for 10 heartbeats_counted
 check "RPC metrics count served peer reads on A (server side)" \
   bash -c "curl -sS '$A/metrics' | grep -q '^mc_rpc_calls_total{method=\"[A-Za-z]*\.[A-Za-z]*\",side=\"server\"} [1-9]'"
 check "RPC latency histogram has +Inf bucket = count" bash -c "
@@ -163,7 +166,7 @@ check "client A /health is 503 not_registered without a master" wait_for 15 bash
 check "A's /metrics shows it unregistered" test "$(metric "$A" 'mc_client_registered ')" -eq 0
 
 # --- HTTP off.
-spawn c "$BIN/mooncake_client" --master_server_address 127.0.0.1:$MRPC --port 50254 --client_rpc_port 12547 \
+spawn c "$BIN/mooncake_client" --master_server_address 127.0.0.1:$MRPC --port 29254 --client_rpc_port 12547 \
   --http_port 0
 wait_port 127.0.0.1 12547 20
 check "--http_port 0 switches HTTP off" grep -q "http off" "$WORK/c.log"

@@ -47,7 +47,7 @@ trap 'cleanup; [[ -n $SSD_DIR ]] && rm -rf "$SSD_DIR"' EXIT
 echo "# rpc protocol: $RPC_PROTO, device $DEV, host $H, SSD tier in $SSD_DIR"
 cd "$WORK" || exit 1
 
-MPORT=50251
+MPORT=29251
 A_RPC=12451 B_RPC=12452 C_RPC=12453
 A_HTTP=19181 B_HTTP=19182 C_HTTP=19183
 # `env` execs: spawn's PID is the node's own (SIGKILL reaches it).
@@ -91,9 +91,9 @@ at_least() { (($(metric "$1" "$2" "$3") >= $4)); }  # at_least FILE NAME LABEL_R
 spawn master "${RDMA_ENV[@]}" "$BIN/mooncake_master" --deployment_mode P2P \
   --rpc_address 0.0.0.0 --rpc_port "$MPORT" --metrics_port 0
 MASTER=$LAST_PID
-client a $A_RPC 50252 $A_HTTP rdma '{"tiers":[{"type":"DRAM","capacity":"16MiB","priority":100}]}'
+client a $A_RPC 29252 $A_HTTP rdma '{"tiers":[{"type":"DRAM","capacity":"16MiB","priority":100}]}'
 A=$LAST_PID
-client b $B_RPC 50253 $B_HTTP rdma \
+client b $B_RPC 29253 $B_HTTP rdma \
   '{"tiers":[{"type":"DRAM","capacity":"4MiB","priority":100},{"type":"SSD","capacity":"24MiB","priority":10,"path":"'"$SSD_DIR"'"}]}'
 B=$LAST_PID
 echo "# master and clients spawned at $((SECONDS - T0)) s"
@@ -145,7 +145,7 @@ for n in a b; do
 done
 
 # --- Mixed cluster: C is TCP only (transfers and control plane) and joins the same master.
-client c $C_RPC 50254 $C_HTTP tcp '{"tiers":[{"type":"DRAM","capacity":"32MiB","priority":100}]}'
+client c $C_RPC 29254 $C_HTTP tcp '{"tiers":[{"type":"DRAM","capacity":"32MiB","priority":100}]}'
 C=$LAST_PID
 wait_up c "$C" $C_HTTP || exit 1
 check "TCP-only client C registered next to A and B" wait_for 20 registered 3
