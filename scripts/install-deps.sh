@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages mooncake-p2p needs. Idempotent: does nothing when
-# everything is present. Never installs libboost-dev (1.74): it conflicts with
+# everything is present. `--bench`: also the benchmark baselines; `--rdma`: also
+# what the Soft-RoCE VM runner (scripts/rxe-vm.sh) needs. Never installs libboost-dev (1.74): it conflicts with
 # libboost1.81-dev, and 1.74's asio has no io_uring support.
 set -euo pipefail
 
@@ -15,7 +16,11 @@ if [[ "${1:-}" == "--bench" ]]; then
   pkgs+=(redis-server redis-tools fio gnuplot-nox)
 fi
 if [[ "${1:-}" == "--rdma" ]]; then
-  pkgs+=(qemu-system-x86 busybox-static cpio kmod xz-utils ibverbs-providers rdma-core)
+  # scripts/rxe-vm.sh (the Soft-RoCE VM of `make test-rdma`): qemu boots Debian's
+  # own kernel (downloaded with `apt-get download` on first use) from a busybox
+  # initramfs built with cpio/gzip; kmod's depmod indexes its modules; the
+  # guest runs `rdma` (iproute2) and the host's librxe provider (ibverbs-providers).
+  pkgs+=(qemu-system-x86 qemu-system-data busybox-static cpio gzip kmod xz-utils iproute2 ibverbs-providers)
 fi
 
 missing=()

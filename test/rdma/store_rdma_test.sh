@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The P2P store end to end over RDMA, inside the Soft-RoCE VM (issue 8):
-#   bash ../shared/rxe/run-in-rxe-vm.sh -- bash test/rdma/store_rdma_test.sh BUILD/apps
+#   bash scripts/rxe-vm.sh -- bash test/rdma/store_rdma_test.sh BUILD/apps
 # Master + RDMA clients A (DRAM) and B (4 MiB DRAM + SSD), all with
 # MC_RPC_PROTOCOL=$RPC_PROTO and --protocol rdma: remote write (CLI put) and
 # remote read (CLI get) with random payloads at odd sizes on DRAM and SSD, a
