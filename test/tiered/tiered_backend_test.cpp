@@ -15,6 +15,7 @@
 #include <future>
 #include <map>
 #include <mutex>
+#include <string>
 
 using namespace mc::store;
 using namespace std::chrono_literals;
@@ -49,6 +50,14 @@ struct recorder {
     };
   }
 };
+
+/// `prefix` followed by `n` in decimal. Appends instead of `"k" + std::to_string(n)`:
+/// GCC 12 at -O3 reports a false -Wrestrict inside operator+(const char*, string&&).
+std::string numbered(const char* prefix, std::uint64_t n) {
+  std::string s(prefix);
+  s += std::to_string(n);
+  return s;
+}
 
 /// Allocates, writes (through write()), commits.
 mc::task<mc::result<void>> put(tiered_backend& be, std::string key, std::vector<std::byte> data,
@@ -155,7 +164,7 @@ TEST_SUITE("tiered_backend") {
     auto be = tiered_backend::create(rt, {dram(4 * 4096)}).value();
     recorder rec;
     be->set_observer(rec.fn());
-    for (int i = 0; i < 4; ++i) REQUIRE(rt.block_on(put(*be, "k" + std::to_string(i), payload(4096, i))));
+    for (int i = 0; i < 4; ++i) REQUIRE(rt.block_on(put(*be, numbered("k", i), payload(4096, i))));
     REQUIRE(be->get("k0"));  // touch: k1 is now the oldest
     auto pin2 = be->get("k2");
     REQUIRE(rt.block_on(put(*be, "k4", payload(4096, 4))));
@@ -197,7 +206,7 @@ TEST_SUITE("tiered_backend") {
                              std::size_t(1 << 20) + 123, std::size_t(3 << 20) - 1, std::size_t(64) << 20}) {
       CAPTURE(size);
       auto data = payload(size, size);
-      auto key = "v" + std::to_string(size);
+      auto key = numbered("v", size);
       REQUIRE(rt.block_on(put(*be, key, data, tier_type::ssd)));
       auto h = be->get(key);
       REQUIRE(h);
@@ -277,7 +286,7 @@ TEST_SUITE("tiered_backend") {
     auto be = tiered_backend::create(rt, {dram(3 * 8192), ssd(2 * 8192, dir.path)}).value();
     recorder rec;
     be->set_observer(rec.fn());
-    for (int i = 0; i < 3; ++i) REQUIRE(rt.block_on(put(*be, "k" + std::to_string(i), payload(8000, i))));
+    for (int i = 0; i < 3; ++i) REQUIRE(rt.block_on(put(*be, numbered("k", i), payload(8000, i))));
     REQUIRE(be->get("k0"));
     REQUIRE(rt.block_on(put(*be, "k3", payload(8000, 3))));  // demotes k1
     CHECK(be->get("k1")->tier() == tier_type::ssd);
@@ -291,7 +300,7 @@ TEST_SUITE("tiered_backend") {
     CHECK(rec.events[0] == std::pair<std::string, removal_reason>{"k1", removal_reason::evicted});
     CHECK(be->usage()[1].evictions == 1);
     for (int i : {0, 2, 3, 4, 5}) {
-      auto v = rt.block_on(fetch(*be, "k" + std::to_string(i)));
+      auto v = rt.block_on(fetch(*be, numbered("k", i)));
       REQUIRE(v);
       CHECK(*v == payload(8000, i));
     }
@@ -309,7 +318,7 @@ TEST_SUITE("tiered_backend") {
       auto s2 = co_await be.acquire_staging(1);
       if (!s1 || !s2) co_return false;
       for (int i = 0; i < 4; ++i)
-        if (!co_await put(be, "k" + std::to_string(i), payload(8000, i))) co_return false;
+        if (!co_await put(be, numbered("k", i), payload(8000, i))) co_return false;
       auto h = be.get("k0");
       co_return h && h->tier() == tier_type::ssd;
     }(*be));
@@ -327,7 +336,7 @@ TEST_SUITE("tiered_backend") {
       std::vector<read_handle> pins;
       for (int i = 0; i < 1500; ++i) {
         int k = (i * 7 + t) % 40;
-        std::string key = "key" + std::to_string(k);
+        std::string key = numbered("key", k);
         std::size_t size = 100 + static_cast<std::size_t>((i * 131 + t * 17) % 20000);
         // Content is self-describing: 8-byte header with size and seed.
         std::uint64_t seed = static_cast<std::uint64_t>(t) * 100000 + static_cast<std::uint64_t>(i);
