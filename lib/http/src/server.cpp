@@ -1,5 +1,6 @@
 // mc::http::server: Beast sessions as coroutines on the runtime's threads.
 #include "mc/http/server.hpp"
+#include "mc/runtime/blocking.hpp"
 
 #include "mc/runtime/runtime.hpp"
 #include "text.hpp"
@@ -355,6 +356,7 @@ void server::stop() {
       }
     });
   std::unique_lock lk(s.mu);
+  mc::runtime::assert_may_block("mc::http::server::stop (waits for its tasks)");
   s.idle_cv.wait(lk, [&] { return s.tasks == 0; });
 }
 

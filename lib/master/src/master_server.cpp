@@ -1,4 +1,5 @@
 #include "mc/master/master_server.hpp"
+#include "mc/runtime/blocking.hpp"
 
 #include "mc/rpc/protocol.hpp"
 
@@ -204,6 +205,7 @@ void master_server::stop() {
     impl_->sweeper->cancel();
     done.set_value();
   });
+  mc::runtime::assert_may_block("mc::master::master_server::stop");
   done.get_future().wait();
 }
 

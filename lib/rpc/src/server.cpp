@@ -1,4 +1,5 @@
 #include "mc/rpc/server.hpp"
+#include "mc/runtime/blocking.hpp"
 
 #include "negotiate.hpp"
 #include "bootstrap.hpp"
@@ -344,6 +345,7 @@ mc::task<void> server::stop_async() {
 
 void server::stop() {
   if (impl_->st.load() != impl::state::running) return;
+  mc::runtime::assert_may_block("mc::rpc::server::stop");
   if (mc::runtime::runtime::current())
     throw std::logic_error("mc::rpc::server::stop() blocks: call it from a non-runtime thread, "
                            "or co_await stop_async()");

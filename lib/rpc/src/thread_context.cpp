@@ -1,4 +1,5 @@
 #include "thread_context.hpp"
+#include "mc/runtime/blocking.hpp"
 
 #include "client_cache.hpp"
 #include "mc/rpc/client.hpp"
@@ -244,6 +245,7 @@ mc::task<void> shutdown_this_thread() {
 }
 
 void shutdown(mc::runtime::runtime& rt) {
+  mc::runtime::assert_may_block("mc::rpc::shutdown");
   if (mc::runtime::runtime::current())
     throw std::logic_error("mc::rpc::shutdown: call from a non-runtime thread");
   for (std::size_t i = 0; i < rt.size(); ++i) rt.block_on(shutdown_this_thread(), i);

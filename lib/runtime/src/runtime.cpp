@@ -1,15 +1,54 @@
 #include "mc/runtime/runtime.hpp"
 
+#include "mc/runtime/blocking.hpp"
+
 #include <boost/asio/executor_work_guard.hpp>
 
+#include <unistd.h>
+
 #include <cstdio>
+#include <cstdlib>
 #include <stdexcept>
+
+#ifndef MC_BLOCKING_CHECK
+#define MC_BLOCKING_CHECK 0
+#endif
 
 namespace mc::runtime {
 namespace {
 thread_local int tls_index = -1;
 thread_local runtime* tls_runtime = nullptr;
+thread_local int tls_allow_blocking = 0;                // nesting depth of blocking_scope
+thread_local const char* tls_allow_why = nullptr;       // innermost scope's reason
 }  // namespace
+
+bool blocking_check_enabled() noexcept { return MC_BLOCKING_CHECK != 0; }
+
+bool may_block() noexcept { return tls_index < 0 || tls_allow_blocking > 0; }
+
+void assert_may_block(const char* what) noexcept {
+  if constexpr (MC_BLOCKING_CHECK != 0) {
+    if (may_block()) return;
+    std::fprintf(stderr,
+                 "mc::runtime: blocking call '%s' on runtime thread %d (tid %ld): a runtime thread must "
+                 "never block; co_await the asynchronous form instead (mc/runtime/blocking.hpp)\n",
+                 what ? what : "?", tls_index, static_cast<long>(::gettid()));
+    std::fflush(stderr);
+    std::abort();
+  } else {
+    (void)what;
+  }
+}
+
+blocking_scope::blocking_scope(const char* why) noexcept : previous_why_(tls_allow_why) {
+  ++tls_allow_blocking;
+  tls_allow_why = why;
+}
+
+blocking_scope::~blocking_scope() {
+  --tls_allow_blocking;
+  tls_allow_why = previous_why_;
+}
 
 runtime::runtime(std::size_t threads) {
   if (threads == 0) throw std::invalid_argument("runtime: thread count must be >= 1");
@@ -36,6 +75,14 @@ void runtime::stop() {
   for (auto& c : contexts_) c->stop();
   for (auto& t : threads_) t.join();
   threads_.clear();
+}
+
+void runtime::check_block_on() const {
+  assert_may_block("mc::runtime::runtime::block_on");
+  // Unchecked builds: waiting on our own runtime from one of its threads can
+  // deadlock (always, when it is the target thread); refuse it in every build.
+  if (tls_runtime == this && tls_allow_blocking == 0)
+    throw std::logic_error("mc::runtime::runtime::block_on called on one of its own threads");
 }
 
 void runtime::thread_main(std::size_t i) {

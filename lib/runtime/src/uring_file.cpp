@@ -1,5 +1,6 @@
 // O_DIRECT file object, error mapping and the fixed-buffer registry.
 #include "uring_detail.hpp"
+#include "mc/runtime/blocking.hpp"
 
 #include <boost/asio/this_coro.hpp>
 
@@ -161,6 +162,7 @@ result<uring_file> uring_file::open(const std::string& path, file_mode mode) {
     case file_mode::create_read_write: flags |= O_RDWR | O_CREAT; break;
     case file_mode::create_truncate: flags |= O_RDWR | O_CREAT | O_TRUNC; break;
   }
+  mc::runtime::assert_may_block("mc::runtime::uring_file::open (synchronous open)");
   int fd = ::open(path.c_str(), flags, 0600);
   if (fd < 0) return detail::record_errno(errno, "open", "opening " + path + " with O_DIRECT");
   uring_file f;
@@ -171,6 +173,7 @@ result<uring_file> uring_file::open(const std::string& path, file_mode mode) {
 
 result<void> uring_file::allocate(std::uint64_t size) const {
   if (fd_ < 0) return fail(errc::invalid_params);
+  mc::runtime::assert_may_block("mc::runtime::uring_file::allocate (synchronous fallocate)");
   int rc;
   do rc = ::posix_fallocate(fd_, 0, static_cast<off_t>(size));
   while (rc == EINTR);
@@ -180,6 +183,7 @@ result<void> uring_file::allocate(std::uint64_t size) const {
 
 result<void> uring_file::discard(std::uint64_t offset, std::uint64_t len) const {
   if (fd_ < 0) return fail(errc::invalid_params);
+  mc::runtime::assert_may_block("mc::runtime::uring_file::discard (synchronous fallocate)");
   if (::fallocate(fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(offset),
                   static_cast<off_t>(len)) != 0)
     return detail::record_errno(errno, "fallocate", "discarding a range of " + path_);

@@ -1,5 +1,6 @@
 // mc::store::client: lifecycle, master registration, heartbeats.
 #include "client_impl.hpp"
+#include "mc/runtime/blocking.hpp"
 
 #include "mc/rpc/client.hpp"
 #include "mc/rpc/protocol.hpp"
@@ -112,6 +113,7 @@ result<std::unique_ptr<client>> client::start(mc::runtime::runtime& rt, client_o
 void client::stop() {
   auto& p = *impl_;
   if (p.stopped) return;
+  mc::runtime::assert_may_block("mc::store::client::stop");
   p.stopped = true;
   p.rt.block_on([](impl* self) -> task<void> {
     self->heartbeat_timer->cancel();

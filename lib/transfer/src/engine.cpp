@@ -1,5 +1,6 @@
 // engine / region: option checks, start/stop, registration, batch dispatch.
 #include "engine_impl.hpp"
+#include "mc/runtime/blocking.hpp"
 
 #include "mc/runtime/deadline.hpp"
 #include "mc/runtime/when_all.hpp"
@@ -343,6 +344,7 @@ void engine::stop() {
     impl_->stop_unstarted();
     return;
   }
+  mc::runtime::assert_may_block("mc::transfer::engine::stop");
   if (impl_->on_own_thread())
     throw std::logic_error("transfer: engine::stop() on a runtime thread; use co_await shutdown()");
   if (!impl_->rt_.running()) {

@@ -42,10 +42,14 @@ class runtime {
     boost::asio::post(context(i), std::forward<F>(f));
   }
 
-  /// Runs `t` on thread `thread` and blocks the calling thread (which must not
-  /// be a runtime thread) until it finishes; rethrows its exception.
+  /// Runs `t` on thread `thread` and blocks the calling thread until it
+  /// finishes; returns its value, rethrows its exception. The caller must not
+  /// be a runtime thread: checked builds abort (mc/runtime/blocking.hpp), and
+  /// every build throws std::logic_error when the caller is one of this
+  /// runtime's own threads (outside a `blocking_scope`).
   template <class T>
   T block_on(task<T> t, std::size_t thread = 0) {
+    check_block_on();
     std::promise<T> p;
     auto fut = p.get_future();
     if constexpr (std::is_void_v<T>) {
@@ -67,6 +71,8 @@ class runtime {
 
  private:
   void thread_main(std::size_t i);
+  /// assert_may_block("...block_on") + the same-runtime refusal.
+  void check_block_on() const;
 
   using guard_t = boost::asio::executor_work_guard<boost::asio::io_context::executor_type>;
   std::vector<std::unique_ptr<boost::asio::io_context>> contexts_;
