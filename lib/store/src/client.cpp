@@ -70,6 +70,8 @@ result<std::unique_ptr<client>> client::start(mc::runtime::runtime& rt, client_o
 
   p->dm = std::make_unique<data_manager>(*p->backend, *p->engine, p->opts.lock_shard_count);
   auto* raw = p.get();
+  // Before the observer can fire (a remote write may evict as soon as the RPC server runs).
+  p->notice_timer = std::make_shared<boost::asio::steady_timer>(rt.executor(0));
   p->dm->set_commit_hook([raw](const std::string& key, std::uint64_t size, std::uint64_t version) {
     return raw->publish(key, size, version);
   });
@@ -99,7 +101,6 @@ result<std::unique_ptr<client>> client::start(mc::runtime::runtime& rt, client_o
     std::fprintf(stderr, "mooncake_client: %s\n", why ? why->c_str() : "master registration failed");
   }
   p->heartbeat_timer = std::make_shared<boost::asio::steady_timer>(rt.executor(0));
-  p->notice_timer = std::make_shared<boost::asio::steady_timer>(rt.executor(0));
   if (auto h = p->background.try_enter())
     boost::asio::co_spawn(rt.executor(0),
                           [](impl* self, gate_holder h) -> task<void> {
