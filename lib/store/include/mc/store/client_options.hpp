@@ -32,7 +32,8 @@ struct client_options {
   std::chrono::milliseconds rpc_timeout = std::chrono::seconds(10);
   std::chrono::milliseconds heartbeat_interval = std::chrono::seconds(1);
   /// Bound of the queue of eviction notices for the master; past it the queue
-  /// is dropped and the next heartbeat re-publishes the whole key set.
+  /// is dropped and the next heartbeat re-publishes the whole key set (0: every
+  /// eviction does). Not a flag: set it in code (tests use a small bound).
   std::uint64_t eviction_notice_queue = 65536;
   std::string transfer_transport = "auto";  ///< auto | tcp | same_host (force one)
   std::uint64_t rpc_max_connections = 64;   ///< per-thread client connection cache bound
