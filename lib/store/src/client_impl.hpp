@@ -44,7 +44,6 @@ struct client::impl {
   // queue is dropped and resync_needed makes the next heartbeat re-publish
   // the full key set (republish_all), replacing the master's view of us.
   static constexpr std::size_t notice_batch = 1024;
-  static constexpr std::chrono::milliseconds notice_interval{50};
   std::mutex notices_mu;
   std::vector<mc::master::key_version> notices;  // guarded by notices_mu
   std::shared_ptr<boost::asio::steady_timer> notice_timer;

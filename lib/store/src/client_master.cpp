@@ -74,7 +74,7 @@ void client::impl::apply_drops(const std::vector<mc::master::key_version>& drops
 
 task<void> client::impl::notice_loop() {
   for (;;) {
-    notice_timer->expires_after(notice_interval);
+    notice_timer->expires_after(opts.eviction_notice_interval);
     (void)co_await notice_timer->async_wait(boost::asio::as_tuple(boost::asio::use_awaitable));
     if (stopped) co_return;  // unregister_client removes all our entries anyway
     co_await drain_notices();
