@@ -65,7 +65,7 @@ mc::task<mc::result<void>> put_worker(tiered_backend& be, std::atomic<std::size_
     auto h = co_await be.allocate(size, tier_type::ssd);
     if (!h) co_return h.error();
     if (auto w = co_await h->write({src.data, size}); !w) co_return w;
-    if (auto c = be.commit(prefix + std::to_string(i), std::move(*h)); !c) co_return c;
+    if (auto c = be.commit(prefix + std::to_string(i), std::move(*h)); !c) co_return c.error();
   }
 }
 

@@ -14,7 +14,7 @@ mc::master::client_info info(const char* id, const char* rpc, const char* te, st
                              std::uint64_t used) {
   return {id, rpc, te, cap, used};
 }
-using items_t = std::vector<std::pair<std::string, std::uint64_t>>;
+using items_t = std::vector<mc::master::publish_item>;
 
 struct fixture {
   mc::runtime::runtime rt{2};
@@ -36,6 +36,54 @@ struct fixture {
   }
   std::string address() const { return "127.0.0.1:" + std::to_string(server->port()); }
 };
+std::vector<mc::master::key_version> versions(const char* key, std::uint64_t v) {
+  std::vector<mc::master::key_version> out(1);
+  out[0].key = key;
+  out[0].version = v;
+  return out;
+}
+// gcc 12 reports a false -Wmismatched-new-delete on this coroutine's frame
+// (asio's recycling operator new/delete pair, seen through inlining).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+mc::task<void> versions_over_rpc(std::string addr) {
+    mc::master::master_client m(addr, 2s);
+    REQUIRE((co_await m.register_client(info("a", "h:1", "h:2", 1000, 0))).has_value());
+    REQUIRE((co_await m.register_client(info("b", "h:3", "h:4", 1000, 0))).has_value());
+    items_t on_a{{"k", 64, 50}, {"x", 8, 50}};
+    REQUIRE((co_await m.add_replicas("a", std::move(on_a))).has_value());
+    items_t on_b{{"k", 64, 3}};
+    auto added = co_await m.add_replicas("b", std::move(on_b));
+    REQUIRE(added.has_value());
+    CHECK((*added)[0].has_value());
+    auto look = co_await m.lookup(std::string("k"));
+    REQUIRE(look.has_value());
+    REQUIRE(look->replicas.size() == 1);
+    CHECK(look->replicas[0].client_id == "b");
+    auto hb = co_await m.heartbeat("a", 0, 1000);
+    REQUIRE(hb.has_value());
+    REQUIRE(hb->drops.size() == 1);
+    CHECK(hb->drops[0].key == "k");
+    CHECK(hb->drops[0].version == 50);
+    // A stale eviction notice (older than the entry) is refused per item.
+    auto rm = co_await m.remove_replicas("a", versions("x", 49));
+    REQUIRE(rm.has_value());
+    CHECK(mc::is((*rm)[0].error(), mc::errc::invalid_version));
+    CHECK((co_await m.lookup(std::string("x"))).has_value());
+    // Republish with a new epoch that leaves "x" out: finish removes it.
+    items_t again{{"k", 64, 50}};
+    auto re = co_await m.add_replicas("a", std::move(again), mc::master::publish_kind::republish, 99);
+    REQUIRE(re.has_value());
+    CHECK(mc::is((*re)[0].error(), mc::errc::invalid_version));  // superseded copy: refused
+    auto fin = co_await m.finish_republish("a", 99);
+    REQUIRE(fin.has_value());
+    CHECK(*fin == 2);  // x and a's superseded entry of k
+    CHECK(mc::is((co_await m.lookup(std::string("x"))).error(), mc::errc::object_not_found));
+    auto k_now = co_await m.lookup(std::string("k"));
+    REQUIRE(k_now.has_value());
+    CHECK(k_now->replicas.at(0).client_id == "b");
+}
+#pragma GCC diagnostic pop
 }  // namespace
 
 TEST_SUITE("master rpc") {
@@ -46,7 +94,7 @@ TEST_SUITE("master rpc") {
       mc::master::master_client m(addr, 2s);
       REQUIRE((co_await m.register_client(info("a", "h:1", "h:2", 1000, 0))).has_value());
       REQUIRE((co_await m.register_client(info("b", "h:3", "h:4", 1000, 500))).has_value());
-      items_t items{{"k1", 10}, {"k2", 20}, {"", 1}};
+      items_t items{{"k1", 10, 1}, {"k2", 20, 1}, {"", 1, 1}};
       auto added = co_await m.add_replicas("a", std::move(items));
       REQUIRE(added.has_value());
       REQUIRE(added->size() == 3);
@@ -76,7 +124,7 @@ TEST_SUITE("master rpc") {
   TEST_CASE("an unreachable master is an RPC error, not a hang") {
     mc::runtime::runtime rt(1);
     rt.start();
-    auto r = rt.block_on([]() -> mc::task<mc::result<void>> {
+    auto r = rt.block_on([]() -> mc::task<mc::result<mc::master::holder_notices>> {
       mc::master::master_client m("127.0.0.1:1", 2s);
       co_return co_await m.heartbeat("a", 0, 0);
     }());
@@ -91,7 +139,7 @@ TEST_SUITE("master rpc") {
     f.rt.block_on([](std::string addr) -> mc::task<void> {
       mc::master::master_client m(addr, 2s);
       REQUIRE((co_await m.register_client(info("a", "h:1", "h:2", 1000, 0))).has_value());
-      items_t items{{"k", 1}};
+      items_t items{{"k", 1, 1}};
       REQUIRE((co_await m.add_replicas("a", std::move(items))).has_value());
       auto deadline = std::chrono::steady_clock::now() + 5s;
       while (std::chrono::steady_clock::now() < deadline) {
@@ -104,5 +152,10 @@ TEST_SUITE("master rpc") {
       CHECK(cl->empty());
       CHECK(mc::is((co_await m.lookup(std::string("k"))).error(), mc::errc::object_not_found));
     }(addr));
+  }
+
+  TEST_CASE("versions over RPC: supersede, drop notice in the heartbeat, versioned removal, republish epoch") {
+    fixture f;
+    f.rt.block_on(versions_over_rpc(f.address()));
   }
 }

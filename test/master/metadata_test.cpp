@@ -34,38 +34,40 @@ TEST_SUITE("master metadata") {
     metadata m;
     REQUIRE(m.register_client(client("a")));
     REQUIRE(m.register_client(client("b")));
-    CHECK(m.add_replica("k", "a", 10));
-    CHECK(m.add_replica("k", "b", 10));
-    CHECK(m.add_replica("k", "b", 10));  // idempotent
+    CHECK(m.add_replica("k", "a", 10, 5));
+    CHECK(m.add_replica("k", "a", 10, 5));  // idempotent
+    CHECK(m.add_replica("j", "b", 20, 5));
     auto info = m.lookup("k");
     REQUIRE(info);
     CHECK(info->size == 10);
-    CHECK(info->replicas.size() == 2);
+    REQUIRE(info->replicas.size() == 1);
+    CHECK(info->replicas[0].client_id == "a");
     CHECK(m.replica_count() == 2);
-    CHECK(m.key_count() == 1);
-    CHECK(m.remove_replica("k", "a"));
-    CHECK(mc::is(m.remove_replica("k", "a").error(), mc::errc::object_not_found));
-    CHECK(m.lookup("k")->replicas.size() == 1);
-    CHECK(m.remove_replica("k", "b"));
+    CHECK(m.key_count() == 2);
+    CHECK(m.remove_replica("k", "a", 5));
+    CHECK(mc::is(m.remove_replica("k", "a", 5).error(), mc::errc::object_not_found));
     CHECK(mc::is(m.lookup("k").error(), mc::errc::object_not_found));
     CHECK_FALSE(m.exists("k"));
+    CHECK(m.exists("j"));
+    CHECK(m.key_count() == 1);
   }
 
   TEST_CASE("bad keys and unknown clients are rejected") {
     metadata m;
     REQUIRE(m.register_client(client("a")));
-    CHECK(mc::is(m.add_replica("", "a", 1).error(), mc::errc::invalid_key));
-    CHECK(mc::is(m.add_replica(std::string(5000, 'x'), "a", 1).error(), mc::errc::invalid_key));
-    CHECK(mc::is(m.add_replica("k", "ghost", 1).error(), mc::errc::client_not_found));
+    CHECK(mc::is(m.add_replica("", "a", 1, 1).error(), mc::errc::invalid_key));
+    CHECK(mc::is(m.add_replica(std::string(5000, 'x'), "a", 1, 1).error(), mc::errc::invalid_key));
+    CHECK(mc::is(m.add_replica("k", "ghost", 1, 1).error(), mc::errc::client_not_found));
+    CHECK(mc::is(m.add_replica("k", "a", 1, 0).error(), mc::errc::invalid_version));
     CHECK(mc::is(m.lookup("").error(), mc::errc::invalid_key));
   }
 
-  TEST_CASE("a new value of another size makes older replicas stale") {
+  TEST_CASE("a publish on another holder supersedes the older holder, whatever the size") {
     metadata m;
     REQUIRE(m.register_client(client("a")));
     REQUIRE(m.register_client(client("b")));
-    REQUIRE(m.add_replica("k", "a", 10));
-    REQUIRE(m.add_replica("k", "b", 20));
+    REQUIRE(m.add_replica("k", "a", 10, 1));
+    REQUIRE(m.add_replica("k", "b", 20, 1));
     auto info = m.lookup("k");
     REQUIRE(info);
     CHECK(info->size == 20);
@@ -74,14 +76,19 @@ TEST_SUITE("master metadata") {
     auto cl = m.clients();
     CHECK(cl[0].keys == 0);
     CHECK(cl[1].keys == 1);
+    // Same size: still superseded (the bug was: both stayed routable).
+    REQUIRE(m.add_replica("k", "a", 20, 2));
+    info = m.lookup("k");
+    REQUIRE(info->replicas.size() == 1);
+    CHECK(info->replicas[0].client_id == "a");
   }
 
-  TEST_CASE("remove_key returns every holder") {
+  TEST_CASE("remove_key returns every holder, superseded ones included") {
     metadata m;
     REQUIRE(m.register_client(client("a")));
     REQUIRE(m.register_client(client("b")));
-    REQUIRE(m.add_replica("k", "a", 1));
-    REQUIRE(m.add_replica("k", "b", 1));
+    REQUIRE(m.add_replica("k", "a", 1, 1));
+    REQUIRE(m.add_replica("k", "b", 1, 1));
     auto r = m.remove_key("k");
     REQUIRE(r);
     CHECK(r->size() == 2);
@@ -104,8 +111,8 @@ TEST_SUITE("master metadata") {
     metadata m(o);
     REQUIRE(m.register_client(client("a")));
     REQUIRE(m.register_client(client("b")));
-    REQUIRE(m.add_replica("k", "a", 1));
-    REQUIRE(m.add_replica("k", "b", 1));
+    REQUIRE(m.add_replica("k", "a", 1, 1));
+    REQUIRE(m.add_replica("k", "b", 1, 1));
     // Keep b alive, let a go silent.
     auto until = std::chrono::steady_clock::now() + 60ms;
     while (std::chrono::steady_clock::now() < until) {
@@ -132,12 +139,122 @@ TEST_SUITE("master metadata") {
   TEST_CASE("listing keys by prefix is bounded") {
     metadata m;
     REQUIRE(m.register_client(client("a")));
-    for (int i = 0; i < 100; ++i) REQUIRE(m.add_replica("p/" + std::to_string(i), "a", 1));
-    REQUIRE(m.add_replica("q/1", "a", 1));
+    for (int i = 0; i < 100; ++i) REQUIRE(m.add_replica("p/" + std::to_string(i), "a", 1, 1));
+    REQUIRE(m.add_replica("q/1", "a", 1, 1));
     CHECK(m.keys("p/", 10).size() == 10);
     CHECK(m.keys("p/", 1000).size() == 100);
     CHECK(m.keys("q/", 1000).size() == 1);
     CHECK(m.unregister_client("a"));
     CHECK(m.key_count() == 0);
+  }
+
+  TEST_CASE("a publish older than the holder's entry is ignored; its size does not win") {
+    metadata m;
+    REQUIRE(m.register_client(client("a")));
+    REQUIRE(m.add_replica("k", "a", 200, 20));
+    CHECK(mc::is(m.add_replica("k", "a", 100, 10).error(), mc::errc::invalid_version));
+    auto info = m.lookup("k");
+    REQUIRE(info);
+    CHECK(info->size == 200);
+    REQUIRE(m.add_replica("k", "a", 300, 30));  // a newer re-put: size follows it
+    CHECK(m.lookup("k")->size == 300);
+    CHECK(m.ordering().stale_publishes == 1);
+    CHECK(m.clients()[0].keys == 1);
+  }
+
+  TEST_CASE("an eviction notice of an old copy never unpublishes a fresher re-put") {
+    metadata m;
+    REQUIRE(m.register_client(client("a")));
+    REQUIRE(m.add_replica("k", "a", 10, 1));
+    REQUIRE(m.add_replica("k", "a", 10, 2));  // evicted v1, re-put v2; the notice for v1 arrives late
+    CHECK(mc::is(m.remove_replica("k", "a", 1).error(), mc::errc::invalid_version));
+    REQUIRE(m.lookup("k"));
+    CHECK(m.ordering().stale_removals == 1);
+    REQUIRE(m.remove_replica("k", "a", 2));  // the eviction of v2 itself does remove it
+    CHECK_FALSE(m.exists("k"));
+    CHECK(m.clients()[0].keys == 0);
+  }
+
+  TEST_CASE("supersede: the older holder leaves the routes, is told to drop, and its stale publish is refused") {
+    metadata m;
+    REQUIRE(m.register_client(client("a")));
+    REQUIRE(m.register_client(client("b")));
+    REQUIRE(m.add_replica("k", "a", 64, 100));
+    REQUIRE(m.add_replica("k", "b", 64, 7));  // other clock, smaller number: last arrival still wins
+    auto info = m.lookup("k");
+    REQUIRE(info);
+    REQUIRE(info->replicas.size() == 1);
+    CHECK(info->replicas[0].client_id == "b");
+    CHECK(m.replica_count() == 1);
+    CHECK(m.ordering().superseded == 1);
+    auto n = m.take_notices("a", 10);
+    REQUIRE(n.drops.size() == 1);
+    CHECK(n.drops[0].key == "k");
+    CHECK(n.drops[0].version == 100);
+    CHECK_FALSE(n.resync);
+    CHECK(m.take_notices("a", 10).drops.empty());  // delivered once
+    CHECK(m.take_notices("b", 10).drops.empty());
+    // A late duplicate of a's superseded publish, or a republish of that copy, is refused.
+    CHECK(mc::is(m.add_replica("k", "a", 64, 100).error(), mc::errc::invalid_version));
+    CHECK(mc::is(m.add_replica("k", "a", 64, 100, mc::master::publish_kind::republish).error(),
+                 mc::errc::invalid_version));
+    CHECK(m.lookup("k")->replicas[0].client_id == "b");
+    // a confirms the drop: its superseded entry goes away.
+    REQUIRE(m.remove_replica("k", "a", 100));
+    // A fresh put on a supersedes b in turn.
+    REQUIRE(m.add_replica("k", "a", 32, 101));
+    info = m.lookup("k");
+    CHECK(info->replicas[0].client_id == "a");
+    CHECK(info->size == 32);
+    CHECK(m.take_notices("b", 10).drops.at(0).version == 7);
+    // A republish never takes a key away from a live holder.
+    REQUIRE(m.register_client(client("c")));
+    CHECK(mc::is(m.add_replica("k", "c", 32, 500, mc::master::publish_kind::republish).error(),
+                 mc::errc::invalid_version));
+    CHECK(m.lookup("k")->replicas[0].client_id == "a");
+  }
+
+  TEST_CASE("a holder's drop queue is bounded: overflow asks for a resync") {
+    mc::master::metadata_options o;
+    o.max_pending_drops = 4;
+    metadata m(o);
+    REQUIRE(m.register_client(client("a")));
+    REQUIRE(m.register_client(client("b")));
+    for (int i = 0; i < 10; ++i) {
+      REQUIRE(m.add_replica("k" + std::to_string(i), "a", 1, 1));
+      REQUIRE(m.add_replica("k" + std::to_string(i), "b", 1, 1));
+    }
+    auto n = m.take_notices("a", 100);
+    CHECK(n.resync);
+    CHECK(n.drops.size() <= 4);
+    CHECK(m.ordering().notice_overflows >= 1);
+    CHECK_FALSE(m.take_notices("a", 100).resync);
+  }
+
+  TEST_CASE("a full republish replaces the holder's set: entries of older epochs are removed") {
+    metadata m;
+    REQUIRE(m.register_client(client("a")));
+    REQUIRE(m.register_client(client("b")));
+    using mc::master::publish_kind;
+    REQUIRE(m.add_replica("keep", "a", 1, 1, publish_kind::put, 10));
+    REQUIRE(m.add_replica("gone", "a", 1, 1, publish_kind::put, 10));  // evicted, notice lost
+    REQUIRE(m.add_replica("old", "a", 1, 1, publish_kind::put, 10));
+    REQUIRE(m.add_replica("old", "b", 1, 1, publish_kind::put, 10));  // a's copy superseded
+    REQUIRE(m.add_replica("b-only", "b", 1, 1, publish_kind::put, 10));
+    // a re-publishes what it holds with epoch 20: keep (same version) and old (superseded: refused).
+    CHECK(m.add_replica("keep", "a", 1, 1, publish_kind::republish, 20));
+    CHECK(mc::is(m.add_replica("old", "a", 1, 1, publish_kind::republish, 20).error(), mc::errc::invalid_version));
+    // A put that raced with the republish, tagged with the new epoch, survives.
+    REQUIRE(m.add_replica("new", "a", 1, 2, publish_kind::put, 20));
+    auto removed = m.finish_republish("a", 20);
+    REQUIRE(removed);
+    CHECK(*removed == 2);  // "gone" and a's superseded entry of "old"
+    CHECK(m.exists("keep"));
+    CHECK(m.exists("new"));
+    CHECK_FALSE(m.exists("gone"));
+    CHECK(m.lookup("old")->replicas.at(0).client_id == "b");
+    CHECK(m.exists("b-only"));  // other holders untouched
+    CHECK(m.clients()[0].keys == 2);
+    CHECK(mc::is(m.finish_republish("ghost", 1).error(), mc::errc::client_not_found));
   }
 }

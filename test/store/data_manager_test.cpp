@@ -129,7 +129,7 @@ TEST_SUITE("data manager") {
   TEST_CASE("the commit hook runs under the key lock and its error is reported") {
     dm_fixture f;
     int calls = 0;
-    f.dm->set_commit_hook([&calls](const std::string&, std::uint64_t) -> mc::task<mc::result<void>> {
+    f.dm->set_commit_hook([&calls](const std::string&, std::uint64_t, std::uint64_t) -> mc::task<mc::result<void>> {
       ++calls;
       co_return mc::fail(mc::errc::rpc_fail);
     });

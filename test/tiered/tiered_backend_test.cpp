@@ -43,10 +43,12 @@ std::vector<std::byte> payload(std::size_t n, std::uint64_t seed) {
 struct recorder {
   std::mutex m;
   std::vector<std::pair<std::string, removal_reason>> events;
+  std::vector<value_version> versions;  // of the value that left, per event
   tiered_backend::observer fn() {
-    return [this](const std::string& k, removal_reason r) {
+    return [this](const std::string& k, value_version v, removal_reason r) {
       std::lock_guard lk(m);
       events.emplace_back(k, r);
+      versions.push_back(v);
     };
   }
 };
@@ -65,7 +67,9 @@ mc::task<mc::result<void>> put(tiered_backend& be, std::string key, std::vector<
   auto h = co_await be.allocate(data.size(), where);
   if (!h) co_return h.error();
   if (auto w = co_await h->write(data); !w) co_return w;
-  co_return be.commit(std::move(key), std::move(*h));
+  auto c = be.commit(std::move(key), std::move(*h));
+  if (!c) co_return c.error();
+  co_return mc::result<void>{};
 }
 
 mc::task<mc::result<std::vector<std::byte>>> fetch(tiered_backend& be, std::string key) {
@@ -400,5 +404,76 @@ TEST_SUITE("tiered_backend") {
     CHECK(empty.error().code == mc::errc::invalid_params);
     auto bad_staging = tiered_backend::create(rt, {dram(4096)}, backend_options{1000, 1});
     REQUIRE_FALSE(bad_staging);
+  }
+
+  TEST_CASE("every commit gets a larger version; demotion keeps it; the observer gets the version that left") {
+    temp_dir dir;
+    mc::runtime::runtime rt(1);
+    rt.start();
+    auto be = tiered_backend::create(rt, {dram(2 * 8192), ssd(2 * 8192, dir.path)}).value();
+    recorder rec;
+    be->set_observer(rec.fn());
+    std::map<std::string, value_version> committed;
+    value_version last = 0;
+    for (int i = 0; i < 3; ++i) {
+      auto key = "k" + std::to_string(i);
+      REQUIRE(rt.block_on(put(*be, key, payload(8000, i))));
+      auto v = be->version_of(key);
+      REQUIRE(v);
+      CHECK(*v > last);
+      last = committed[key] = *v;
+    }
+    // k0 was demoted to SSD by k2's allocation: same value, same version.
+    REQUIRE(be->get("k0")->tier() == tier_type::ssd);
+    CHECK(*be->version_of("k0") == committed["k0"]);
+    for (auto& k : be->keys()) CHECK(k.version == committed[k.key]);
+    // A replacement gets a larger version than the value it replaces.
+    REQUIRE(rt.block_on(put(*be, "k1", payload(100, 9))));
+    CHECK(*be->version_of("k1") > last);
+    // Fill until something is evicted from SSD: the observer names its version.
+    for (int i = 3; i < 6; ++i) REQUIRE(rt.block_on(put(*be, "k" + std::to_string(i), payload(8000, i))));
+    REQUIRE_FALSE(rec.events.empty());
+    CHECK(rec.events[0].second == removal_reason::evicted);
+    CHECK(rec.versions[0] == committed[rec.events[0].first]);
+    CHECK(be->issue_version() > *be->version_of("k5"));
+  }
+
+  TEST_CASE("drop_superseded removes a value only when it is not newer than the given version") {
+    mc::runtime::runtime rt(1);
+    rt.start();
+    auto be = tiered_backend::create(rt, {dram(1 << 20)}).value();
+    recorder rec;
+    be->set_observer(rec.fn());
+    REQUIRE(rt.block_on(put(*be, "k", payload(10, 1))));
+    auto v1 = *be->version_of("k");
+    CHECK(mc::is(be->drop_superseded("k", v1 - 1).error(), mc::errc::invalid_version));
+    CHECK(be->exists("k"));
+    CHECK(rec.events.empty());
+    REQUIRE(be->drop_superseded("k", v1));
+    CHECK_FALSE(be->exists("k"));
+    REQUIRE(rec.events.size() == 1);
+    CHECK(rec.events[0] == std::pair<std::string, removal_reason>{"k", removal_reason::superseded});
+    CHECK(rec.versions[0] == v1);
+    CHECK(mc::is(be->drop_superseded("k", v1).error(), mc::errc::object_not_found));
+    // A re-put after the superseding write is newer: an old notice cannot drop it.
+    REQUIRE(rt.block_on(put(*be, "k", payload(10, 2))));
+    CHECK(mc::is(be->drop_superseded("k", v1).error(), mc::errc::invalid_version));
+    CHECK(be->exists("k"));
+  }
+
+  TEST_CASE("versions keep increasing across a restart of the backend (hybrid clock)") {
+    mc::runtime::runtime rt(1);
+    rt.start();
+    value_version before = 0;
+    {
+      auto be = tiered_backend::create(rt, {dram(1 << 20)}).value();
+      for (int i = 0; i < 1000; ++i) (void)be->issue_version();  // run ahead of the wall clock a little
+      REQUIRE(rt.block_on(put(*be, "k", payload(10, 1))));
+      before = *be->version_of("k");
+    }
+    auto be = tiered_backend::create(rt, {dram(1 << 20)}).value();
+    REQUIRE(rt.block_on(put(*be, "k", payload(10, 1))));
+    CHECK(*be->version_of("k") > before);
+    CHECK(before > 1'000'000'000ull * 1'600'000'000ull);  // wall-clock nanoseconds, not a counter from 0
   }
 }

@@ -22,9 +22,17 @@ struct Replica {
   transferEndpoint @2 :Text;
 }
 
+# A publish: the caller holds `key` (size bytes) at `version` (issued by the
+# holder; ordered per (key, holder) at the master).
 struct KeySize {
   key @0 :Text;
   size @1 :UInt64;
+  version @2 :UInt64;
+}
+
+struct KeyVersion {
+  key @0 :Text;
+  version @1 :UInt64;
 }
 
 struct KeyReplicas {
@@ -42,12 +50,22 @@ struct ClientState {
 
 interface Master {
   registerClient @0 (info :ClientInfo) -> (status :Status);
-  heartbeat @1 (clientId :Text, used :UInt64, capacity :UInt64) -> (status :Status);
+  # The reply carries drop notices for copies superseded by a newer publish
+  # elsewhere (at most 1024 per reply) and `resync` when they overflowed.
+  heartbeat @1 (clientId :Text, used :UInt64, capacity :UInt64)
+      -> (status :Status, drops :List(KeyVersion), resync :Bool);
   unregisterClient @2 (clientId :Text) -> (status :Status);
-  addReplicas @3 (clientId :Text, items :List(KeySize)) -> (results :List(Status));
-  removeReplicas @4 (clientId :Text, keys :List(Text)) -> (results :List(Status));
+  # republish: re-announcing held copies (never supersedes a live holder);
+  # epoch: tags the entries for finishRepublish.
+  addReplicas @3 (clientId :Text, items :List(KeySize), republish :Bool, epoch :UInt64)
+      -> (results :List(Status));
+  # Removes each (key, caller) entry unless the master's entry is newer.
+  removeReplicas @4 (clientId :Text, items :List(KeyVersion)) -> (results :List(Status));
   getReplicaList @5 (keys :List(Text)) -> (results :List(KeyReplicas));
   writeRoute @6 (size :UInt64, exclude :Text) -> (status :Status, replica :Replica);
   removeKey @7 (key :Text) -> (status :Status, replicas :List(Replica));
   listClients @8 () -> (clients :List(ClientState));
+  # Ends a full re-publish: removes the caller's entries published with an
+  # older epoch (what it no longer holds).
+  finishRepublish @9 (clientId :Text, epoch :UInt64) -> (status :Status, removed :UInt64);
 }

@@ -36,7 +36,8 @@ task<result<void>> master_client::register_client(client_info info) {
   co_return from_status(r->getStatus());
 }
 
-task<result<void>> master_client::heartbeat(std::string client_id, std::uint64_t used, std::uint64_t capacity) {
+task<result<holder_notices>> master_client::heartbeat(std::string client_id, std::uint64_t used,
+                                                     std::uint64_t capacity) {
   auto m = co_await connect_master(address_);
   if (!m) co_return m.error();
   auto req = m->heartbeatRequest();
@@ -45,7 +46,13 @@ task<result<void>> master_client::heartbeat(std::string client_id, std::uint64_t
   req.setCapacity(capacity);
   auto r = co_await mc::rpc::call(req.send(), timeout_);
   if (!r) co_return r.error();
-  co_return from_status(r->getStatus());
+  if (auto st = from_status(r->getStatus()); !st) co_return st.error();
+  auto drops = r->getDrops();
+  if (drops.size() > max_drops_per_heartbeat) co_return fail(errc::rpc_fail);  // not what a master sends
+  holder_notices out;
+  out.resync = r->getResync();
+  for (auto d : drops) out.drops.push_back({d.getKey(), d.getVersion()});
+  co_return out;
 }
 
 task<result<void>> master_client::unregister_client(std::string client_id) {
@@ -58,16 +65,20 @@ task<result<void>> master_client::unregister_client(std::string client_id) {
   co_return from_status(r->getStatus());
 }
 
-task<result<std::vector<result<void>>>> master_client::add_replicas(
-    std::string client_id, std::vector<std::pair<std::string, std::uint64_t>> items) {
+task<result<std::vector<result<void>>>> master_client::add_replicas(std::string client_id,
+                                                                    std::vector<publish_item> items,
+                                                                    publish_kind kind, std::uint64_t epoch) {
   auto m = co_await connect_master(address_);
   if (!m) co_return m.error();
   auto req = m->addReplicasRequest();
   req.setClientId(client_id);
+  req.setRepublish(kind == publish_kind::republish);
+  req.setEpoch(epoch);
   auto list = req.initItems(static_cast<unsigned>(items.size()));
   for (unsigned i = 0; i < items.size(); ++i) {
-    list[i].setKey(items[i].first);
-    list[i].setSize(items[i].second);
+    list[i].setKey(items[i].key);
+    list[i].setSize(items[i].size);
+    list[i].setVersion(items[i].version);
   }
   auto r = co_await mc::rpc::call(req.send(), timeout_);
   if (!r) co_return r.error();
@@ -78,19 +89,34 @@ task<result<std::vector<result<void>>>> master_client::add_replicas(
 }
 
 task<result<std::vector<result<void>>>> master_client::remove_replicas(std::string client_id,
-                                                                       std::vector<std::string> keys) {
+                                                                       std::vector<key_version> items) {
   auto m = co_await connect_master(address_);
   if (!m) co_return m.error();
   auto req = m->removeReplicasRequest();
   req.setClientId(client_id);
-  auto list = req.initKeys(static_cast<unsigned>(keys.size()));
-  for (unsigned i = 0; i < keys.size(); ++i) list.set(i, keys[i]);
+  auto list = req.initItems(static_cast<unsigned>(items.size()));
+  for (unsigned i = 0; i < items.size(); ++i) {
+    list[i].setKey(items[i].key);
+    list[i].setVersion(items[i].version);
+  }
   auto r = co_await mc::rpc::call(req.send(), timeout_);
   if (!r) co_return r.error();
   std::vector<result<void>> out;
   for (auto s : r->getResults()) out.push_back(from_status(s));
-  if (out.size() != keys.size()) co_return fail(errc::rpc_fail);
+  if (out.size() != items.size()) co_return fail(errc::rpc_fail);
   co_return out;
+}
+
+task<result<std::uint64_t>> master_client::finish_republish(std::string client_id, std::uint64_t epoch) {
+  auto m = co_await connect_master(address_);
+  if (!m) co_return m.error();
+  auto req = m->finishRepublishRequest();
+  req.setClientId(client_id);
+  req.setEpoch(epoch);
+  auto r = co_await mc::rpc::call(req.send(), timeout_);
+  if (!r) co_return r.error();
+  if (auto st = from_status(r->getStatus()); !st) co_return st.error();
+  co_return r->getRemoved();
 }
 
 task<result<std::vector<result<key_info>>>> master_client::lookup(std::vector<std::string> keys) {

@@ -1,6 +1,8 @@
 #include "mc/master/master_server.hpp"
 #include "mc/runtime/blocking.hpp"
 
+#include "mc/master/master_client.hpp"  // max_drops_per_heartbeat
+
 #include "mc/rpc/protocol.hpp"
 
 #include "master.capnp.h"
@@ -48,7 +50,18 @@ class master_impl final : public Master::Server {
   }
   kj::Promise<void> heartbeat(HeartbeatContext ctx) override {
     auto p = ctx.getParams();
-    set_status(ctx.getResults().initStatus(), md_.heartbeat(p.getClientId(), p.getUsed(), p.getCapacity()));
+    std::string id = p.getClientId();
+    auto res = ctx.getResults();
+    auto hb = md_.heartbeat(id, p.getUsed(), p.getCapacity());
+    set_status(res.initStatus(), hb);
+    if (!hb) return kj::READY_NOW;
+    auto notices = md_.take_notices(id, max_drops_per_heartbeat);
+    res.setResync(notices.resync);
+    auto drops = res.initDrops(static_cast<unsigned>(notices.drops.size()));
+    for (unsigned i = 0; i < notices.drops.size(); ++i) {
+      drops[i].setKey(notices.drops[i].key);
+      drops[i].setVersion(notices.drops[i].version);
+    }
     return kj::READY_NOW;
   }
   kj::Promise<void> unregisterClient(UnregisterClientContext ctx) override {
@@ -59,17 +72,32 @@ class master_impl final : public Master::Server {
     auto p = ctx.getParams();
     std::string id = p.getClientId();
     auto items = p.getItems();
+    auto kind = p.getRepublish() ? publish_kind::republish : publish_kind::put;
     auto out = ctx.getResults().initResults(items.size());
     for (unsigned i = 0; i < items.size(); ++i)
-      set_status(out[i], md_.add_replica(items[i].getKey(), id, items[i].getSize()));
+      set_status(out[i], md_.add_replica(items[i].getKey(), id, items[i].getSize(), items[i].getVersion(), kind,
+                                         p.getEpoch()));
     return kj::READY_NOW;
   }
   kj::Promise<void> removeReplicas(RemoveReplicasContext ctx) override {
     auto p = ctx.getParams();
     std::string id = p.getClientId();
-    auto keys = p.getKeys();
-    auto out = ctx.getResults().initResults(keys.size());
-    for (unsigned i = 0; i < keys.size(); ++i) set_status(out[i], md_.remove_replica(keys[i], id));
+    auto items = p.getItems();
+    auto out = ctx.getResults().initResults(items.size());
+    for (unsigned i = 0; i < items.size(); ++i)
+      set_status(out[i], md_.remove_replica(items[i].getKey(), id, items[i].getVersion()));
+    return kj::READY_NOW;
+  }
+  kj::Promise<void> finishRepublish(FinishRepublishContext ctx) override {
+    auto p = ctx.getParams();
+    auto r = md_.finish_republish(p.getClientId(), p.getEpoch());
+    auto res = ctx.getResults();
+    if (!r) {
+      set_status(res.initStatus(), r.error());
+      return kj::READY_NOW;
+    }
+    set_status(res.initStatus(), result<void>{});
+    res.setRemoved(*r);
     return kj::READY_NOW;
   }
   kj::Promise<void> getReplicaList(GetReplicaListContext ctx) override {

@@ -13,8 +13,6 @@
 
 namespace mc::store {
 namespace {
-constexpr std::size_t republish_batch = 1024;
-
 std::string host_of(const std::string& endpoint) {
   if (!endpoint.empty() && endpoint.front() == '[') return endpoint.substr(0, endpoint.find(']') + 1);
   return endpoint.substr(0, endpoint.rfind(':'));
@@ -73,9 +71,13 @@ result<std::unique_ptr<client>> client::start(mc::runtime::runtime& rt, client_o
 
   p->dm = std::make_unique<data_manager>(*p->backend, *p->engine, p->opts.lock_shard_count);
   auto* raw = p.get();
-  p->dm->set_commit_hook([raw](const std::string& key, std::uint64_t size) { return raw->publish(key, size); });
-  p->backend->set_observer([raw](const std::string& key, removal_reason why_removed) {
-    if (why_removed == removal_reason::evicted) raw->on_evicted(key);
+  // Before the observer can fire (a remote write may evict as soon as the RPC server runs).
+  p->notice_timer = std::make_shared<boost::asio::steady_timer>(rt.executor(0));
+  p->dm->set_commit_hook([raw](const std::string& key, std::uint64_t size, std::uint64_t version) {
+    return raw->publish(key, size, version);
+  });
+  p->backend->set_observer([raw](const std::string& key, std::uint64_t version, removal_reason why_removed) {
+    raw->on_removed(key, version, why_removed);
   });
 
   mc::rpc::server_options so;
@@ -107,6 +109,13 @@ result<std::unique_ptr<client>> client::start(mc::runtime::runtime& rt, client_o
                             h.leave();
                           }(raw, std::move(h)),
                           boost::asio::detached);
+  if (auto h = p->background.try_enter())
+    boost::asio::co_spawn(rt.executor(0),
+                          [](impl* self, gate_holder h) -> task<void> {
+                            co_await self->notice_loop();
+                            h.leave();
+                          }(raw, std::move(h)),
+                          boost::asio::detached);
   return std::unique_ptr<client>(new client(std::move(p)));
 }
 
@@ -117,6 +126,7 @@ void client::stop() {
   p.stopped = true;
   p.rt.block_on([](impl* self) -> task<void> {
     self->heartbeat_timer->cancel();
+    self->notice_timer->cancel();
     if (self->registered.load())
       (void)co_await mc::with_deadline(self->master.unregister_client(self->id), std::chrono::seconds(2));
     co_await self->background.close();
@@ -137,18 +147,7 @@ task<result<void>> client::impl::register_with_master(bool republish) {
   auto r = co_await master.register_client(info);
   if (!r) co_return r;
   if (republish) {
-    std::vector<std::pair<std::string, std::uint64_t>> batch;
-    for (auto& k : backend->keys()) {
-      batch.emplace_back(k.key, k.size);
-      if (batch.size() == republish_batch) {
-        auto a = co_await master.add_replicas(id, std::exchange(batch, {}));
-        if (!a) co_return a.error();
-      }
-    }
-    if (!batch.empty()) {
-      auto a = co_await master.add_replicas(id, std::move(batch));
-      if (!a) co_return a.error();
-    }
+    if (auto a = co_await republish_all(); !a) co_return a;
   }
   registered = true;
   co_return result<void>{};
@@ -166,7 +165,17 @@ task<void> client::impl::heartbeat_loop() {
     }
     if (registered) {
       auto r = co_await master.heartbeat(id, used, cap);
-      if (r) continue;
+      if (r) {
+        apply_drops(r->drops);
+        if (r->resync) resync_needed = true;
+        if (!resync_needed) continue;
+        // The notice queue overflowed (here or at the master): replace the
+        // master's view of this holder with the full key set.
+        if (auto a = co_await republish_all(); a)
+          std::fprintf(stderr, "mooncake_client %s: resynced %zu keys with the master\n", id.c_str(),
+                       backend->count());
+        continue;
+      }
       stats.master_errors.fetch_add(1, std::memory_order_relaxed);
       registered = false;
       if (!mc::is(r.error(), errc::client_not_found)) continue;  // unreachable: retry next period
@@ -176,35 +185,6 @@ task<void> client::impl::heartbeat_loop() {
       std::fprintf(stderr, "mooncake_client %s: (re)registered with the master, %zu keys published\n", id.c_str(),
                    backend->count());
   }
-}
-
-task<result<void>> client::impl::publish(const std::string& key, std::uint64_t size) {
-  std::vector<std::pair<std::string, std::uint64_t>> item{{key, size}};
-  auto r = co_await master.add_replicas(id, std::move(item));
-  if (!r) {
-    stats.master_errors.fetch_add(1, std::memory_order_relaxed);
-    co_return r.error();
-  }
-  auto& one = r->front();
-  if (!one && mc::is(one.error(), errc::client_not_found)) {
-    registered = false;
-    if (auto reg = co_await register_with_master(true); !reg) co_return reg;
-    co_return result<void>{};  // republished with everything else
-  }
-  co_return one;
-}
-
-void client::impl::on_evicted(const std::string& key) {
-  forget_route(key);
-  auto h = background.try_enter();
-  if (!h) return;
-  boost::asio::co_spawn(rt.executor(0),
-                        [](impl* self, std::string key, gate_holder h) -> task<void> {
-                          std::vector<std::string> keys{std::move(key)};
-                          (void)co_await self->master.remove_replicas(self->id, std::move(keys));
-                          h.leave();
-                        }(this, key, std::move(h)),
-                        boost::asio::detached);
 }
 
 const std::string& client::id() const noexcept { return impl_->id; }
@@ -221,7 +201,8 @@ client_stats client::stats() const {
   constexpr auto r = std::memory_order_relaxed;
   return {s.local_hits.load(r), s.remote_hits.load(r),       s.misses.load(r),
           s.fallbacks.load(r),  s.route_cache_hits.load(r), s.master_errors.load(r),
-          impl_->registered.load()};
+          impl_->registered.load(), s.notices_sent.load(r), s.notice_batches.load(r),
+          s.notice_overflows.load(r), s.resyncs.load(r), s.superseded_drops.load(r), s.stale_publishes.load(r)};
 }
 
 result<mc::transfer::region> client::register_buffer(std::span<std::byte> buf) {

@@ -89,8 +89,9 @@ task<result<void>> data_manager::put(const std::string& key, std::span<const std
   auto h = co_await backend_.allocate(value.size());
   if (!h) co_return h.error();
   if (auto w = co_await h->write(value); !w) co_return w;
-  if (auto c = backend_.commit(key, std::move(*h)); !c) co_return c;
-  if (on_commit_) co_return co_await on_commit_(key, value.size());
+  auto c = backend_.commit(key, std::move(*h));
+  if (!c) co_return c.error();
+  if (on_commit_) co_return co_await on_commit_(key, value.size(), *c);
   co_return result<void>{};
 }
 
@@ -202,13 +203,14 @@ task<result<void>> data_manager::write_remote(const std::string& key, mc::transf
     co_return r;  // RAII: `h` releases the allocation, the old value is untouched
   }
   // Step 8: commit publishes atomically.
-  if (auto c = backend_.commit(key, std::move(*h)); !c) {
+  auto c = backend_.commit(key, std::move(*h));
+  if (!c) {
     counters_->remote_errors.fetch_add(1, relaxed);
-    co_return c;
+    co_return c.error();
   }
   counters_->remote_writes.fetch_add(1, relaxed);
   counters_->remote_write_bytes.fetch_add(src.length, relaxed);
-  if (on_commit_) co_return co_await on_commit_(key, src.length);
+  if (on_commit_) co_return co_await on_commit_(key, src.length, *c);
   co_return result<void>{};  // step 9
 }
 

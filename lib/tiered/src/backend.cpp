@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <ctime>
 
 namespace mc::store::detail {
 
@@ -63,7 +64,7 @@ std::optional<backend_core::victim> backend_core::pick_victim(tier& t) {
     // use_count is stable here: new pins are only taken under m_.
     if (v.use_count() != 1 || v->moving.load()) continue;
     v->moving = true;
-    return victim{*it, v};
+    return victim{*it, v, e->second.version};
   }
   return std::nullopt;
 }
@@ -74,15 +75,14 @@ void backend_core::evict(victim& vic) {
     std::lock_guard lk(m_);
     auto it = index_.find(vic.key);
     if (it != index_.end() && it->second.v == vic.v) {
-      vic.v->t->lru.erase(it->second.lru_it);
-      --vic.v->t->values;
-      index_.erase(it);
+      vic.version = it->second.version;
+      (void)unindex(it);  // vic.v still owns the value
       dropped = true;
     }
   }
   if (dropped) {
     ++vic.v->t->evictions;
-    notify(vic.key, removal_reason::evicted);
+    notify(vic.key, vic.version, removal_reason::evicted);
   }
 }
 
@@ -105,12 +105,31 @@ task<backend_core::demote_result> backend_core::demote(victim& vic, tier& to) {
   --from.t->values;
   to.lru.push_front(vic.key);
   ++to.values;
-  it->second = entry{std::move(*dst), to.lru.begin()};
+  it->second = entry{std::move(*dst), to.lru.begin(), it->second.version};  // same value, same version
   ++from.t->demotions;
   co_return demote_result::moved;
 }
 
-result<void> backend_core::commit(std::string key, std::shared_ptr<value> v) {
+std::pair<std::shared_ptr<value>, value_version> backend_core::unindex(index_map::iterator it) {
+  it->second.v->t->lru.erase(it->second.lru_it);
+  --it->second.v->t->values;
+  std::pair<std::shared_ptr<value>, value_version> out{std::move(it->second.v), it->second.version};
+  index_.erase(it);
+  return out;
+}
+
+value_version backend_core::issue_version() noexcept {
+  timespec ts{};
+  ::clock_gettime(CLOCK_REALTIME, &ts);
+  auto now = static_cast<value_version>(ts.tv_sec) * 1'000'000'000u + static_cast<value_version>(ts.tv_nsec);
+  auto last = last_version_.load(std::memory_order_relaxed);
+  for (;;) {
+    auto next = std::max(last + 1, now);
+    if (last_version_.compare_exchange_weak(last, next, std::memory_order_relaxed)) return next;
+  }
+}
+
+result<value_version> backend_core::commit(std::string key, std::shared_ptr<value> v) {
   std::shared_ptr<value> old;  // destroyed after the lock is released
   std::lock_guard lk(m_);
   auto* t = v->t;
@@ -122,8 +141,17 @@ result<void> backend_core::commit(std::string key, std::shared_ptr<value> v) {
   }
   t->lru.push_front(it->first);
   ++t->values;
-  it->second = entry{std::move(v), t->lru.begin()};
-  return {};
+  // Issued under m_: two commits of one key are ordered like their versions.
+  auto version = issue_version();
+  it->second = entry{std::move(v), t->lru.begin(), version};
+  return version;
+}
+
+result<value_version> backend_core::version_of(std::string_view key) const {
+  std::lock_guard lk(m_);
+  auto it = index_.find(key);
+  if (it == index_.end()) return mc::fail(mc::errc::object_not_found);
+  return it->second.version;
 }
 
 result<std::shared_ptr<const value>> backend_core::get(std::string_view key) {
@@ -136,20 +164,33 @@ result<std::shared_ptr<const value>> backend_core::get(std::string_view key) {
 }
 
 result<void> backend_core::remove(std::string_view key) {
-  std::shared_ptr<value> old;
+  std::pair<std::shared_ptr<value>, value_version> old;
   std::string name;
   {
     std::lock_guard lk(m_);
     auto it = index_.find(key);
     if (it == index_.end()) return mc::fail(mc::errc::object_not_found);
-    it->second.v->t->lru.erase(it->second.lru_it);
-    --it->second.v->t->values;
-    old = std::move(it->second.v);
     name = it->first;
-    index_.erase(it);
+    old = unindex(it);
   }
-  old.reset();
-  notify(name, removal_reason::removed);
+  old.first.reset();
+  notify(name, old.second, removal_reason::removed);
+  return {};
+}
+
+result<void> backend_core::drop_superseded(std::string_view key, value_version version) {
+  std::pair<std::shared_ptr<value>, value_version> old;
+  std::string name;
+  {
+    std::lock_guard lk(m_);
+    auto it = index_.find(key);
+    if (it == index_.end()) return mc::fail(mc::errc::object_not_found);
+    if (it->second.version > version) return mc::fail(mc::errc::invalid_version);
+    name = it->first;
+    old = unindex(it);
+  }
+  old.first.reset();
+  notify(name, old.second, removal_reason::superseded);
   return {};
 }
 
@@ -165,7 +206,7 @@ std::size_t backend_core::count() const {
 
 void backend_core::for_each(const std::function<void(const key_info&)>& fn) const {
   std::lock_guard lk(m_);
-  for (auto& [k, e] : index_) fn(key_info{k, e.v->size, e.v->t->cfg.type});
+  for (auto& [k, e] : index_) fn(key_info{k, e.v->size, e.v->t->cfg.type, e.version});
 }
 
 std::vector<tier_usage> backend_core::usage() const {
@@ -196,13 +237,13 @@ void backend_core::set_observer(tiered_backend::observer fn) {
   observer_ = std::move(fn);
 }
 
-void backend_core::notify(const std::string& key, removal_reason why) {
+void backend_core::notify(const std::string& key, value_version version, removal_reason why) {
   tiered_backend::observer fn;
   {
     std::lock_guard lk(m_);
     fn = observer_;
   }
-  if (fn) fn(key, why);
+  if (fn) fn(key, version, why);
 }
 
 }  // namespace mc::store::detail

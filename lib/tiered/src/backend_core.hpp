@@ -82,9 +82,12 @@ class backend_core {
 
   // ---- index (backend.cpp)
   task<result<std::shared_ptr<value>>> allocate(std::size_t size, std::optional<tier_type> preferred);
-  result<void> commit(std::string key, std::shared_ptr<value> v);
+  result<value_version> commit(std::string key, std::shared_ptr<value> v);
+  value_version issue_version() noexcept;
+  result<value_version> version_of(std::string_view key) const;
   result<std::shared_ptr<const value>> get(std::string_view key);
   result<void> remove(std::string_view key);
+  result<void> drop_superseded(std::string_view key, value_version version);
   bool exists(std::string_view key) const;
   std::size_t count() const;
   void for_each(const std::function<void(const key_info&)>& fn) const;
@@ -110,24 +113,30 @@ class backend_core {
   struct entry {
     std::shared_ptr<value> v;
     std::list<std::string>::iterator lru_it;
+    value_version version = 0;
   };
   struct victim {
     std::string key;
     std::shared_ptr<value> v;
+    value_version version = 0;
   };
+  using index_map = std::unordered_map<std::string, entry, string_hash, std::equal_to<>>;
   task<result<std::shared_ptr<value>>> allocate_in(tier& t, std::size_t size);
   std::optional<victim> pick_victim(tier& t);
   enum class demote_result { moved, failed, cancelled };
   task<demote_result> demote(victim& vic, tier& to);
   void evict(victim& vic);
-  void notify(const std::string& key, removal_reason why);
+  void notify(const std::string& key, value_version version, removal_reason why);
+  /// Unindexes `it` (caller holds m_); returns the value and its version.
+  std::pair<std::shared_ptr<value>, value_version> unindex(index_map::iterator it);
   tier* lower_tier(const tier& t) const;
   std::size_t direct_len(const std::byte* p, std::size_t len) const noexcept;
 
   mc::runtime::runtime& rt_;
   mutable std::mutex m_;
-  std::unordered_map<std::string, entry, string_hash, std::equal_to<>> index_;
+  index_map index_;
   tiered_backend::observer observer_;
+  std::atomic<value_version> last_version_{0};  // the hybrid clock
   // Staging pool: free buffer indices and FIFO waiters (any thread).
   struct staging_waiter;
   std::mutex staging_m_;

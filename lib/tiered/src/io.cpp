@@ -254,7 +254,7 @@ task<result<write_handle>> tiered_backend::allocate(std::size_t size, std::optio
   co_return h;
 }
 
-result<void> tiered_backend::commit(std::string key, write_handle&& h) {
+result<value_version> tiered_backend::commit(std::string key, write_handle&& h) {
   if (key.empty()) return mc::fail(mc::errc::invalid_key);
   if (!h.v_) return mc::fail(mc::errc::invalid_params);
   if (h.v_->t->cfg.type == tier_type::ssd && h.cursor_ != h.v_->size) return mc::fail(mc::errc::invalid_write);
@@ -272,6 +272,11 @@ result<read_handle> tiered_backend::get(std::string_view key) {
 }
 
 result<void> tiered_backend::remove(std::string_view key) { return core_->remove(key); }
+result<void> tiered_backend::drop_superseded(std::string_view key, value_version version) {
+  return core_->drop_superseded(key, version);
+}
+value_version tiered_backend::issue_version() noexcept { return core_->issue_version(); }
+result<value_version> tiered_backend::version_of(std::string_view key) const { return core_->version_of(key); }
 bool tiered_backend::exists(std::string_view key) const { return core_->exists(key); }
 std::size_t tiered_backend::count() const { return core_->count(); }
 

@@ -13,6 +13,9 @@
 
 namespace mc::master {
 
+/// Most drop notices the master sends in one heartbeat reply.
+inline constexpr std::size_t max_drops_per_heartbeat = 1024;
+
 class master_client {
  public:
   /// `address` is "host:port" of the master's RPC server.
@@ -22,12 +25,21 @@ class master_client {
   const std::string& address() const noexcept { return address_; }
 
   task<result<void>> register_client(client_info info);
-  task<result<void>> heartbeat(std::string client_id, std::uint64_t used, std::uint64_t capacity);
+  /// Heartbeat; returns the holder's queued drop notices (at most
+  /// max_drops_per_heartbeat; a longer list is rpc_fail) and resync flag.
+  task<result<holder_notices>> heartbeat(std::string client_id, std::uint64_t used, std::uint64_t capacity);
   task<result<void>> unregister_client(std::string client_id);
-  /// One result per item, in order.
-  task<result<std::vector<result<void>>>> add_replicas(std::string client_id,
-                                                       std::vector<std::pair<std::string, std::uint64_t>> items);
-  task<result<std::vector<result<void>>>> remove_replicas(std::string client_id, std::vector<std::string> keys);
+  /// Publishes; one result per item, in order (see metadata::add_replica:
+  /// invalid_version = refused as stale or superseded).
+  task<result<std::vector<result<void>>>> add_replicas(std::string client_id, std::vector<publish_item> items,
+                                                       publish_kind kind, std::uint64_t epoch);
+  task<result<std::vector<result<void>>>> add_replicas(std::string client_id, std::vector<publish_item> items) {
+    return add_replicas(std::move(client_id), std::move(items), publish_kind::put, 0);
+  }
+  /// Removes (key, caller) entries not newer than each version; one result per item.
+  task<result<std::vector<result<void>>>> remove_replicas(std::string client_id, std::vector<key_version> items);
+  /// Ends a full re-publish (metadata::finish_republish); returns entries removed.
+  task<result<std::uint64_t>> finish_republish(std::string client_id, std::uint64_t epoch);
   task<result<std::vector<result<key_info>>>> lookup(std::vector<std::string> keys);
   task<result<key_info>> lookup(std::string key);
   task<result<replica>> write_route(std::uint64_t size, std::string exclude);

@@ -49,6 +49,45 @@ struct key_info {
   std::vector<replica> replicas;  ///< healthy holders only
 };
 
+/// A key and a version of its value. Versions are issued by the holder node
+/// (see mc::store::value_version): the master only compares versions of the
+/// same (key, holder), never across holders, and never issues any.
+struct key_version {
+  std::string key;
+  std::uint64_t version = 0;
+};
+
+/// One publish: `key` (size bytes) at `version` is held by the caller.
+struct publish_item {
+  std::string key;
+  std::uint64_t size = 0;
+  std::uint64_t version = 0;
+};
+
+/// Why a holder publishes.
+enum class publish_kind {
+  put,        ///< a fresh commit: supersedes every other holder of the key
+  republish,  ///< re-announcing a held copy (re-registration, resync): never
+              ///< supersedes another live holder (it is refused instead)
+};
+
+/// What the master has queued for one holder (delivered with heartbeats).
+struct holder_notices {
+  /// Local copies superseded by a newer publish elsewhere: drop (key, v)
+  /// locally if the local version is <= v.
+  std::vector<key_version> drops;
+  /// The queue overflowed: re-publish the full key set (finish_republish).
+  bool resync = false;
+};
+
+/// Counters of the ordering rules (for /metrics).
+struct ordering_stats {
+  std::uint64_t stale_publishes = 0;   ///< publishes refused: not newer than the (key, holder) entry
+  std::uint64_t stale_removals = 0;    ///< removals ignored: the (key, holder) entry is newer
+  std::uint64_t superseded = 0;        ///< holders dropped from a key's routes by another holder's publish
+  std::uint64_t notice_overflows = 0;  ///< a holder's drop queue overflowed (resync requested)
+};
+
 struct metadata_options {
   /// A client silent for longer stops receiving routes (and its replicas are
   /// not returned by lookups).
@@ -57,6 +96,9 @@ struct metadata_options {
   clock::duration drop_ttl = std::chrono::seconds(60);
   std::size_t shards = 64;
   std::size_t max_key_bytes = 4096;
+  /// Drop notices queued per holder; past it the queue is cleared and the
+  /// holder is asked to resync (holder_notices::resync).
+  std::size_t max_pending_drops = 4096;
 };
 
 /// Thread-safe. Every method takes short internal locks only.
@@ -76,11 +118,34 @@ class metadata {
   /// Removes a client and all its replicas.
   result<void> unregister_client(const std::string& client_id);
 
-  /// Records that `client_id` holds `key` (size bytes). invalid_key for an empty
-  /// or oversize key, client_not_found for an unregistered client.
-  result<void> add_replica(const std::string& key, const std::string& client_id, std::uint64_t size);
-  /// Removes one holder; object_not_found when that client held no such key.
-  result<void> remove_replica(const std::string& key, const std::string& client_id);
+  /// Records that `client_id` holds `key` (size bytes) at `version` (> 0).
+  /// Ordering, per (key, holder): a publish whose version is older than the
+  /// entry's, or equal to a superseded entry's, is refused with
+  /// errc::invalid_version (the caller drops its copy if not newer locally);
+  /// an equal version of a live entry is an idempotent refresh. An accepted
+  /// publish of kind `put` supersedes every other holder: they leave the
+  /// key's routes (kept as superseded entries so that their stale publishes
+  /// are refused) and are told to drop their copy (take_notices). Last publish
+  /// to arrive wins across holders. A `republish` is refused
+  /// (invalid_version) while another holder is live. The key's size follows
+  /// the accepted publish. `epoch` tags the entry for finish_republish (the
+  /// entry keeps the largest epoch it was published with).
+  /// Errors: invalid_key, client_not_found, invalid_version.
+  result<void> add_replica(const std::string& key, const std::string& client_id, std::uint64_t size,
+                           std::uint64_t version, publish_kind kind = publish_kind::put, std::uint64_t epoch = 0);
+  /// Removes `client_id`'s entry for `key` (live or superseded) unless it is
+  /// newer than `version`: an eviction notice of an old copy never removes a
+  /// fresher re-put. Errors: object_not_found (no such entry),
+  /// invalid_version (the entry is newer; nothing removed), invalid_key.
+  result<void> remove_replica(const std::string& key, const std::string& client_id, std::uint64_t version);
+  /// Ends a full re-publish of `client_id` (every held key was published with
+  /// `epoch` or later): removes that holder's entries tagged with an older
+  /// epoch. Returns how many entries were removed; client_not_found.
+  result<std::uint64_t> finish_republish(const std::string& client_id, std::uint64_t epoch);
+  /// Takes up to `max` queued drop notices and the resync flag of a holder
+  /// (empty for an unknown client).
+  holder_notices take_notices(const std::string& client_id, std::size_t max);
+  ordering_stats ordering() const;
   /// Removes the key from every holder (the caller tells the holders).
   result<std::vector<replica>> remove_key(const std::string& key);
   /// Healthy replicas of a key; object_not_found if none.
@@ -97,7 +162,9 @@ class metadata {
   std::vector<client_status> clients() const;
   /// Keys with a prefix, at most `limit`, in no particular order.
   std::vector<std::pair<std::string, key_info>> keys(const std::string& prefix, std::size_t limit) const;
+  /// Keys with a live (routable) holder.
   std::uint64_t key_count() const;
+  /// Live (routable) (key, holder) entries.
   std::uint64_t replica_count() const;
 
  private:
@@ -107,6 +174,13 @@ class metadata {
   health health_of(const client_entry& c, clock::time_point now) const;
   result<void> check_key(const std::string& key) const;
   void drop_client_replicas(const std::string& client_id);
+  /// Removes `client_id`'s entries with epoch < `below_epoch`; returns
+  /// (entries removed, live entries among them).
+  std::pair<std::uint64_t, std::uint64_t> drop_holder_entries(const std::string& client_id,
+                                                              std::uint64_t below_epoch);
+  void queue_drop(const std::string& holder, const std::string& key, std::uint64_t version);
+  struct counters;
+  std::unique_ptr<counters> counters_;
 
   metadata_options opts_;
   mutable std::mutex clients_mu_;

@@ -65,6 +65,12 @@ struct client_stats {
   std::uint64_t route_cache_hits = 0;
   std::uint64_t master_errors = 0;
   bool registered = false;
+  std::uint64_t notices_sent = 0;      ///< removal notices (evicted / superseded copies) sent to the master
+  std::uint64_t notice_batches = 0;    ///< removeReplicas calls that carried them
+  std::uint64_t notice_overflows = 0;  ///< the bounded notice queue overflowed (a resync followed)
+  std::uint64_t resyncs = 0;           ///< full re-publishes of the key set (registration, overflow)
+  std::uint64_t superseded_drops = 0;  ///< local copies dropped: a newer write elsewhere superseded them
+  std::uint64_t stale_publishes = 0;   ///< publishes the master refused as older than what it had
 };
 
 class client {

@@ -31,6 +31,12 @@ struct client_options {
   std::uint64_t lock_shard_count = 1024;  ///< MOONCAKE_DM_LOCK_SHARD_COUNT
   std::chrono::milliseconds rpc_timeout = std::chrono::seconds(10);
   std::chrono::milliseconds heartbeat_interval = std::chrono::seconds(1);
+  /// Bound of the queue of eviction notices for the master; past it the queue
+  /// is dropped and the next heartbeat re-publishes the whole key set (0: every
+  /// eviction does). Not a flag: set it in code (tests use a small bound).
+  std::uint64_t eviction_notice_queue = 65536;
+  /// Eviction notices are sent every this long, or at once when 1024 are queued.
+  std::chrono::milliseconds eviction_notice_interval{50};
   std::string transfer_transport = "auto";  ///< auto | tcp | same_host (force one)
   std::uint64_t rpc_max_connections = 64;   ///< per-thread client connection cache bound
   std::string http_host = "0.0.0.0";        ///< bind host of the HTTP server

@@ -53,8 +53,11 @@ class data_manager {
  public:
   /// Called after a value was committed under `key` (local put or remote
   /// write), while the key's exclusive lock is still held, so that the caller
-  /// can publish it before anyone observes the new value elsewhere.
-  using commit_hook = std::function<task<result<void>>(const std::string& key, std::uint64_t size)>;
+  /// can publish it before anyone observes the new value elsewhere. `version`
+  /// is the value's version issued by the backend's commit (publishes and
+  /// removals are ordered by it at the master).
+  using commit_hook =
+      std::function<task<result<void>>(const std::string& key, std::uint64_t size, std::uint64_t version)>;
 
   data_manager(tiered_backend& backend, mc::transfer::engine& engine,
                std::size_t lock_shards = default_lock_shard_count);

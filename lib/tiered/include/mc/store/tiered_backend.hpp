@@ -35,9 +35,17 @@ struct staging_slot;
 
 /// Why the observer is told that a key left this backend.
 enum class removal_reason {
-  removed,  ///< remove(key)
-  evicted,  ///< dropped to make room (not demoted)
+  removed,     ///< remove(key)
+  evicted,     ///< dropped to make room (not demoted)
+  superseded,  ///< drop_superseded(key, version): a newer value of the key lives elsewhere
 };
+
+/// Versions of committed values. Issued by this backend (the holder node) from
+/// a hybrid clock: max(last issued + 1, CLOCK_REALTIME in ns). Strictly
+/// increasing within a process; across restarts of the process they keep
+/// increasing as long as the wall clock does not step back by more than the
+/// restart took (NTP slewing is fine; a manual step backwards is not). Never 0.
+using value_version = std::uint64_t;
 
 /// A value being written. Move-only. Destroying it without commit() frees the
 /// space. Not thread-safe (one writer).
@@ -136,6 +144,7 @@ struct key_info {
   std::string key;
   std::size_t size = 0;
   tier_type tier = tier_type::dram;
+  value_version version = 0;  ///< issued by commit()
 };
 
 struct backend_options {
@@ -145,7 +154,8 @@ struct backend_options {
 
 class tiered_backend {
  public:
-  using observer = std::function<void(const std::string& key, removal_reason)>;
+  /// Told (key, version of the value that left, why).
+  using observer = std::function<void(const std::string& key, value_version, removal_reason)>;
 
   /// Builds the tiers (sorted by descending priority). DRAM: one anonymous
   /// mmap (MAP_NORESERVE, MADV_HUGEPAGE, MAP_POPULATE if prefault). SSD: the
@@ -174,9 +184,17 @@ class tiered_backend {
   /// Publishes the handle's value under `key` atomically: readers see the old
   /// value (if any) or the new one, never a mix. A replaced old value is freed
   /// when its readers let go; the observer is NOT called for a replacement.
+  /// Returns the value's version (issue_version(), taken under the index lock,
+  /// so a later commit of the same key always gets a larger one).
   /// Errors: errc::invalid_params (empty handle), errc::invalid_write (SSD
   /// value not completely written), errc::invalid_key (empty key).
-  result<void> commit(std::string key, write_handle&& h);
+  result<value_version> commit(std::string key, write_handle&& h);
+
+  /// A fresh version from the backend's hybrid clock (see value_version);
+  /// larger than every version issued before by this backend. Thread-safe.
+  value_version issue_version() noexcept;
+  /// The version of the value held under `key`; errc::object_not_found.
+  result<value_version> version_of(std::string_view key) const;
 
   /// Pins and returns the value; marks it most recently used.
   /// errc::object_not_found if absent.
@@ -184,6 +202,11 @@ class tiered_backend {
   /// Unindexes the value (freed when unpinned); observer(key, removed).
   /// errc::object_not_found if absent.
   result<void> remove(std::string_view key);
+  /// Removes the value only if its version is <= `version` (an older or the
+  /// same copy of a key that a newer write elsewhere superseded);
+  /// observer(key, its version, superseded). Errors: errc::object_not_found
+  /// (absent), errc::invalid_version (the local value is newer: kept).
+  result<void> drop_superseded(std::string_view key, value_version version);
   bool exists(std::string_view key) const;
   std::size_t count() const;
 

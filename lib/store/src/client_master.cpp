@@ -1,0 +1,158 @@
+// mc::store::client: what the client tells the master about its copies —
+// versioned publishes, batched removal notices, superseded-copy drops and
+// full re-publishes (resync). See "Consistency model" in the README.
+#include "client_impl.hpp"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/post.hpp>
+
+namespace mc::store {
+namespace {
+constexpr auto relaxed = std::memory_order_relaxed;
+constexpr std::size_t republish_batch = 1024;
+}  // namespace
+
+task<result<void>> client::impl::publish(const std::string& key, std::uint64_t size, std::uint64_t version) {
+  std::vector<mc::master::publish_item> item{{key, size, version}};
+  auto r = co_await master.add_replicas(id, std::move(item), mc::master::publish_kind::put, epoch.load());
+  if (!r) {
+    stats.master_errors.fetch_add(1, relaxed);
+    co_return r.error();
+  }
+  auto& one = r->front();
+  if (!one && mc::is(one.error(), errc::client_not_found)) {
+    registered = false;
+    if (auto reg = co_await register_with_master(true); !reg) co_return reg;
+    co_return result<void>{};  // republished with everything else
+  }
+  if (!one && mc::is(one.error(), errc::invalid_version)) {
+    // The master has a newer entry of ours (a later put's publish overtook
+    // this one) or this copy was already superseded: it stays unroutable.
+    // Drop it unless a newer local value replaced it meanwhile.
+    stats.stale_publishes.fetch_add(1, relaxed);
+    (void)backend->drop_superseded(key, version);
+    co_return result<void>{};
+  }
+  co_return one;
+}
+
+void client::impl::on_removed(const std::string& key, std::uint64_t version, removal_reason why) {
+  // remove(): the master was told first (removeKey); nothing to send.
+  if (why == removal_reason::removed) return;
+  forget_route(key);
+  if (resync_needed.load()) return;  // the coming resync covers it
+  bool wake = false;
+  {
+    std::lock_guard lk(notices_mu);
+    if (notices.size() >= opts.eviction_notice_queue) {
+      notices.clear();
+      notices.shrink_to_fit();
+      resync_needed = true;
+      stats.notice_overflows.fetch_add(1, relaxed);
+      return;
+    }
+    notices.push_back({key, version});
+    wake = notices.size() == notice_batch;
+  }
+  if (wake) wake_notice_loop();
+}
+
+void client::impl::wake_notice_loop() {
+  // The timer belongs to executor(0): cancel it there (asio timers are not
+  // thread-safe). A cancelled wait makes notice_loop drain at once.
+  boost::asio::post(rt.executor(0), [t = notice_timer] { t->cancel(); });
+}
+
+void client::impl::apply_drops(const std::vector<mc::master::key_version>& drops) {
+  for (auto& d : drops) {
+    if (!check_key(d.key)) continue;
+    // Removed only if our copy is not newer; the observer then queues the
+    // notice that clears the master's superseded entry.
+    if (backend->drop_superseded(d.key, d.version)) stats.superseded_drops.fetch_add(1, relaxed);
+  }
+}
+
+task<void> client::impl::notice_loop() {
+  for (;;) {
+    notice_timer->expires_after(opts.eviction_notice_interval);
+    (void)co_await notice_timer->async_wait(boost::asio::as_tuple(boost::asio::use_awaitable));
+    if (stopped) co_return;  // unregister_client removes all our entries anyway
+    co_await drain_notices();
+  }
+}
+
+task<void> client::impl::drain_notices() {
+  {
+    std::lock_guard lk(notices_mu);
+    if (notices.empty()) co_return;
+  }
+  if (!registered || resync_needed) co_return;  // kept; a resync clears them
+  auto lock = co_await resync_mu.lock();
+  if (!lock) co_return;
+  for (;;) {
+    std::vector<mc::master::key_version> batch;
+    {
+      std::lock_guard lk(notices_mu);
+      if (notices.empty() || resync_needed) co_return;
+      auto n = std::min(notices.size(), notice_batch);
+      batch.assign(std::make_move_iterator(notices.begin()), std::make_move_iterator(notices.begin() + n));
+      notices.erase(notices.begin(), notices.begin() + n);
+    }
+    auto count = batch.size();
+    auto r = co_await master.remove_replicas(id, std::move(batch));
+    if (!r) {
+      // Lost: the master may keep routes to copies we no longer hold. Resync.
+      stats.master_errors.fetch_add(1, relaxed);
+      resync_needed = true;
+      co_return;
+    }
+    stats.notices_sent.fetch_add(count, relaxed);
+    stats.notice_batches.fetch_add(1, relaxed);
+  }
+}
+
+task<result<void>> client::impl::republish_all() {
+  auto lock = co_await resync_mu.lock();
+  if (!lock) co_return lock.error();
+  // Before the snapshot: later evictions are queued normally and sent after
+  // this republish (resync_mu); earlier notices are covered by the snapshot.
+  resync_needed = false;
+  {
+    std::lock_guard lk(notices_mu);
+    notices.clear();
+  }
+  auto e = backend->issue_version();  // larger than any epoch we used before, even across restarts
+  epoch = e;
+  auto held = backend->keys();
+  std::vector<mc::master::publish_item> batch;
+  for (std::size_t i = 0; i < held.size(); ++i) {
+    batch.push_back({std::move(held[i].key), held[i].size, held[i].version});
+    if (batch.size() < republish_batch && i + 1 < held.size()) continue;
+    auto sent = std::exchange(batch, {});
+    auto r = co_await master.add_replicas(id, sent, mc::master::publish_kind::republish, e);
+    if (!r) {
+      resync_needed = true;
+      co_return r.error();
+    }
+    for (std::size_t j = 0; j < sent.size(); ++j) {
+      auto& one = (*r)[j];
+      if (one) continue;
+      if (mc::is(one.error(), errc::client_not_found)) {
+        registered = false;
+        co_return one.error();
+      }
+      // Superseded by a newer write elsewhere while we were away: drop it.
+      if (mc::is(one.error(), errc::invalid_version) && backend->drop_superseded(sent[j].key, sent[j].version))
+        stats.superseded_drops.fetch_add(1, relaxed);
+    }
+  }
+  auto fin = co_await master.finish_republish(id, e);
+  if (!fin) {
+    resync_needed = true;
+    co_return fin.error();
+  }
+  stats.resyncs.fetch_add(1, relaxed);
+  co_return result<void>{};
+}
+
+}  // namespace mc::store
