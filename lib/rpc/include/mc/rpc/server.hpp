@@ -51,7 +51,7 @@ struct server_options {
   /// each checked by check_auth_token() in start(). Unset: the process-wide
   /// setting (set_auth_tokens()) as it is when each connection is accepted.
   /// Empty: auth off for this server.
-  std::optional<std::vector<std::string>> auth_tokens;
+  std::optional<std::vector<std::string>> auth_tokens = std::nullopt;
 };
 
 /// Counters (approximate while running).
