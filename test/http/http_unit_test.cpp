@@ -195,4 +195,20 @@ TEST_SUITE("http") {
     }
     rt.stop();
   }
+
+  TEST_CASE("malformed or too many auth tokens are refused at start") {
+    mc::runtime::runtime rt(1);
+    rt.start();
+    for (auto tokens : {std::vector<std::string>{"has space"}, std::vector<std::string>{""},
+                        std::vector<std::string>{"a", "b", "c"}}) {
+      mc::http::server_options o;
+      o.host = "127.0.0.1";
+      o.auth_tokens = tokens;
+      mc::http::server s(rt, o);
+      auto r = s.start();
+      REQUIRE_FALSE(r);
+      CHECK(mc::is(r.error(), mc::errc::invalid_params));
+    }
+    rt.stop();
+  }
 }

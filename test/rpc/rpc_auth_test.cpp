@@ -119,6 +119,20 @@ TEST_CASE("a token matches only exactly: no prefix, no extension, no empty token
   CHECK_FALSE(mc::rpc::auth_token_accepted("x", {}));
 }
 
+TEST_CASE("a server refuses to start with malformed or too many tokens") {
+  mc::runtime::runtime rt(2);  // local_options() serves on 2 threads
+  rt.start();
+  for (auto tokens : {std::vector<std::string>{"bad token"}, std::vector<std::string>{"a", "b", "c"},
+                      std::vector<std::string>{std::string(257, 'x')}}) {
+    mc::rpc::server srv(rt, auth_options(tokens));
+    auto r = srv.start();
+    REQUIRE_FALSE(r);
+    CHECK(mc::is(r.error(), errc::invalid_params));
+    CHECK(srv.message().find("auth_tokens") != std::string::npos);
+  }
+  rt.stop();
+}
+
 TEST_CASE("a server with auth on serves the current and the rotation token and refuses the rest") {
   rpc_fixture f(auth_options({"tok-current", "tok-previous"}));
   const auto global0 = mc::rpc::auth_failures();

@@ -342,6 +342,15 @@ result<void> server::start() {
     if (s.started || s.stopping) return mc::fail(errc::unavailable_in_current_status);
     s.started = true;
   }
+  if (s.opts.auth_tokens.size() > mc::rpc::max_auth_tokens) {
+    s.message = "http: at most " + std::to_string(mc::rpc::max_auth_tokens) + " auth tokens";
+    return mc::fail(errc::invalid_params);
+  }
+  for (auto& t : s.opts.auth_tokens)
+    if (auto why = mc::rpc::check_auth_token(t); !why.empty()) {
+      s.message = "http: " + why;
+      return mc::fail(errc::invalid_params);
+    }
   for (auto t : s.opts.threads)
     if (t >= s.rt.size()) {
       s.message = "http: thread index out of range";

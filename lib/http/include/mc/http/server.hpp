@@ -127,7 +127,8 @@ class server {
   /// request body (0: a request with a body is answered 413).
   void route(std::string path, handler h, std::size_t max_body_bytes = 0);
 
-  /// Binds and starts accepting. Errors: invalid_params (bad host),
+  /// Binds and starts accepting. Errors: invalid_params (bad host, more than
+  /// two or malformed auth_tokens),
   /// io_error (bind/listen failed; see message()), unavailable_in_current_status
   /// (started twice).
   result<void> start();
