@@ -177,6 +177,24 @@ response unauthorized() {
   return r;
 }
 
+enum class auth_verdict { pass, answered, close };
+
+/// With auth on and no accepted bearer token: answers 401 (counted) and says
+/// whether the connection goes on (keep-alive, no body) or must close (a
+/// body follows, never read; or no keep-alive).
+task<auth_verdict> enforce_auth(server::impl& s, beast::tcp_stream& stream, const request& req,
+                                std::string_view authorization, bool body_follows) {
+  if (authorized(s, req.path, authorization)) co_return auth_verdict::pass;
+  s.auth_failures.fetch_add(1, std::memory_order_relaxed);
+  auto res = unauthorized();
+  if (body_follows) {
+    co_await answer_and_close(s, stream, res);
+    co_return auth_verdict::close;
+  }
+  co_await write_response(s, stream, res, req.keep_alive);
+  co_return req.keep_alive ? auth_verdict::answered : auth_verdict::close;
+}
+
 /// Handles a read error. Returns the status to answer with, or 0 to just close.
 /// On io_uring a read cut off by the stream's deadline may complete as EOF
 /// rather than as a timeout, hence the `deadline` check.
@@ -221,17 +239,9 @@ task<void> serve_connection(server::impl& s, beast::tcp_stream& stream) {
     req.path = std::move(*decoded);
     req.keep_alive = hp.keep_alive();
 
-    if (!authorized(s, req.path, head[bhttp::field::authorization])) {
-      s.auth_failures.fetch_add(1, std::memory_order_relaxed);
-      auto res = unauthorized();
-      if (!hp.is_done()) {  // a body follows: never read it, close after answering
-        co_await answer_and_close(s, stream, res);
-        co_return;
-      }
-      co_await write_response(s, stream, res, req.keep_alive);
-      if (!req.keep_alive) co_return;
-      continue;
-    }
+    auto verdict = co_await enforce_auth(s, stream, req, head[bhttp::field::authorization], !hp.is_done());
+    if (verdict == auth_verdict::close) co_return;
+    if (verdict == auth_verdict::answered) continue;
     const route_entry* route = s.find(req.path);
     if (!hp.is_done()) {  // a body follows
       std::size_t limit = route ? route->max_body : 0;
