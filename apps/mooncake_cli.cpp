@@ -8,9 +8,11 @@
 #include "mc/store/data_manager.hpp"
 #include "mc/store/peer_client.hpp"
 #include "mc/transfer/engine.hpp"
+#include "auth_setup.hpp"
 #include "signals.hpp"
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iostream>
@@ -46,15 +48,20 @@ constexpr const char* usage_text =
     "  --device_names DEV[,DEV...]            RDMA devices of the TransferEngine and of the RDMA\n"
     "                                         control plane (e.g. mlx5_0,mlx5_1) [all]\n"
     "  --max_value_bytes N                    refuse larger values [4294967296]\n"
-    "\n"
+    "  --auth_token TOKEN[,PREVIOUS]          shared secret presented to the master and the nodes when\n"
+    "                                         they run with one (visible in /proc/PID/cmdline: prefer\n"
+    "                                         --auth_token_file or MC_AUTH_TOKEN) [off]\n"
+    "  --auth_token_file FILE                 read the token from FILE (whitespace trimmed; mode 0600)\n"
     "\n"
     "environment:\n"
+    "  MC_AUTH_TOKEN, MC_AUTH_TOKEN_FILE      as --auth_token, --auth_token_file (flags win)\n"
     "  MC_RPC_PROTOCOL tcp|rdma               control-plane transport of this CLI's RPCs: rdma carries\n"
     "                                         Cap'n Proto over RDMA SEND/RECV on the first usable\n"
     "                                         device of --device_names (a server without it: TCP) [tcp]\n"
     "\n"
     "exit status: 0 success, 1 missing key or failed operation (error name on stderr), 2 usage or\n"
-    "startup error (bad option, no usable RDMA device, bad MC_RPC_PROTOCOL)\n";
+    "startup error (bad option, no usable RDMA device, bad MC_RPC_PROTOCOL, bad auth token or file);\n"
+    "a refused auth token is ACCESS_DENIED with exit status 1\n";
 
 struct cli_options {
   std::string master = "127.0.0.1:50051";
@@ -65,6 +72,7 @@ struct cli_options {
   std::vector<std::string> device_names;
   std::uint64_t max_value = 4ull << 30;
   std::string target;
+  mc::config::auth_options auth;
   std::vector<std::string> words;  // command and its arguments
 };
 
@@ -75,6 +83,8 @@ int usage_error(const std::string& msg) {
 
 int op_error(const boost::system::error_code& ec, const std::string& what) {
   std::cerr << "mooncake_cli: " << what << ": " << mc::error_name(mc::to_errc(ec)) << " (" << ec.message() << ")\n";
+  if (mc::to_errc(ec) == mc::errc::access_denied && !mc::rpc::last_error_message().empty())
+    std::cerr << "mooncake_cli: " << mc::rpc::last_error_message() << "\n";
   return 1;
 }
 
@@ -93,6 +103,9 @@ std::vector<std::string> split_list(const std::string& text) {
 
 // Returns nullopt on success, else an exit code.
 std::optional<int> parse(int argc, char** argv, cli_options& o) {
+  // The environment first: flags override it.
+  if (const char* e = std::getenv("MC_AUTH_TOKEN"); e && *e) o.auth.token = e;
+  if (const char* e = std::getenv("MC_AUTH_TOKEN_FILE"); e && *e) o.auth.token_file = e;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--help" || a == "-h") {
@@ -120,6 +133,8 @@ std::optional<int> parse(int argc, char** argv, cli_options& o) {
       else if (name == "target") o.target = value;
       else if (name == "protocol") o.protocol = value;
       else if (name == "device_names") o.device_names = split_list(value);
+      else if (name == "auth_token") o.auth.token = value, o.auth.token_file.clear();
+      else if (name == "auth_token_file") o.auth.token_file = value, o.auth.token.clear();
       else return usage_error("unknown option --" + name);
     } catch (const std::exception&) {
       return usage_error("invalid value '" + value + "' for --" + name);
@@ -267,6 +282,11 @@ int main(int argc, char** argv) {
   mc::apps::block_stop_signals();
   cli_options o;
   if (auto rc = parse(argc, argv, o)) return *rc;
+  std::vector<std::string> tokens;
+  if (auto err = mc::apps::apply_auth(o.auth, "mooncake_cli", &tokens); !err.empty()) {
+    std::cerr << "mooncake_cli: " << err << "\n";
+    return 2;
+  }
   // MC_RPC_PROTOCOL: tcp, or rdma (opens the RDMA device now: a clear error when there is none).
   if (auto err = mc::rpc::use_protocol_from_env(o.device_names); !err.empty()) {
     std::cerr << "mooncake_cli: " << err << "\n";

@@ -8,6 +8,7 @@
 #include "mc/runtime/runtime.hpp"
 #include "mc/store/client.hpp"
 #include "mc/store/client_options.hpp"
+#include "auth_setup.hpp"
 #include "signals.hpp"
 
 #include <algorithm>
@@ -20,11 +21,14 @@ int main(int argc, char** argv) {
   mc::apps::block_stop_signals();
   mc::store::client_options opts;
   auto options = mc::store::make_option_set(opts);
+  mc::config::auth_options auth;  // --auth_token, --auth_token_file (TOML keys and env too)
+  mc::config::add_auth_options(options, auth);
   auto parsed = options.parse(argc, argv);
   if (parsed.what == mc::config::outcome::kind::help) {
     std::cout << parsed.message
               << "\nenvironment:\n"
                  "  MOONCAKE_DM_LOCK_SHARD_COUNT  DataManager lock shards (default 1024)\n"
+                 "  MC_AUTH_TOKEN, MC_AUTH_TOKEN_FILE  as --auth_token, --auth_token_file\n"
                  "  MC_RPC_PROTOCOL               RPC transport: tcp (default) or rdma (Cap'n Proto over RDMA SEND/RECV;\n"
                  "                                needs an RDMA device, see --device_names)\n"
                  "\nconfig file: the same keys, plus [[tiers]] tables (type, capacity, priority,\n"
@@ -38,6 +42,11 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (auto err = mc::store::resolve(opts, options); !err.empty()) {
+    std::cerr << "mooncake_client: " << err << "\n";
+    return 2;
+  }
+  std::vector<std::string> tokens;  // accepted by RPC and HTTP; empty = auth off
+  if (auto err = mc::apps::apply_auth(auth, "mooncake_client", &tokens); !err.empty()) {
     std::cerr << "mooncake_client: " << err << "\n";
     return 2;
   }
@@ -59,6 +68,7 @@ int main(int argc, char** argv) {
     mc::http::server_options ho;
     ho.host = opts.http_host;
     ho.port = opts.http_port;
+    ho.auth_tokens = tokens;
     ho.max_connections = opts.http_max_connections;
     ho.header_timeout = opts.http_read_timeout;
     ho.body_timeout = std::max<mc::duration>(opts.http_read_timeout * 6, std::chrono::seconds(30));
@@ -83,11 +93,12 @@ int main(int argc, char** argv) {
   slot.client.store(c->get(), std::memory_order_release);
   status.state = mc::http::node_state::serving;
   std::fprintf(stderr,
-               "mooncake_client %s: P2P mode, RPC %s, transfer %s, master %s, %zu tier(s), %zu lock shards, http %s%s\n",
+               "mooncake_client %s: P2P mode, RPC %s, transfer %s, master %s, %zu tier(s), %zu lock shards, http %s, "
+               "auth %s%s\n",
                (*c)->id().c_str(), (*c)->rpc_endpoint().c_str(), (*c)->transfer_endpoint().c_str(),
                opts.master_server_address.c_str(), opts.tiers.size(), static_cast<std::size_t>(opts.lock_shard_count),
                http ? (opts.http_host + ":" + std::to_string(http->port())).c_str() : "off",
-               (*c)->stats().registered ? "" : " (not registered yet)");
+               tokens.empty() ? "off" : "on", (*c)->stats().registered ? "" : " (not registered yet)");
   int sig = mc::apps::wait_for_stop_signal();
   std::fprintf(stderr, "mooncake_client: signal %d, shutting down\n", sig);
   status.state = mc::http::node_state::draining;

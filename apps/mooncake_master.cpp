@@ -7,6 +7,7 @@
 #include "mc/rpc/protocol.hpp"
 #include "mc/runtime/runtime.hpp"
 
+#include "auth_setup.hpp"
 #include "signals.hpp"
 
 #include <cstdio>
@@ -20,7 +21,7 @@ int main(int argc, char** argv) {
   auto options = mc::master::make_option_set(opts);
   auto parsed = options.parse(argc, argv);
   if (parsed.what == mc::config::outcome::kind::help) {
-    std::cout << parsed.message << "\nenvironment:\n  MC_RPC_PROTOCOL           RPC transport: tcp (default) or rdma (Cap'n Proto over RDMA SEND/RECV;\n                            needs an RDMA device; TCP clients are still served)\n";
+    std::cout << parsed.message << "\nenvironment:\n  MC_AUTH_TOKEN, MC_AUTH_TOKEN_FILE  as --auth_token, --auth_token_file\n  MC_RPC_PROTOCOL           RPC transport: tcp (default) or rdma (Cap'n Proto over RDMA SEND/RECV;\n                            needs an RDMA device; TCP clients are still served)\n";
     return 0;
   }
   if (parsed.what == mc::config::outcome::kind::error) {
@@ -28,6 +29,11 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (auto err = mc::master::validate(opts); !err.empty()) {
+    std::cerr << "mooncake_master: " << err << "\n";
+    return 2;
+  }
+  std::vector<std::string> tokens;  // accepted by RPC and HTTP; empty = auth off
+  if (auto err = mc::apps::apply_auth(opts.auth, "mooncake_master", &tokens); !err.empty()) {
     std::cerr << "mooncake_master: " << err << "\n";
     return 2;
   }
@@ -48,6 +54,7 @@ int main(int argc, char** argv) {
       mc::http::server_options ho;
       ho.host = opts.http_host;
       ho.port = opts.metrics_port;
+      ho.auth_tokens = tokens;
       http = std::make_unique<mc::http::server>(rt, ho);
       mc::http::add_master_endpoints(*http, server, status);
       // Not fatal: a node keeps serving data when its metrics port is taken
@@ -63,9 +70,10 @@ int main(int argc, char** argv) {
       rc = 1;
     } else {
       status.state = mc::http::node_state::serving;
-      std::fprintf(stderr, "mooncake_master: P2P mode, serving on %s:%u (%zu threads), http %s\n",
+      std::fprintf(stderr, "mooncake_master: P2P mode, serving on %s:%u (%zu threads), http %s, auth %s\n",
                    opts.rpc_address.c_str(), server.port(), static_cast<std::size_t>(opts.rpc_thread_num),
-                   http ? (opts.http_host + ":" + std::to_string(http->port())).c_str() : "off");
+                   http ? (opts.http_host + ":" + std::to_string(http->port())).c_str() : "off",
+                   tokens.empty() ? "off" : "on");
       int sig = mc::apps::wait_for_stop_signal();
       std::fprintf(stderr, "mooncake_master: signal %d, shutting down\n", sig);
       status.state = mc::http::node_state::draining;

@@ -1,5 +1,6 @@
 // In-process tests of lib/http: the exposition text, query parsing, and a
 // server on a real runtime answering well-formed and hostile requests.
+#include "mc/http/node_endpoints.hpp"
 #include "mc/http/prometheus.hpp"
 #include "mc/http/server.hpp"
 #include "mc/runtime/runtime.hpp"
@@ -110,6 +111,103 @@ TEST_SUITE("http") {
       CHECK(st.bad_requests >= 3);
       CHECK(st.timeouts >= 1);
       CHECK(st.connections == 0);
+    }
+    rt.stop();
+  }
+
+  TEST_CASE("with auth on, only /metrics and /health answer without the bearer token; refusals are 401 and counted") {
+    mc::runtime::runtime rt(2);
+    rt.start();
+    {
+      mc::http::server_options o;
+      o.host = "127.0.0.1";
+      o.auth_tokens = {"tok-new", "tok-old"};
+      mc::http::server s(rt, o);
+      auto echo = [](mc::http::request& req) -> mc::task<mc::http::response> {
+        co_return mc::http::response::make(200, "served " + req.path + "|" + std::string(req.body.begin(), req.body.end()));
+      };
+      for (const char* p : {"/metrics", "/health", "/stats", "/clients", "/keys"}) s.route(p, echo);
+      s.route("/kv/", echo, 64);
+      s.route("/key/", echo);
+      REQUIRE(s.start());
+      auto port = s.port();
+      auto get = [&](const std::string& path, const std::string& extra) {
+        return ::exchange(port, "GET " + path + " HTTP/1.1\r\n" + extra + "Connection: close\r\n\r\n");
+      };
+      CHECK(get("/metrics", "").rfind("HTTP/1.1 200", 0) == 0);
+      CHECK(get("/health", "").rfind("HTTP/1.1 200", 0) == 0);
+      std::uint64_t refused = 0;
+      for (const char* p : {"/stats", "/clients", "/keys?prefix=a", "/key/k", "/kv/k", "/nope"}) {
+        CAPTURE(p);
+        auto none = get(p, "");
+        CHECK(none.rfind("HTTP/1.1 401", 0) == 0);
+        CHECK(none.find("\"error\":\"ACCESS_DENIED\"") != std::string::npos);
+        CHECK(none.find("WWW-Authenticate: Bearer") != std::string::npos);
+        CHECK(none.find("served") == std::string::npos);
+        CHECK(get(p, "Authorization: Bearer tok-wrong\r\n").rfind("HTTP/1.1 401", 0) == 0);
+        CHECK(get(p, "Authorization: Bearer tok-new2\r\n").rfind("HTTP/1.1 401", 0) == 0);
+        CHECK(get(p, "Authorization: Basic tok-new\r\n").rfind("HTTP/1.1 401", 0) == 0);
+        refused += 4;
+      }
+      CHECK(get("/stats", "Authorization: Bearer tok-new\r\n").rfind("HTTP/1.1 200", 0) == 0);
+      CHECK(get("/key/k", "Authorization: bearer tok-old\r\n").rfind("HTTP/1.1 200", 0) == 0);
+      // A PUT without the token is refused before its body is read, and the handler never runs.
+      auto put = ::exchange(port, "PUT /kv/k HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello");
+      CHECK(put.rfind("HTTP/1.1 401", 0) == 0);
+      CHECK(put.find("served") == std::string::npos);
+      ++refused;
+      auto put_ok = ::exchange(port, "PUT /kv/k HTTP/1.1\r\nAuthorization: Bearer tok-old\r\nContent-Length: 5\r\n"
+                                   "Connection: close\r\n\r\nhello");
+      CHECK(put_ok.find("served /kv/k|hello") != std::string::npos);
+      // Keep-alive: a refused GET leaves the connection usable for an authorized one.
+      auto two = ::exchange(port, "GET /stats HTTP/1.1\r\n\r\nGET /stats HTTP/1.1\r\nAuthorization: Bearer tok-new\r\n"
+                                "Connection: close\r\n\r\n");
+      CHECK(two.rfind("HTTP/1.1 401", 0) == 0);
+      CHECK(two.find("served /stats") != std::string::npos);
+      ++refused;
+      CHECK(s.stats().auth_failures == refused);
+      mc::http::exposition e;
+      mc::http::append_common_metrics(e, s);
+      auto text = e.take();
+      CHECK(text.find("mc_auth_failures_total{surface=\"http\"} " + std::to_string(refused) + "\n") != std::string::npos);
+      CHECK(text.find("mc_auth_failures_total{surface=\"rpc\"} ") != std::string::npos);
+      s.stop();
+    }
+    rt.stop();
+  }
+
+  TEST_CASE("with auth off every route answers without a token") {
+    mc::runtime::runtime rt(1);
+    rt.start();
+    {
+      mc::http::server_options o;
+      o.host = "127.0.0.1";
+      mc::http::server s(rt, o);
+      s.route("/stats", [](mc::http::request&) -> mc::task<mc::http::response> {
+        co_return mc::http::response::make(200, "ok");
+      });
+      REQUIRE(s.start());
+      CHECK(::exchange(s.port(), "GET /stats HTTP/1.1\r\nConnection: close\r\n\r\n").rfind("HTTP/1.1 200", 0) == 0);
+      CHECK(::exchange(s.port(), "GET /stats HTTP/1.1\r\nAuthorization: Bearer x\r\nConnection: close\r\n\r\n")
+                .rfind("HTTP/1.1 200", 0) == 0);
+      s.stop();
+      CHECK(s.stats().auth_failures == 0);
+    }
+    rt.stop();
+  }
+
+  TEST_CASE("malformed or too many auth tokens are refused at start") {
+    mc::runtime::runtime rt(1);
+    rt.start();
+    for (auto tokens : {std::vector<std::string>{"has space"}, std::vector<std::string>{""},
+                        std::vector<std::string>{"a", "b", "c"}}) {
+      mc::http::server_options o;
+      o.host = "127.0.0.1";
+      o.auth_tokens = tokens;
+      mc::http::server s(rt, o);
+      auto r = s.start();
+      REQUIRE_FALSE(r);
+      CHECK(mc::is(r.error(), mc::errc::invalid_params));
     }
     rt.stop();
   }

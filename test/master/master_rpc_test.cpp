@@ -94,6 +94,10 @@ TEST_SUITE("master rpc") {
       mc::master::master_client m(addr, 2s);
       REQUIRE((co_await m.register_client(info("a", "h:1", "h:2", 1000, 0))).has_value());
       REQUIRE((co_await m.register_client(info("b", "h:3", "h:4", 1000, 500))).has_value());
+      // Another process claiming the live client "a" from elsewhere is refused over the wire.
+      auto hijack = co_await m.register_client(info("a", "evil:1", "evil:2", 1000, 0));
+      REQUIRE(hijack.has_error());
+      CHECK(mc::is(hijack.error(), mc::errc::object_already_exists));
       items_t items{{"k1", 10, 1}, {"k2", 20, 1}, {"", 1, 1}};
       auto added = co_await m.add_replicas("a", std::move(items));
       REQUIRE(added.has_value());

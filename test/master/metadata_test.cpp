@@ -22,10 +22,9 @@ TEST_SUITE("master metadata") {
     CHECK(m.register_client(client("a")).has_value());
     CHECK(m.register_client(client("a")).has_value());
     CHECK(m.clients().size() == 1);
-    auto moved = client("a");
-    moved.rpc_endpoint = "10.0.0.9:1";
-    CHECK(m.register_client(moved).has_value());
-    CHECK(m.clients().at(0).info.rpc_endpoint == "10.0.0.9:1");
+    auto restarted = client("a", 2000, 10);  // same endpoints, new numbers: a restart
+    CHECK(m.register_client(restarted).has_value());
+    CHECK(m.clients().at(0).info.capacity == 2000);
     CHECK(mc::is(m.register_client(client_info{}).error(), mc::errc::invalid_params));
     CHECK(mc::is(m.heartbeat("nobody", 0, 0).error(), mc::errc::client_not_found));
   }
@@ -134,6 +133,37 @@ TEST_SUITE("master metadata") {
     CHECK(dropped[0] == "a");
     CHECK(m.replica_count() == 1);
     CHECK(mc::is(m.heartbeat("a", 0, 0).error(), mc::errc::client_not_found));
+  }
+
+  TEST_CASE("a live client's id is not taken over from other endpoints; a silent one's is") {
+    mc::master::metadata_options o;
+    o.route_ttl = 40ms;
+    o.drop_ttl = 10s;
+    metadata m(o);
+    REQUIRE(m.register_client(client("a")));
+    REQUIRE(m.add_replica("k", "a", 7));
+    auto other_rpc = client("a");
+    other_rpc.rpc_endpoint = "10.0.0.9:1";
+    auto other_transfer = client("a");
+    other_transfer.transfer_endpoint = "10.0.0.9:2";
+    CHECK(mc::is(m.register_client(other_rpc).error(), mc::errc::object_already_exists));
+    CHECK(mc::is(m.register_client(other_transfer).error(), mc::errc::object_already_exists));
+    // Nothing changed: the routes still lead to the registered client.
+    CHECK(m.clients().at(0).info.rpc_endpoint == "a:12345");
+    CHECK(m.lookup("k")->replicas.at(0).transfer_endpoint == "a:50052");
+    CHECK(m.register_client(client("a")));  // the owner re-registers: fine, and refreshes its heartbeat
+    CHECK(mc::is(m.register_client(other_rpc).error(), mc::errc::object_already_exists));
+    // Once the owner has been silent for route_ttl, the id can be taken over.
+    auto until = std::chrono::steady_clock::now() + 5s;
+    while (m.clients().at(0).state == mc::master::health::healthy && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(2ms);
+    REQUIRE(m.clients().at(0).state == mc::master::health::suspect);
+    CHECK(m.register_client(other_rpc));
+    CHECK(m.clients().at(0).info.rpc_endpoint == "10.0.0.9:1");
+    CHECK(m.clients().at(0).state == mc::master::health::healthy);
+    // ... and an unregistered id is free at once.
+    REQUIRE(m.unregister_client("a"));
+    CHECK(m.register_client(other_transfer));
   }
 
   TEST_CASE("listing keys by prefix is bounded") {

@@ -1,6 +1,7 @@
 // Metrics every node exports: process, RPC methods, HTTP server.
 #include "mc/http/node_endpoints.hpp"
 #include "mc/http/prometheus.hpp"
+#include "mc/rpc/auth.hpp"
 #include "mc/rpc/client.hpp"
 #include "mc/rpc/method_stats.hpp"
 
@@ -82,6 +83,11 @@ void append_common_metrics(exposition& e, const server& s) {
            static_cast<double>(st.bad_requests));
   e.single("mc_http_timeouts_total", "counter", "HTTP connections closed by a read or write deadline.",
            static_cast<double>(st.timeouts));
+  e.family("mc_auth_failures_total", "counter",
+           "Refused for authentication (--auth_token): surface=rpc: RPC connections without an accepted auth "
+           "frame; surface=http: requests answered 401.");
+  e.sample("mc_auth_failures_total", {{"surface", "rpc"}}, mc::rpc::auth_failures());
+  e.sample("mc_auth_failures_total", {{"surface", "http"}}, st.auth_failures);
 }
 
 }  // namespace mc::http

@@ -2,6 +2,7 @@
 #include "mc/http/server.hpp"
 #include "mc/runtime/blocking.hpp"
 
+#include "mc/rpc/auth.hpp"
 #include "mc/runtime/runtime.hpp"
 #include "text.hpp"
 
@@ -14,6 +15,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <condition_variable>
 #include <cstdio>
 #include <mutex>
@@ -77,7 +79,8 @@ struct server::impl : std::enable_shared_from_this<impl> {
   std::unordered_map<std::uint64_t, conn_entry> conns;
   std::uint64_t next_id = 0;
 
-  std::atomic<std::uint64_t> connections{0}, accepted{0}, refused{0}, requests{0}, bad_requests{0}, timeouts{0};
+  std::atomic<std::uint64_t> connections{0}, accepted{0}, refused{0}, requests{0}, bad_requests{0}, timeouts{0},
+      auth_failures{0};
   std::array<std::atomic<std::uint64_t>, 4> by_class{};
 
   bool enter() {
@@ -129,10 +132,8 @@ task<void> write_response(server::impl& s, beast::tcp_stream& stream, response& 
   if (ec) throw boost::system::system_error(ec);
 }
 
-/// Answers a request that cannot be served (malformed / oversize) and closes.
-task<void> reject(server::impl& s, beast::tcp_stream& stream, unsigned status, std::string_view why) {
-  s.bad_requests.fetch_add(1, std::memory_order_relaxed);
-  auto res = response::json(status, "{\"error\":" + json_quote(why) + "}\n");
+/// Answers `res` and closes with a bounded lingering drain.
+task<void> answer_and_close(server::impl& s, beast::tcp_stream& stream, response& res) {
   co_await write_response(s, stream, res, false);
   // Lingering close: the client may still be sending (an oversize header or
   // body); closing with unread input would reset the connection and could
@@ -145,6 +146,54 @@ task<void> reject(server::impl& s, beast::tcp_stream& stream, unsigned status, s
   while (!ec && drained < (std::size_t{1} << 20)) {
     drained += co_await stream.async_read_some(asio::buffer(sink), asio::redirect_error(asio::use_awaitable, ec));
   }
+}
+
+/// Answers a request that cannot be served (malformed / oversize) and closes.
+task<void> reject(server::impl& s, beast::tcp_stream& stream, unsigned status, std::string_view why) {
+  s.bad_requests.fetch_add(1, std::memory_order_relaxed);
+  auto res = response::json(status, "{\"error\":" + json_quote(why) + "}\n");
+  co_await answer_and_close(s, stream, res);
+}
+
+/// Whether a request for `path` with this Authorization header may proceed.
+bool authorized(const server::impl& s, std::string_view path, std::string_view authorization) {
+  if (s.opts.auth_tokens.empty()) return true;
+  for (auto& p : s.opts.public_paths)
+    if (path == p) return true;
+  constexpr std::string_view scheme = "Bearer ";
+  if (authorization.size() <= scheme.size()) return false;
+  for (std::size_t i = 0; i < scheme.size(); ++i)  // the scheme is case-insensitive (RFC 7235)
+    if (std::tolower(static_cast<unsigned char>(authorization[i])) !=
+        std::tolower(static_cast<unsigned char>(scheme[i])))
+      return false;
+  return mc::rpc::auth_token_accepted(authorization.substr(scheme.size()), s.opts.auth_tokens);
+}
+
+response unauthorized() {
+  auto r = response::json(401, "{\"error\":\"ACCESS_DENIED\",\"code\":" +
+                                   std::to_string(static_cast<int>(errc::access_denied)) +
+                                   ",\"message\":\"missing or wrong bearer token (Authorization: Bearer "
+                                   "<token>)\"}\n");
+  r.headers.emplace_back("WWW-Authenticate", "Bearer realm=\"mooncake\"");
+  return r;
+}
+
+enum class auth_verdict { pass, answered, close };
+
+/// With auth on and no accepted bearer token: answers 401 (counted) and says
+/// whether the connection goes on (keep-alive, no body) or must close (a
+/// body follows, never read; or no keep-alive).
+task<auth_verdict> enforce_auth(server::impl& s, beast::tcp_stream& stream, const request& req,
+                                std::string_view authorization, bool body_follows) {
+  if (authorized(s, req.path, authorization)) co_return auth_verdict::pass;
+  s.auth_failures.fetch_add(1, std::memory_order_relaxed);
+  auto res = unauthorized();
+  if (body_follows) {
+    co_await answer_and_close(s, stream, res);
+    co_return auth_verdict::close;
+  }
+  co_await write_response(s, stream, res, req.keep_alive);
+  co_return req.keep_alive ? auth_verdict::answered : auth_verdict::close;
 }
 
 /// Handles a read error. Returns the status to answer with, or 0 to just close.
@@ -191,6 +240,9 @@ task<void> serve_connection(server::impl& s, beast::tcp_stream& stream) {
     req.path = std::move(*decoded);
     req.keep_alive = hp.keep_alive();
 
+    auto verdict = co_await enforce_auth(s, stream, req, head[bhttp::field::authorization], !hp.is_done());
+    if (verdict == auth_verdict::close) co_return;
+    if (verdict == auth_verdict::answered) continue;
     const route_entry* route = s.find(req.path);
     if (!hp.is_done()) {  // a body follows
       std::size_t limit = route ? route->max_body : 0;
@@ -301,6 +353,15 @@ result<void> server::start() {
     if (s.started || s.stopping) return mc::fail(errc::unavailable_in_current_status);
     s.started = true;
   }
+  if (s.opts.auth_tokens.size() > mc::rpc::max_auth_tokens) {
+    s.message = "http: at most " + std::to_string(mc::rpc::max_auth_tokens) + " auth tokens";
+    return mc::fail(errc::invalid_params);
+  }
+  for (auto& t : s.opts.auth_tokens)
+    if (auto why = mc::rpc::check_auth_token(t); !why.empty()) {
+      s.message = "http: " + why;
+      return mc::fail(errc::invalid_params);
+    }
   for (auto t : s.opts.threads)
     if (t >= s.rt.size()) {
       s.message = "http: thread index out of range";
@@ -377,6 +438,7 @@ server_stats server::stats() const {
   o.status_5xx = ld(s.by_class[3]);
   o.bad_requests = ld(s.bad_requests);
   o.timeouts = ld(s.timeouts);
+  o.auth_failures = ld(s.auth_failures);
   return o;
 }
 

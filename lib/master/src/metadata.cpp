@@ -43,11 +43,20 @@ result<void> metadata::check_key(const std::string& key) const {
 result<void> metadata::register_client(const client_info& info) {
   if (info.client_id.empty() || info.rpc_endpoint.empty() || info.transfer_endpoint.empty())
     return fail(errc::invalid_params);
+  const auto now = clock::now();
   std::lock_guard lk(clients_mu_);
   auto& e = clients_[info.client_id];
-  if (!e) e = std::make_shared<client_entry>();
+  if (!e) {
+    e = std::make_shared<client_entry>();
+  } else if ((e->info.rpc_endpoint != info.rpc_endpoint || e->info.transfer_endpoint != info.transfer_endpoint) &&
+             now - e->last_heartbeat <= opts_.route_ttl) {
+    // A live client owns this id: another process must not take over its
+    // endpoints (and so its routes). It can once the owner has been silent
+    // for route_ttl (client_ttl), or after the owner unregistered.
+    return fail(errc::object_already_exists);
+  }
   e->info = info;
-  e->last_heartbeat = clock::now();
+  e->last_heartbeat = now;
   return {};
 }
 

@@ -17,6 +17,7 @@ mc::config::option_set make_option_set(master_options& o) {
       .add("drain_grace", &o.drain_grace,
            "on SIGTERM, /health answers 503 (draining) this long before the server stops; a second signal "
            "skips the wait");
+  mc::config::add_auth_options(s, o.auth);
   return s;
 }
 

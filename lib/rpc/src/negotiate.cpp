@@ -2,6 +2,7 @@
 #include "negotiate.hpp"
 
 #include "asio_stream.hpp"
+#include "mc/rpc/auth.hpp"
 #include "mc/rpc/client.hpp"
 #include "mc/rpc/protocol.hpp"
 #include "mc/runtime/deadline.hpp"
@@ -9,9 +10,11 @@
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/read.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
 
 #include <sys/socket.h>
 
+#include <array>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -44,7 +47,12 @@ using tcp = asio::ip::tcp;
 
 namespace {
 
-enum class first { capnp, hello };
+enum class first { capnp, hello, auth };
+
+/// Whether the `n` bytes at `b` are a prefix of `magic` (4 bytes).
+bool prefix_of(const char* b, ssize_t n, const char* magic) {
+  return std::memcmp(b, magic, static_cast<std::size_t>(n)) == 0;
+}
 
 /// Peeks at the first bytes without consuming them.
 mc::task<mc::result<first>> peek_first(tcp::socket& s) {
@@ -58,19 +66,106 @@ mc::task<mc::result<first>> peek_first(tcp::socket& s) {
       if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) continue;
       co_return mc::fail(mc::errc::rpc_fail);
     }
-    // Compare what is there; decide as soon as one byte differs.
-    if (std::memcmp(b, hello_magic, static_cast<std::size_t>(n)) != 0) co_return first::capnp;
-    if (n == 4) co_return first::hello;
-    // 1-3 bytes of "MCRP" so far: the rest is in flight. The socket stays
+    // Compare what is there; decide as soon as one byte differs from both magics.
+    const bool hello = prefix_of(b, n, hello_magic), auth = prefix_of(b, n, auth_magic);
+    if (!hello && !auth) co_return first::capnp;
+    if (n == 4) co_return auth ? first::auth : first::hello;
+    // 1-3 bytes of "MCRP"/"MCAU" so far: the rest is in flight. The socket stays
     // readable, so wait a little instead of spinning (bounded by the caller).
     if (++short_reads > 1000) co_return mc::fail(mc::errc::rpc_fail);
     co_await mc::sleep_for(std::chrono::milliseconds(1));
   }
 }
 
-mc::task<mc::result<kj::Own<stream_base>>> negotiate_server(tcp::socket& s, bool rdma) {
+void put32(std::byte* p, std::uint32_t v) {
+  for (int i = 0; i < 4; ++i) p[i] = static_cast<std::byte>(v >> (8 * i));
+}
+std::uint32_t get32(const std::byte* p) {
+  std::uint32_t v = 0;
+  for (int i = 0; i < 4; ++i) v |= std::to_integer<std::uint32_t>(p[i]) << (8 * i);
+  return v;
+}
+
+mc::errc io_errc(const boost::system::error_code& ec) {
+  return ec == asio::error::operation_aborted ? mc::errc::cancelled : mc::errc::rpc_fail;
+}
+
+/// Server: reads the auth frame (its magic was peeked) and answers it.
+/// access_denied when `tokens` is non-empty and the frame carries no
+/// accepted token (the refusal is answered first, best effort).
+mc::task<mc::result<void>> serve_auth(tcp::socket& s, const std::vector<std::string>& tokens) {
+  std::byte head[auth_header_size];
+  auto [ec, n] = co_await asio::async_read(s, asio::buffer(head), asio::as_tuple(asio::use_awaitable));
+  if (ec || n != sizeof head) co_return mc::fail(io_errc(ec));
+  const auto len = get32(head + 4);
+  // A length beyond the bound is malformed: refuse without reading it.
+  if (len > max_auth_token_bytes) co_return mc::fail(tokens.empty() ? mc::errc::rpc_fail : mc::errc::access_denied);
+  std::array<char, max_auth_token_bytes> token{};
+  if (len > 0) {
+    auto [tec, tn] = co_await asio::async_read(s, asio::buffer(token.data(), len), asio::as_tuple(asio::use_awaitable));
+    if (tec || tn != len) co_return mc::fail(io_errc(tec));
+  }
+  auth_status st = auth_status::accepted;
+  if (!tokens.empty() && !auth_token_accepted(std::string_view(token.data(), len), tokens))
+    st = len == 0 ? auth_status::required : auth_status::refused;
+  std::byte reply[auth_reply_size];
+  std::memcpy(reply, auth_reply_magic, 4);
+  put32(reply + 4, static_cast<std::uint32_t>(st));
+  auto [wec, wn] = co_await asio::async_write(s, asio::buffer(reply), asio::as_tuple(asio::use_awaitable));
+  if (st != auth_status::accepted) co_return mc::fail(mc::errc::access_denied);
+  if (wec || wn != sizeof reply) co_return mc::fail(io_errc(wec));
+  co_return mc::result<void>{};
+}
+
+/// Client: sends the auth frame (the process's first token, or none) and
+/// reads the answer. access_denied with a message when refused.
+mc::task<mc::result<void>> client_auth(tcp::socket& s, const std::string& endpoint, std::string* message) {
+  auto tokens = current_auth_tokens();
+  const std::string_view token = tokens->empty() ? std::string_view() : std::string_view(tokens->front());
+  std::byte frame[auth_header_size + max_auth_token_bytes];
+  std::memcpy(frame, auth_magic, 4);
+  put32(frame + 4, static_cast<std::uint32_t>(token.size()));
+  std::memcpy(frame + auth_header_size, token.data(), token.size());
+  auto [wec, wn] = co_await asio::async_write(s, asio::buffer(frame, auth_header_size + token.size()),
+                                              asio::as_tuple(asio::use_awaitable));
+  if (wec) {
+    *message = "sending the auth frame to " + endpoint + ": " + wec.message();
+    co_return mc::fail(io_errc(wec));
+  }
+  std::byte reply[auth_reply_size];
+  auto [rec, rn] = co_await asio::async_read(s, asio::buffer(reply), asio::as_tuple(asio::use_awaitable));
+  if (rec || rn != sizeof reply || std::memcmp(reply, auth_reply_magic, 4) != 0) {
+    *message = rec && rec != asio::error::eof
+                   ? "auth handshake with " + endpoint + ": " + rec.message()
+                   : "the server " + endpoint + " closed the connection during the auth handshake";
+    co_return mc::fail(io_errc(rec));
+  }
+  switch (static_cast<auth_status>(get32(reply + 4))) {
+    case auth_status::accepted: co_return mc::result<void>{};
+    case auth_status::required:
+      *message = "access denied by " + endpoint +
+                 ": the server requires an auth token (--auth_token, --auth_token_file, MC_AUTH_TOKEN or "
+                 "MC_AUTH_TOKEN_FILE)";
+      co_return mc::fail(mc::errc::access_denied);
+    case auth_status::refused:
+      *message = "access denied by " + endpoint + ": the server refused this process's auth token";
+      co_return mc::fail(mc::errc::access_denied);
+  }
+  *message = "auth handshake with " + endpoint + ": unknown status " + std::to_string(get32(reply + 4));
+  co_return mc::fail(mc::errc::rpc_fail);
+}
+
+mc::task<mc::result<kj::Own<stream_base>>> negotiate_server(tcp::socket& s, bool rdma, token_list tokens) {
   auto f = co_await peek_first(s);
   if (!f) co_return f.error();
+  if (*f == first::auth) {
+    if (auto a = co_await serve_auth(s, *tokens); !a) co_return a.error();
+    f = co_await peek_first(s);
+    if (!f) co_return f.error();
+    if (*f == first::auth) co_return mc::fail(mc::errc::rpc_fail);  // one frame per connection
+  } else if (!tokens->empty()) {
+    co_return mc::fail(mc::errc::access_denied);  // auth on: the frame must come first
+  }
   if (*f == first::capnp) co_return kj::Own<stream_base>(kj::heap<asio_stream>(std::move(s)));
   std::byte hello[hello_size];
   auto [ec, n] = co_await asio::async_read(s, asio::buffer(hello), asio::as_tuple(asio::use_awaitable));
@@ -92,13 +187,17 @@ mc::task<mc::result<kj::Own<stream_base>>> negotiate_client(tcp::socket& s, bool
 
 }  // namespace
 
-mc::task<mc::result<kj::Own<stream_base>>> server_negotiate(tcp::socket s, mc::duration timeout, bool rdma) {
-  co_return co_await mc::with_deadline(negotiate_server(s, rdma), timeout);
+mc::task<mc::result<kj::Own<stream_base>>> server_negotiate(tcp::socket s, mc::duration timeout, bool rdma,
+                                                             token_list tokens) {
+  if (!tokens) tokens = std::make_shared<const std::vector<std::string>>();
+  co_return co_await mc::with_deadline(negotiate_server(s, rdma, std::move(tokens)), timeout);
 }
 
 mc::task<mc::result<kj::Own<stream_base>>> client_negotiate(tcp::socket s, const std::string& endpoint,
                                                              bool* fell_back, std::string* message) {
   *fell_back = false;
+  // The auth frame goes first, before the RDMA hello and before Cap'n Proto.
+  if (auto a = co_await client_auth(s, endpoint, message); !a) co_return a.error();
   if (current_protocol() != protocol::rdma) co_return kj::Own<stream_base>(kj::heap<asio_stream>(std::move(s)));
   auto r = co_await negotiate_client(s, fell_back, message);
   if (!r && message->empty()) *message = "RDMA handshake with " + endpoint + " failed";

@@ -1,7 +1,19 @@
 #pragma once
-// How a new RPC connection picks its byte stream (MC_RPC_PROTOCOL).
+// How a new RPC connection authenticates (mc/rpc/auth.hpp) and picks its byte
+// stream (MC_RPC_PROTOCOL).
 //
-// Every connection starts as TCP. A client whose process uses the RDMA
+// Every connection starts as TCP. The client first sends the auth frame
+//   "MCAU" | u32 token length (LE, 0 = no token, at most 256) | token
+// and waits for the server's answer
+//   "MCAS" | u32 status (0 accepted, 1 token required, 2 token refused)
+// before anything else (the RDMA hello, Cap'n Proto). "MCAU" can start neither
+// a Cap'n Proto frame (1.4 billion segments) nor the RDMA hello ("MCRP"). A
+// server with auth on refuses (answers 1/2, then closes) a frame without an
+// accepted token, and closes at once a connection whose first bytes are not an
+// auth frame. A server with auth off answers 0 to any frame and also serves
+// connections that start directly with the hello or Cap'n Proto.
+//
+// Then a client whose process uses the RDMA
 // control plane sends a 64-byte hello first:
 //   "MCRPCRD1" | qp_info (48) | u32 receive credits | u32 chunk bytes   (LE)
 // and the server answers 68 bytes:
@@ -19,7 +31,9 @@
 
 #include <boost/asio/ip/tcp.hpp>
 
+#include <memory>
 #include <string>
+#include <vector>
 
 namespace mc::rpc::detail {
 
@@ -28,18 +42,35 @@ inline constexpr std::size_t hello_reply_size = 68;
 inline constexpr char hello_magic[9] = "MCRPCRD1";
 inline constexpr char reply_magic[9] = "MCRPCRA1";
 
+inline constexpr char auth_magic[5] = "MCAU";
+inline constexpr char auth_reply_magic[5] = "MCAS";
+inline constexpr std::size_t auth_header_size = 8;
+inline constexpr std::size_t auth_reply_size = 8;
+enum class auth_status : std::uint32_t { accepted = 0, required = 1, refused = 2 };
+
+/// Tokens accepted by a server (empty = auth off). Shared, immutable.
+using token_list = std::shared_ptr<const std::vector<std::string>>;
+/// The process-wide setting (auth.cpp). Thread-safe.
+token_list current_auth_tokens();
+/// Counts one refused connection in mc::rpc::auth_failures().
+void note_auth_failure() noexcept;
+
 /// Server side, on the connection's serving thread: waits (at most `timeout`)
-/// for the first bytes and returns the stream to run Cap'n Proto on. Errors:
-/// rpc_fail (peer closed, bad hello), timeout.
+/// for the first bytes, checks the auth frame against `tokens` (non-empty =
+/// auth on) and returns the stream to run Cap'n Proto on. Errors:
+/// access_denied (auth on: no auth frame, malformed frame, token missing or
+/// not accepted), rpc_fail (peer closed, bad hello), timeout.
 /// `rdma` false: RDMA hellos are answered status 1 (TCP).
 mc::task<mc::result<kj::Own<stream_base>>> server_negotiate(boost::asio::ip::tcp::socket s, mc::duration timeout,
-                                                             bool rdma);
+                                                             bool rdma, token_list tokens);
 
-/// Client side, after the TCP connect: plain TCP when the process uses the
-/// TCP control plane; else the RDMA handshake, falling back to TCP on the
-/// same connection when the server answers status 1/2 (`*fell_back` = true).
-/// `message` explains failures. Errors: rpc_fail, timeout (by the caller's
-/// deadline: the coroutine is cancellable).
+/// Client side, after the TCP connect: the auth frame (the process's first
+/// token, or none), then plain TCP when the process uses the TCP control
+/// plane; else the RDMA handshake, falling back to TCP on the same connection
+/// when the server answers status 1/2 (`*fell_back` = true). `message`
+/// explains failures. Errors: access_denied (the server requires a token or
+/// refused ours), rpc_fail, cancelled (the caller's deadline: the coroutine is
+/// cancellable).
 mc::task<mc::result<kj::Own<stream_base>>> client_negotiate(boost::asio::ip::tcp::socket s,
                                                              const std::string& endpoint, bool* fell_back,
                                                              std::string* message);

@@ -1,5 +1,11 @@
 // The RDMA half of an RPC connection's handshake (negotiate.hpp) and the
 // process's RPC device (MC_RPC_PROTOCOL=rdma).
+//
+// Auth (mc/rpc/auth.hpp) happens before anything here: negotiate.cpp's
+// client_negotiate() sends the auth frame and waits for "accepted" before it
+// calls rdma_connect(), and server_negotiate() checks the frame before it
+// reads a hello and calls rdma_accept(). So no queue pair is created, and no
+// QP number is revealed, for a peer that has not presented an accepted token.
 #include "rdma_stream.hpp"
 
 #include <boost/asio/as_tuple.hpp>

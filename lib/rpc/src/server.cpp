@@ -3,6 +3,7 @@
 
 #include "negotiate.hpp"
 #include "bootstrap.hpp"
+#include "mc/rpc/auth.hpp"
 #include "mc/rpc/capnp.hpp"
 #include "mc/rpc/protocol.hpp"
 #include "mc/runtime/runtime.hpp"
@@ -59,7 +60,9 @@ struct server::impl : std::enable_shared_from_this<server::impl> {
   std::size_t next_thread = 0;  // thread 0 only
   std::atomic<std::size_t> connections{0};
   std::atomic<std::uint64_t> accepted{0}, refused{0}, idle_closed{0}, backlog_closed{0}, rdma_accepted{0},
-      handshake_failed{0};
+      handshake_failed{0}, auth_failed{0};
+  /// Tokens from server_options::auth_tokens (set at start); null = the process-wide setting.
+  detail::token_list own_tokens;
   // Slot i is created, used and destroyed on runtime thread i only.
   std::vector<std::shared_ptr<server_thread>> threads;
 
@@ -179,20 +182,28 @@ void server::impl::adopt(std::size_t i, tcp::socket s) {
     return;  // `s` closes
   }
   // The first bytes say TCP or RDMA (negotiate.hpp); bounded by handshake_timeout.
+  // The auth frame comes first when auth is on (mc/rpc/auth.hpp).
   const bool rdma = opts.accept_rdma && current_protocol() == protocol::rdma;
+  auto tokens = own_tokens ? own_tokens : detail::current_auth_tokens();
   asio::co_spawn(
       rt.executor(i),
-      [](std::shared_ptr<impl> self, std::size_t i, tcp::socket s, bool rdma) -> mc::task<void> {
+      [](std::shared_ptr<impl> self, std::size_t i, tcp::socket s, bool rdma,
+         detail::token_list tokens) -> mc::task<void> {
         // A client that never speaks is an idle connection: the idle timeout bounds it too.
         const auto limit = std::min(self->opts.handshake_timeout, self->opts.idle_timeout);
-        auto r = co_await detail::server_negotiate(std::move(s), limit, rdma);
+        auto r = co_await detail::server_negotiate(std::move(s), limit, rdma, std::move(tokens));
         if (!r) {
           --self->connections;
-          ++(mc::is(r.error(), mc::errc::timeout) ? self->idle_closed : self->handshake_failed);
+          if (mc::is(r.error(), mc::errc::access_denied)) {
+            ++self->auth_failed;
+            detail::note_auth_failure();
+          } else {
+            ++(mc::is(r.error(), mc::errc::timeout) ? self->idle_closed : self->handshake_failed);
+          }
           co_return;
         }
         self->adopt_stream(i, kj::mv(*r));
-      }(shared_from_this(), i, std::move(s), rdma),
+      }(shared_from_this(), i, std::move(s), rdma, std::move(tokens)),
       asio::detached);
 }
 
@@ -284,6 +295,18 @@ mc::result<void> server::start() {
                 " (the runtime's thread count)";
     return mc::fail(mc::errc::invalid_params);
   }
+  if (m.opts.auth_tokens) {
+    if (m.opts.auth_tokens->size() > max_auth_tokens) {
+      m.message = "server_options.auth_tokens: at most " + std::to_string(max_auth_tokens) + " tokens";
+      return mc::fail(mc::errc::invalid_params);
+    }
+    for (auto& t : *m.opts.auth_tokens)
+      if (auto why = check_auth_token(t); !why.empty()) {
+        m.message = "server_options.auth_tokens: " + why;
+        return mc::fail(mc::errc::invalid_params);
+      }
+    m.own_tokens = std::make_shared<const std::vector<std::string>>(*m.opts.auth_tokens);
+  }
   boost::system::error_code ec;
   auto addr = asio::ip::make_address(m.opts.host, ec);
   if (ec) {
@@ -323,6 +346,7 @@ server_stats server::stats() const {
   s.backlog_closed = impl_->backlog_closed.load();
   s.rdma = impl_->rdma_accepted.load();
   s.handshake_failed = impl_->handshake_failed.load();
+  s.auth_failures = impl_->auth_failed.load();
   return s;
 }
 

@@ -88,6 +88,15 @@ struct server_options {
   mc::duration body_timeout = std::chrono::seconds(60);
   /// Writing a response must finish within this.
   mc::duration write_timeout = std::chrono::seconds(60);
+  /// Bearer tokens accepted on every route except `public_paths` (at most two,
+  /// current + previous, as mc::rpc::set_auth_tokens; the apps pass the
+  /// process's RPC tokens). Empty = auth off. With auth on, a request without
+  /// `Authorization: Bearer <accepted token>` is answered 401 with a JSON
+  /// error and `WWW-Authenticate: Bearer`, before its body is read (a request
+  /// with a body is then closed), and counted in server_stats::auth_failures.
+  std::vector<std::string> auth_tokens = {};
+  /// Exact paths served without a token (monitoring probes).
+  std::vector<std::string> public_paths{"/metrics", "/health"};
 };
 
 /// Counters (relaxed; approximate while running).
@@ -99,6 +108,7 @@ struct server_stats {
   std::uint64_t status_2xx = 0, status_3xx = 0, status_4xx = 0, status_5xx = 0;
   std::uint64_t bad_requests = 0; ///< malformed / oversize requests (connection then closed)
   std::uint64_t timeouts = 0;     ///< connections closed by a header/body/write deadline
+  std::uint64_t auth_failures = 0; ///< requests answered 401 (missing or wrong bearer token)
 };
 
 /// Lifetime: construct, route(), start(), ..., stop(), destroy. The runtime
@@ -117,7 +127,8 @@ class server {
   /// request body (0: a request with a body is answered 413).
   void route(std::string path, handler h, std::size_t max_body_bytes = 0);
 
-  /// Binds and starts accepting. Errors: invalid_params (bad host),
+  /// Binds and starts accepting. Errors: invalid_params (bad host, more than
+  /// two or malformed auth_tokens),
   /// io_error (bind/listen failed; see message()), unavailable_in_current_status
   /// (started twice).
   result<void> start();

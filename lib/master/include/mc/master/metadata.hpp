@@ -110,7 +110,11 @@ class metadata {
   metadata& operator=(const metadata&) = delete;
 
   /// Registers or re-registers (idempotent) a client; refreshes its heartbeat.
-  /// Re-registration with other endpoints updates them.
+  /// Errors: invalid_params (an empty field); object_already_exists when the
+  /// id is registered with other endpoints (rpc or transfer) and that client
+  /// heartbeated within route_ttl (a live client is never taken over). The
+  /// same endpoints (a restart) always re-register; other endpoints take the
+  /// id over once the registered client has been silent for route_ttl.
   result<void> register_client(const client_info& info);
   /// Heartbeat with fresh usage numbers. client_not_found if unknown (the
   /// client then re-registers and re-publishes: the master restarted).

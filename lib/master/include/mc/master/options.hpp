@@ -1,5 +1,6 @@
 #pragma once
 /// mooncake_master's configuration (flags, TOML file, environment).
+#include "mc/config/auth.hpp"
 #include "mc/config/options.hpp"
 
 #include <chrono>
@@ -19,6 +20,7 @@ struct master_options {
   std::string http_host = "0.0.0.0";            ///< bind host of the metrics/admin HTTP server
   std::uint16_t metrics_port = 9003;            ///< HTTP port: /metrics, /health, admin JSON (0 = off)
   std::chrono::milliseconds drain_grace{0};     ///< on SIGTERM: /health answers 503 this long before stopping
+  mc::config::auth_options auth = {};           ///< --auth_token / --auth_token_file (off when both empty)
 };
 
 /// Binds `o` to a fresh option set (for parse() and --help).

@@ -10,7 +10,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 namespace mc::runtime {
 class runtime;
@@ -41,9 +43,15 @@ struct server_options {
   /// With the RDMA control plane (MC_RPC_PROTOCOL=rdma, mc/rpc/protocol.hpp):
   /// accept clients' RDMA handshakes. false: every client is served over TCP.
   bool accept_rdma = true;
-  /// A new connection must say TCP or RDMA (and finish the RDMA handshake)
-  /// within this (and within idle_timeout), else it is closed.
+  /// A new connection must present its auth frame, say TCP or RDMA (and
+  /// finish the RDMA handshake) within this (and within idle_timeout), else it
+  /// is closed.
   mc::duration handshake_timeout = std::chrono::seconds(10);
+  /// Tokens this server accepts (mc/rpc/auth.hpp); at most max_auth_tokens,
+  /// each checked by check_auth_token() in start(). Unset: the process-wide
+  /// setting (set_auth_tokens()) as it is when each connection is accepted.
+  /// Empty: auth off for this server.
+  std::optional<std::vector<std::string>> auth_tokens = std::nullopt;
 };
 
 /// Counters (approximate while running).
@@ -56,6 +64,8 @@ struct server_stats {
   std::uint64_t rdma = 0;             ///< connections served over RDMA
   std::uint64_t handshake_failed = 0; ///< closed before Cap'n Proto started (peer closed, bad hello); a
                                       ///< silent one counts as idle_closed
+  std::uint64_t auth_failures = 0;    ///< closed by auth: no auth frame first, malformed frame, token
+                                      ///< missing or not accepted (auth on only)
 };
 
 /// Lifetime: create, add_service(), start(), ..., stop(), destroy. The runtime
@@ -75,7 +85,7 @@ class server {
   void add_service(std::string name, service_factory factory);
 
   /// Binds and starts accepting. Errors: errc::invalid_params (bad host, bad
-  /// options, already started), errc::rpc_fail (bind/listen failed, e.g.
+  /// options or auth tokens, already started), errc::rpc_fail (bind/listen failed, e.g.
   /// address in use; see message()).
   mc::result<void> start();
 
