@@ -36,7 +36,10 @@ namespace {
 int serve(const std::string& bind, std::size_t size) {
   engine_options o;
   o.bind_host = bind;
-  return serve_peer(o, size, "helper");
+  // MC_TEST_HELPER_THREADS=1: one io_uring ring (unprivileged users have a
+  // small locked-memory budget for rings).
+  const char* t = std::getenv("MC_TEST_HELPER_THREADS");
+  return serve_peer(o, size, "helper", t && *t == '1' ? 1 : 2);
 }
 
 /// Write + read-back checks against every descriptor; prints "VIA i kind"
@@ -115,7 +118,11 @@ int hammer(const remote_buffer& d, std::size_t size) {
         std::fflush(stdout);
         told = true;
       }
-      if (!w) break;
+      if (!w) {
+        std::printf("FAILED %s\n", w.error().message().c_str());
+        std::fflush(stdout);
+        break;
+      }
     }
   });
   char c;

@@ -471,6 +471,7 @@ engine_stats engine::stats() const {
   s.inbound_connections = ld(c.inbound);
   s.same_host_fallbacks = ld(c.same_host_fallbacks);
   s.revoked_with_grants = impl_->registry_->revoked_with_grants();
+  s.same_host_grants_held = ld(c.grants_held);
   s.registered_regions = impl_->registry_->size();
   if (impl_->rdma_ctx_) detail::rdma_device_stats_of(*impl_->rdma_ctx_, s.rdma_devices);
   return s;

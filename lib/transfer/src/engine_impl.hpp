@@ -97,7 +97,8 @@ struct atomic_counters {
 struct engine_counters {
   std::array<atomic_counters, transport_kind_count> initiated;
   std::atomic<std::uint64_t> served_read_ops{0}, served_read_bytes{0}, served_write_ops{0},
-      served_write_bytes{0}, served_rejects{0}, outbound{0}, inbound{0}, same_host_fallbacks{0};
+      served_write_bytes{0}, served_rejects{0}, outbound{0}, inbound{0}, same_host_fallbacks{0},
+      grants_held{0};
 };
 
 inline void bump(std::atomic<std::uint64_t>& c, std::uint64_t v = 1) noexcept {

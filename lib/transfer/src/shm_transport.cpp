@@ -408,6 +408,7 @@ header grant(shm_server::state* st, const header& h, std::uint64_t requested_end
   const auto lease_end = std::max(now, std::min(now + max_lease_ns, requested_end));
   if (e && !grants.count(h.request_id) && grants.size() < max_grants_per_conn && (*e)->try_grant(lease_end)) {
     grants.emplace(h.request_id, held_grant{*e, lease_end});
+    bump(ctr.grants_held);
     resp.token = lease_end;
     bump(w ? ctr.served_write_ops : ctr.served_read_ops);
     bump(w ? ctr.served_write_bytes : ctr.served_read_bytes, h.length);
@@ -419,12 +420,17 @@ header grant(shm_server::state* st, const header& h, std::uint64_t requested_end
   return resp;
 }
 
+void end_grant(shm_server::state* st, const held_grant& g) {
+  g.entry->release_grant();
+  st->eng.counters_.grants_held.fetch_sub(1, std::memory_order_relaxed);
+}
+
 /// Forgets grants whose lease ended (the initiator stops copying at its end).
-void forget_expired(std::unordered_map<std::uint64_t, held_grant>& grants) {
+void forget_expired(shm_server::state* st, std::unordered_map<std::uint64_t, held_grant>& grants) {
   const auto now = monotonic_ns();
   std::erase_if(grants, [&](auto& kv) {
     if (now < kv.second.lease_end) return false;
-    kv.second.entry->release_grant();
+    end_grant(st, kv.second);
     return true;
   });
 }
@@ -444,7 +450,7 @@ task<void> serve_unix(shm_server::state* st, unix_socket sock) {
   for (;;) {
     auto h = co_await recv_header(c.sock);
     if (!h) break;
-    forget_expired(grants);
+    forget_expired(st, grants);
     std::array<std::byte, header_size + shm_identity_size> out{};
     std::size_t extra = 0;
     header resp;
@@ -468,7 +474,7 @@ task<void> serve_unix(shm_server::state* st, unix_socket sock) {
       resp = grant(st, *h, requested, grants);
     } else if (h->op == wire_op::shm_release) {
       if (auto it = grants.find(h->request_id); it != grants.end()) {  // unknown / expired: nothing to do
-        it->second.entry->release_grant();
+        end_grant(st, it->second);
         grants.erase(it);
       }
       continue;  // no response
@@ -480,7 +486,7 @@ task<void> serve_unix(shm_server::state* st, unix_socket sock) {
     std::memcpy(out.data(), hb.data(), header_size);
     if (!co_await send_all(c.sock, out.data(), header_size + extra)) break;
   }
-  for (auto& [id, g] : grants) g.entry->release_grant();  // peer gone: its copies are over
+  for (auto& [id, g] : grants) end_grant(st, g);  // peer gone: its copies are over
 }
 
 }  // namespace

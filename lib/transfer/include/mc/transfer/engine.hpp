@@ -115,6 +115,9 @@ struct engine_stats {
   /// on the region (it may copy until the grant's lease ends, see
   /// unregister_memory).
   std::uint64_t revoked_with_grants = 0;
+  /// Same-host grants peers hold on our regions right now (until release,
+  /// connection close or lease expiry noticed by the control server).
+  std::uint64_t same_host_grants_held = 0;
   std::uint64_t registered_regions = 0;
   /// Protocol "rdma": one entry per opened device, in device index order.
   std::vector<rdma_device_stats> rdma_devices;
