@@ -140,7 +140,7 @@ struct request {
 };
 
 /// A registration (RAII). Move-only; destruction unregisters (see
-/// engine::unregister_memory for the exact, blocking semantics). May outlive
+/// engine::unregister_memory: it returns at once, never waits for a peer). May outlive
 /// its engine (then destruction only drops the bookkeeping).
 class region {
  public:
