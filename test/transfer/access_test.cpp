@@ -148,6 +148,30 @@ TEST_SUITE("transfer_trust") {
     }
   }
 
+  TEST_CASE("a same-host copy longer than its lease asks for fresh grants and arrives intact") {
+    ::setenv("MC_TRANSFER_TEST_MAX_LEASE_US", "3000", 1);  // the target (b) grants 3 ms leases
+    two_engines t(loopback_options(transport_kind::same_host), loopback_options(transport_kind::same_host));
+    ::unsetenv("MC_TRANSFER_TEST_MAX_LEASE_US");
+    std::vector<std::uint8_t> target((48u << 20) + 3);
+    auto reg = t.b->register_memory(target.data(), target.size());
+    auto src = mc::test::random_bytes(target.size(), 48);
+    const auto t0 = std::chrono::steady_clock::now();
+    REQUIRE(t.rt.block_on(t.a->write(cbytes(src), reg->describe(), 30s)).has_value());
+    const auto took = std::chrono::steady_clock::now() - t0;
+    CHECK(mc::test::checksum(target.data(), target.size()) == mc::test::checksum(src.data(), src.size()));
+    std::vector<std::uint8_t> back(target.size());
+    REQUIRE(t.rt.block_on(t.a->read(bytes(back), reg->describe(), 30s)).has_value());
+    CHECK(back == src);
+    const auto grants = t.b->stats().served_write_ops;
+    MESSAGE("48 MiB in " << std::chrono::duration_cast<std::chrono::milliseconds>(took).count() << " ms with "
+                         << grants << " grants");
+    // Every grant covers at most 3 ms of copying (plus one <= 1 MiB chunk):
+    // a copy of this size needs several (one grant = the lease was ignored).
+    CHECK(grants >= 3);
+    CHECK(t.a->stats().initiated[std::size_t(transport_kind::same_host)].errors == 0);
+    CHECK(t.b->stats().same_host_grants_held == 0);  // every grant was released
+  }
+
   TEST_CASE("a timer on the same runtime thread keeps firing during a 64 MiB same-host or in-process copy") {
     for (auto force : {transport_kind::same_host, transport_kind::in_process}) {
       CAPTURE(to_string(force));

@@ -136,6 +136,9 @@ class engine_impl : public std::enable_shared_from_this<engine_impl> {
   /// Our pid namespace (st_dev, st_ino of /proc/self/ns/pid); {0, 0} unknown.
   std::pair<std::uint64_t, std::uint64_t> pid_ns_{0, 0};
   bool refuse_cma_for_tests_ = false;  // MC_TRANSFER_TEST_REFUSE_CMA=1
+  /// Longest same-host grant lease this engine gives (1 s; tests shorten it
+  /// with MC_TRANSFER_TEST_MAX_LEASE_US at construction).
+  std::uint64_t max_lease_ns_ = 1'000'000'000ull;
   mc::gate gate_;
   engine_counters counters_;
   std::vector<std::unique_ptr<thread_state>> threads_;

@@ -51,8 +51,6 @@ using local_ep = asio::local::stream_protocol::endpoint;
 using lease = conn_lease<unix_socket>;
 constexpr auto no_socket_ttl = std::chrono::seconds(30);
 constexpr auto refused_ttl = std::chrono::seconds(60);
-/// Longest lease a target grants (also bounded by the initiator's deadline).
-constexpr std::uint64_t max_lease_ns = 1'000'000'000ull;
 /// Outstanding grants per control connection (the initiator uses one).
 constexpr std::size_t max_grants_per_conn = 16;
 
@@ -405,7 +403,8 @@ header grant(shm_server::state* st, const header& h, std::uint64_t requested_end
   auto e = st->eng.registry_->find(h.address, h.length, h.token,
                                    w ? region_access::remote_write : region_access::remote_read);
   const auto now = monotonic_ns();
-  const auto lease_end = std::max(now, std::min(now + max_lease_ns, requested_end));
+  // The lease: at most max_lease_ns_ (1 s), never after the initiator's deadline.
+  const auto lease_end = std::max(now, std::min(now + st->eng.max_lease_ns_, requested_end));
   if (e && !grants.count(h.request_id) && grants.size() < max_grants_per_conn && (*e)->try_grant(lease_end)) {
     grants.emplace(h.request_id, held_grant{*e, lease_end});
     bump(ctr.grants_held);
@@ -465,7 +464,7 @@ task<void> serve_unix(shm_server::state* st, unix_socket sock) {
         put_u64(out.data() + header_size + 16, st->eng.instance_id_);
       }
     } else if (h->op == wire_op::shm_grant) {
-      std::uint64_t requested = monotonic_ns() + max_lease_ns;  // older initiators send no lease
+      std::uint64_t requested = monotonic_ns() + st->eng.max_lease_ns_;  // older initiators send no lease
       if (h->flags & grant_lease) {
         std::array<std::byte, 8> p;
         if (!co_await recv_all(c.sock, p.data(), p.size())) break;
