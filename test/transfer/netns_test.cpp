@@ -80,7 +80,7 @@ int main(int argc, char** argv) {
   int rc = client.wait();
   server.close_stdin();
   server.wait();
-  if (rc != 0 || !via || *via != "VIA tcp") {
+  if (rc != 0 || !via || *via != "VIA 0 tcp") {
     std::fprintf(stderr, "FAIL: client exit %d, %s\n", rc, via ? via->c_str() : "(no VIA line)");
     return 1;
   }

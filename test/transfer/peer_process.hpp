@@ -20,12 +20,12 @@
 
 namespace mc::transfer::test {
 
-/// Serving side of a peer process: an engine with `o` on a 2-thread runtime
+/// Serving side of a peer process: an engine with `o` on a `threads`-thread runtime
 /// registers `size` random bytes (seed 4242), prints "READY endpoint address
 /// length token" and serves until stdin closes. Returns the exit code: 0, or
 /// 2 when the engine cannot start or register (reason on stderr after `who`).
-inline int serve_peer(const engine_options& o, std::size_t size, const char* who) {
-  mc::runtime::runtime rt(2);
+inline int serve_peer(const engine_options& o, std::size_t size, const char* who, std::size_t threads = 2) {
+  mc::runtime::runtime rt(threads);
   rt.start();
   try {
     engine e(rt, o);

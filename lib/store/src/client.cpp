@@ -67,7 +67,8 @@ result<std::unique_ptr<client>> client::start(mc::runtime::runtime& rt, client_o
   }
   p->transfer_endpoint = p->engine->endpoint();
   for (auto span : p->backend->dram_regions())
-    if (auto reg = p->engine->register_memory(span.data(), span.size())) p->arena_regions.push_back(std::move(*reg));
+    if (auto reg = p->engine->register_memory(span.data(), span.size(), mc::transfer::region_access::local_only))
+      p->arena_regions.push_back(std::move(*reg));
 
   p->dm = std::make_unique<data_manager>(*p->backend, *p->engine, p->opts.lock_shard_count);
   auto* raw = p.get();

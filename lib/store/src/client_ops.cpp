@@ -62,7 +62,8 @@ task<result<void>> client::impl::put_remote(const std::string& key, std::span<co
     endpoint = r->rpc_endpoint;
   }
   // The peer READs the value out of our memory: register it for this call.
-  auto region = engine->register_memory(const_cast<std::byte*>(value.data()), value.size());
+  auto region = engine->register_memory(const_cast<std::byte*>(value.data()), value.size(),
+                                        mc::transfer::region_access::remote_read);
   if (!region) co_return region.error();
   co_return co_await peers.write_remote(endpoint, key, region->describe());
 }
@@ -91,7 +92,7 @@ task<result<std::size_t>> client::impl::get_remote(const std::string& key, std::
       if (rep.client_id == id) continue;  // our own entry, and we missed locally: stale
       // A fresh registration per attempt: a late WRITE from a replica we gave
       // up on can never land once its registration is gone.
-      auto region = engine->register_memory(buf.data(), info->size);
+      auto region = engine->register_memory(buf.data(), info->size, mc::transfer::region_access::remote_write);
       if (!region) co_return region.error();
       auto r = co_await peers.read_remote(rep.rpc_endpoint, key, region->describe());
       if (r.value) {

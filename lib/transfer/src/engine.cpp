@@ -7,11 +7,18 @@
 
 #include <boost/asio/ip/address.hpp>
 
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/this_coro.hpp>
+
 #include <ifaddrs.h>
+#include <sys/random.h>
+#include <sys/stat.h>
 #include <net/if.h>
 #include <netinet/in.h>
 #include <arpa/inet.h>
 
+#include <cerrno>
 #include <cstdlib>
 #include <map>
 #include <stdexcept>
@@ -56,6 +63,15 @@ std::string first_interface_address() {
   return found.empty() ? "127.0.0.1" : found;
 }
 
+std::uint64_t random_instance_id() {
+  for (;;) {
+    std::uint64_t t = 0;
+    auto n = ::getrandom(&t, sizeof t, 0);
+    if (n == static_cast<ssize_t>(sizeof t) && t != 0) return t;
+    if (n < 0 && errno != EINTR) throw std::runtime_error("transfer: getrandom failed");
+  }
+}
+
 std::string format_endpoint(const std::string& host, std::uint16_t port) {
   if (host.find(':') != std::string::npos) return "[" + host + "]:" + std::to_string(port);
   return host + ":" + std::to_string(port);
@@ -63,10 +79,30 @@ std::string format_endpoint(const std::string& host, std::uint16_t port) {
 
 }  // namespace
 
-engine_impl::engine_impl(mc::runtime::runtime& rt, engine_options opts) : rt_(rt), opts_(std::move(opts)) {
+std::pair<std::uint64_t, std::uint64_t> own_pid_namespace() noexcept {
+  struct stat st{};
+  if (::stat("/proc/self/ns/pid", &st) != 0) return {0, 0};
+  return {static_cast<std::uint64_t>(st.st_dev), static_cast<std::uint64_t>(st.st_ino)};
+}
+
+task<bool> yield_to_runtime() {
+  namespace asio = boost::asio;
+  auto ex = co_await asio::this_coro::executor;
+  co_await asio::post(ex, asio::as_tuple(asio::use_awaitable));
+  auto cs = co_await asio::this_coro::cancellation_state;
+  co_return cs.cancelled() == asio::cancellation_type::none;
+}
+
+engine_impl::engine_impl(mc::runtime::runtime& rt, engine_options opts)
+    : rt_(rt), opts_(std::move(opts)), instance_id_(random_instance_id()), pid_ns_(own_pid_namespace()) {
   check_options(opts_);
   // Test hook: behave as if the kernel refused cross-memory attach (EPERM).
   if (const char* v = std::getenv("MC_TRANSFER_TEST_REFUSE_CMA"); v && *v == '1') refuse_cma_for_tests_ = true;
+  // Test hook: short same-host leases (re-grants mid-copy).
+  if (const char* v = std::getenv("MC_TRANSFER_TEST_MAX_LEASE_US")) {
+    const auto us = std::strtoull(v, nullptr, 10);
+    if (us >= 100 && us <= 1'000'000) max_lease_ns_ = us * 1000;
+  }
   for (std::size_t i = 0; i < rt_.size(); ++i) {
     auto ts = std::make_unique<thread_state>();
     ts->index = i;
@@ -176,11 +212,13 @@ task<void> engine_impl::run_group(thread_state& ts, const std::string& endpoint,
     for (auto* it : items) it->via = t->kind();
     co_await t->execute(ts, endpoint, all);
     if (t == shm_.get()) {
-      // The kernel refused cross-memory attach: same-host means "move it
-      // locally", so TCP over this host is the honest fallback.
+      // The peer is not "same host" after all (identity mismatch, or the
+      // kernel refused cross-memory attach for it): TCP is the honest fallback.
+      const bool refused =
+          ts.not_same_host.get(endpoint, std::chrono::steady_clock::now()) == same_host_verdict::refused;
       std::vector<transfer_item*> redo;
       for (auto* it : items)
-        if (it->done && mc::is(it->ec, errc::unsupported) && cma_refused_) {
+        if (it->done && mc::is(it->ec, errc::unsupported) && refused) {
           it->done = false;
           it->ec = make_error_code(errc::cancelled);
           redo.push_back(it);
@@ -192,7 +230,7 @@ task<void> engine_impl::run_group(thread_state& ts, const std::string& endpoint,
   }
   std::vector<transfer_item*> rest = items;
   for (transport* t : {opts_.enable_in_process ? inproc_.get() : nullptr,
-                       opts_.enable_same_host && !cma_refused_ ? shm_.get() : nullptr, rdma_.get()}) {
+                       opts_.enable_same_host ? shm_.get() : nullptr, rdma_.get()}) {
     if (!t || rest.empty()) continue;
     for (auto* it : rest) it->via = t->kind();
     co_await t->execute(ts, endpoint, std::span<transfer_item*>(rest));
@@ -220,6 +258,9 @@ task<std::vector<mc::result<void>>> engine_impl::run_batch(std::vector<request> 
   auto& ts = this_thread_state();
   std::vector<transfer_item> items(reqs.size());
   std::map<std::string_view, std::vector<transfer_item*>> groups;
+  const auto now = std::chrono::steady_clock::now();
+  const auto deadline = timeout < std::chrono::steady_clock::time_point::max() - now
+                            ? now + timeout : std::chrono::steady_clock::time_point::max();
   for (std::size_t i = 0; i < reqs.size(); ++i) {
     auto& q = reqs[i];
     auto& it = items[i];
@@ -228,6 +269,8 @@ task<std::vector<mc::result<void>>> engine_impl::run_batch(std::vector<request> 
     it.length = q.length;
     it.address = q.remote.address;
     it.token = q.remote.token;
+    it.instance = q.remote.instance;
+    it.deadline = deadline;
     if (q.length == 0) {
       it.finish({});
     } else if (q.local == nullptr || q.length > q.remote.length || q.remote.endpoint.empty() ||
@@ -366,14 +409,18 @@ mc::task<void> engine::shutdown() {
 std::string engine::endpoint() const { return impl_->endpoint_; }
 const engine_options& engine::options() const noexcept { return impl_->opts_; }
 
-mc::result<region> engine::register_memory(void* addr, std::size_t len) {
+mc::result<region> engine::register_memory(void* addr, std::size_t len, region_access access) {
   if (impl_->stopping_) return fail(errc::shutting_down);
-  auto t = impl_->rdma_ctx_ ? detail::rdma_register(*impl_, addr, len) : impl_->registry_->add(addr, len);
+  if (static_cast<std::uint8_t>(access) > 3) return fail(errc::invalid_params);
+  auto t = impl_->rdma_ctx_ ? detail::rdma_register(*impl_, addr, len, access)
+                            : impl_->registry_->add(addr, len, access);
   if (!t) return t.error();
   return region(impl_->registry_, *t, static_cast<std::byte*>(addr), len, impl_->endpoint_);
 }
 
 mc::result<void> engine::unregister_memory(std::uint64_t token) { return impl_->registry_->remove(token); }
+
+std::uint64_t engine::instance_id() const noexcept { return impl_->instance_id_; }
 
 mc::task<mc::result<void>> engine::read(std::span<std::byte> local, remote_buffer src,
                                         std::chrono::steady_clock::duration timeout) {
@@ -430,6 +477,8 @@ engine_stats engine::stats() const {
   s.outbound_connections = ld(c.outbound);
   s.inbound_connections = ld(c.inbound);
   s.same_host_fallbacks = ld(c.same_host_fallbacks);
+  s.revoked_with_grants = impl_->registry_->revoked_with_grants();
+  s.same_host_grants_held = ld(c.grants_held);
   s.registered_regions = impl_->registry_->size();
   if (impl_->rdma_ctx_) detail::rdma_device_stats_of(*impl_->rdma_ctx_, s.rdma_devices);
   return s;

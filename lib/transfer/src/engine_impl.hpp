@@ -11,11 +11,14 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/local/stream_protocol.hpp>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
+#include <utility>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -27,6 +30,52 @@ class rdma_thread;
 using tcp_socket = boost::asio::ip::tcp::socket;
 using unix_socket = boost::asio::local::stream_protocol::socket;
 
+/// Why the same-host transport is not used for a peer.
+enum class same_host_verdict : std::uint8_t {
+  no_socket,  ///< no control socket in this network namespace (another host)
+  refused,    ///< identity mismatch or the kernel refused process_vm_*: TCP, even when forced
+};
+
+/// Per-peer "not same host" verdicts with expiry; bounded (one runtime
+/// thread's; no locks).
+class peer_verdicts {
+ public:
+  static constexpr std::size_t capacity = 1024;
+  using clock = std::chrono::steady_clock;
+
+  /// The live verdict for `endpoint` (an expired one is forgotten).
+  std::optional<same_host_verdict> get(const std::string& endpoint, clock::time_point now) {
+    auto it = m_.find(endpoint);
+    if (it == m_.end()) return std::nullopt;
+    if (now >= it->second.until) {
+      m_.erase(it);
+      return std::nullopt;
+    }
+    return it->second.verdict;
+  }
+  /// Remembers `v` for `endpoint` until `until`. When full, expired entries
+  /// go first, then the one expiring soonest.
+  void put(const std::string& endpoint, same_host_verdict v, clock::time_point until) {
+    if (m_.size() >= capacity && !m_.count(endpoint)) {
+      const auto now = clock::now();
+      std::erase_if(m_, [&](const auto& kv) { return now >= kv.second.until; });
+      if (m_.size() >= capacity)
+        m_.erase(std::min_element(m_.begin(), m_.end(), [](const auto& a, const auto& b) {
+          return a.second.until < b.second.until;
+        }));
+    }
+    m_[endpoint] = {v, until};
+  }
+  std::size_t size() const noexcept { return m_.size(); }
+
+ private:
+  struct entry {
+    same_host_verdict verdict;
+    clock::time_point until;
+  };
+  std::unordered_map<std::string, entry> m_;
+};
+
 /// State owned by one runtime thread (touched only there).
 struct thread_state {
   std::size_t index = 0;
@@ -35,8 +84,8 @@ struct thread_state {
   std::unordered_set<closable*> live;  // every open connection of this thread
   pool_map<tcp_socket> tcp_pools;
   pool_map<unix_socket> shm_pools;
-  /// Endpoints found not to be on this host (same-host probe failed) -> when.
-  std::unordered_map<std::string, std::chrono::steady_clock::time_point> not_same_host;
+  /// Peers the same-host transport skips for now (bounded, expiring).
+  peer_verdicts not_same_host;
   /// Verbs objects of this thread (protocol "rdma"; created on first use).
   std::shared_ptr<rdma_thread> rdma;
 };
@@ -48,7 +97,8 @@ struct atomic_counters {
 struct engine_counters {
   std::array<atomic_counters, transport_kind_count> initiated;
   std::atomic<std::uint64_t> served_read_ops{0}, served_read_bytes{0}, served_write_ops{0},
-      served_write_bytes{0}, served_rejects{0}, outbound{0}, inbound{0}, same_host_fallbacks{0};
+      served_write_bytes{0}, served_rejects{0}, outbound{0}, inbound{0}, same_host_fallbacks{0},
+      grants_held{0};
 };
 
 inline void bump(std::atomic<std::uint64_t>& c, std::uint64_t v = 1) noexcept {
@@ -81,8 +131,14 @@ class engine_impl : public std::enable_shared_from_this<engine_impl> {
   std::string shm_name_;  // abstract unix socket name of the same-host server
   std::atomic<bool> stopping_{false};
   std::atomic<bool> started_{false};
-  std::atomic<bool> cma_refused_{false};
+  /// Random nonzero id of this engine (engine::instance_id).
+  const std::uint64_t instance_id_;
+  /// Our pid namespace (st_dev, st_ino of /proc/self/ns/pid); {0, 0} unknown.
+  std::pair<std::uint64_t, std::uint64_t> pid_ns_{0, 0};
   bool refuse_cma_for_tests_ = false;  // MC_TRANSFER_TEST_REFUSE_CMA=1
+  /// Longest same-host grant lease this engine gives (1 s; tests shorten it
+  /// with MC_TRANSFER_TEST_MAX_LEASE_US at construction).
+  std::uint64_t max_lease_ns_ = 1'000'000'000ull;
   mc::gate gate_;
   engine_counters counters_;
   std::vector<std::unique_ptr<thread_state>> threads_;
@@ -104,6 +160,17 @@ std::unique_ptr<transport> make_tcp_transport(engine_impl& eng);
 std::unique_ptr<transport> make_shm_transport(engine_impl& eng);
 std::unique_ptr<transport> make_inproc_transport(engine_impl& eng);
 
+/// Largest copy the same-host and in-process transports make between two
+/// yields to the runtime (and lease / revocation checks).
+inline constexpr std::uint64_t max_copy_chunk = 1u << 20;
+
+/// Lets the other coroutines of this runtime thread run (a post to the
+/// executor). False when the calling coroutine was cancelled meanwhile.
+task<bool> yield_to_runtime();
+
+/// st_dev / st_ino of /proc/self/ns/pid; {0, 0} when unavailable.
+std::pair<std::uint64_t, std::uint64_t> own_pid_namespace() noexcept;
+
 /// The TCP listener: accepts on thread 0, serves each connection on a runtime
 /// thread (round robin).
 class tcp_server {
@@ -122,8 +189,8 @@ class tcp_server {
 };
 
 /// The same-host control server: an abstract unix socket served on a private
-/// service thread (so that unregistration, which waits for same-host grants,
-/// can never wait for its own thread).
+/// service thread (grants are validated there; nothing in it ever waits for
+/// a runtime thread or a peer's copy).
 class shm_server {
  public:
   explicit shm_server(engine_impl& eng);

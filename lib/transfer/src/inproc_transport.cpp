@@ -2,8 +2,10 @@
 // memcpy after the same token / range checks a remote target would make.
 #include "engine_impl.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <mutex>
+#include <optional>
 
 namespace mc::transfer::detail {
 namespace {
@@ -28,26 +30,34 @@ class inproc_transport final : public transport {
       for (auto* it : items) it->finish(make_error_code(errc::unsupported));
       co_return;
     }
-    for (auto* it : items) it->finish(copy(*reg, *it));
+    for (auto* it : items) {
+      auto r = co_await copy(*reg, *it);
+      if (!r) co_return;  // cancelled: the engine reports timeout / shutting_down
+      it->finish(*r);
+    }
   }
 
  private:
-  boost::system::error_code copy(const registry& reg, const transfer_item& it) {
-    auto e = reg.find(it.address, it.length, it.token);
-    if (!e) return e.error();
-    // Chunked so that an unregistration waits for at most one chunk.
-    const std::uint64_t chunk = eng_.opts_.slice_size;
+  /// Copies in chunks of at most 1 MiB and yields to the runtime between
+  /// them, so a large copy never monopolises the thread and an unregistration
+  /// waits for at most one chunk. nullopt when cancelled.
+  task<std::optional<boost::system::error_code>> copy(const registry& reg, const transfer_item& it) {
+    const auto need = it.op == op_kind::read ? region_access::remote_read : region_access::remote_write;
+    auto e = reg.find(it.address, it.length, it.token, need);
+    if (!e) co_return e.error();
+    const std::uint64_t chunk = std::min<std::uint64_t>(eng_.opts_.slice_size, max_copy_chunk);
     for (std::uint64_t off = 0; off < it.length; off += chunk) {
+      if (off != 0 && !co_await yield_to_runtime()) co_return std::nullopt;
       auto n = static_cast<std::size_t>(std::min(chunk, it.length - off));
       access_guard g(**e);
-      if (!g) return make_error_code(errc::out_of_range);
+      if (!g) co_return make_error_code(errc::access_denied);  // revoked meanwhile
       std::byte* remote = (*e)->ptr(it.address + off);
       if (it.op == op_kind::read)
         std::memmove(it.local + off, remote, n);
       else
         std::memmove(remote, it.local + off, n);
     }
-    return {};
+    co_return boost::system::error_code{};
   }
   engine_impl& eng_;
 };

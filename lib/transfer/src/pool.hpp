@@ -58,6 +58,7 @@ struct pooled_conn final : closable {
   live_registration reg;
   std::uint64_t next_id = 1;
   std::int64_t peer_pid = 0;  // same-host control connections
+  std::uint64_t peer_instance = 0;  // same-host: the peer engine's instance id
 
  private:
   std::atomic<std::uint64_t>* counter_;

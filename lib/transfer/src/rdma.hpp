@@ -44,10 +44,11 @@ std::shared_ptr<rdma_context> make_rdma_context(const engine_options& opts);
 /// The initiator side (one per engine with protocol "rdma").
 std::unique_ptr<transport> make_rdma_transport(engine_impl& eng);
 
-/// Registers the memory region (MR) for [addr, addr+len) on every device and
-/// adds the region to the registry with device 0's rkey in the low 32 bits of
-/// its token.
-mc::result<std::uint64_t> rdma_register(engine_impl& eng, void* addr, std::size_t len);
+/// Registers the memory region (MR) for [addr, addr+len) on every device with
+/// the least verbs access `rights` needs (local_only: LOCAL_WRITE only;
+/// remote_read adds REMOTE_READ; remote_write adds REMOTE_WRITE) and adds the
+/// region to the registry with device 0's rkey in the low 32 bits of its token.
+mc::result<std::uint64_t> rdma_register(engine_impl& eng, void* addr, std::size_t len, region_access rights);
 /// Deregisters the MR of `token` (the registry calls it after revocation).
 void rdma_deregister(rdma_context& ctx, std::uint64_t token) noexcept;
 

@@ -59,10 +59,17 @@ rdma_context::~rdma_context() {
   by_base_.clear();
 }
 
-mc::result<std::vector<ibv_mr*>> rdma_context::reg_all(void* addr, std::size_t len) noexcept {
+int mr_access_of(region_access rights) noexcept {
+  int a = IBV_ACCESS_LOCAL_WRITE;  // the NIC writes into our READ destinations
+  if (grants(rights, region_access::remote_read)) a |= IBV_ACCESS_REMOTE_READ;
+  if (grants(rights, region_access::remote_write)) a |= IBV_ACCESS_REMOTE_WRITE;
+  return a;
+}
+
+mc::result<std::vector<ibv_mr*>> rdma_context::reg_all(void* addr, std::size_t len, int access) noexcept {
   std::vector<ibv_mr*> mrs;
   for (auto& d : devs_) {
-    auto mr = d->reg_mr(addr, len);
+    auto mr = d->reg_mr(addr, len, access);
     if (!mr) {
       for (auto* m : mrs) ibv_dereg_mr(m);
       return mr.error();
@@ -124,14 +131,14 @@ std::shared_ptr<rdma_context> make_rdma_context(const engine_options& opts) {
   return std::make_shared<rdma_context>(opts);
 }
 
-mc::result<std::uint64_t> rdma_register(engine_impl& eng, void* addr, std::size_t len) {
+mc::result<std::uint64_t> rdma_register(engine_impl& eng, void* addr, std::size_t len, region_access rights) {
   auto base = reinterpret_cast<std::uintptr_t>(addr);
   if (addr == nullptr || len == 0 || base + len < base) return fail(errc::invalid_params);
-  auto mrs = eng.rdma_ctx_->reg_all(addr, len);
+  auto mrs = eng.rdma_ctx_->reg_all(addr, len, mr_access_of(rights));
   if (!mrs) return mrs.error();
   // The token keeps device 0's rkey: TCP and single-device peers see no change.
   // attach before the token is visible to anyone: the registry's add publishes it.
-  auto t = eng.registry_->add(addr, len, mrs->front()->rkey);
+  auto t = eng.registry_->add(addr, len, rights, mrs->front()->rkey);
   if (!t) {
     for (auto* m : *mrs) ibv_dereg_mr(m);
     return t.error();

@@ -46,14 +46,18 @@ task<bool> respond(tcp_socket& s, wire_op op, std::uint64_t id, errc status, con
 
 task<bool> rdma_serve(engine_impl& eng, tcp_socket& s, const header& h, std::shared_ptr<void>& slot) {
   if (h.op == wire_op::rdma_check) {
-    auto e = eng.registry_->find(h.address, h.length, h.token);
-    co_return co_await respond(s, wire_op::rdma_check_resp, h.request_id, e ? errc::ok : to_errc(e.error()));
+    // One answer for every "not yours" (unknown token, outside, access not granted).
+    const auto need = (h.flags & grant_write) ? region_access::remote_write : region_access::remote_read;
+    auto e = eng.registry_->find(h.address, h.length, h.token, need);
+    co_return co_await respond(s, wire_op::rdma_check_resp, h.request_id, e ? errc::ok : errc::access_denied);
   }
   if (h.op == wire_op::rdma_rkey) {
     // The rkey of a region on one of our devices (multi-rail initiators).
     if (h.length != 0) co_return false;
     if (!eng.rdma_ctx_) co_return co_await respond(s, wire_op::rdma_rkey_resp, h.request_id, errc::unsupported);
-    auto rk = eng.rdma_ctx_->rkey(h.token, h.address);
+    auto rights = eng.registry_->rights(h.token);
+    std::optional<std::uint32_t> rk;
+    if (rights && *rights != region_access::local_only) rk = eng.rdma_ctx_->rkey(h.token, h.address);
     co_return co_await respond(s, wire_op::rdma_rkey_resp, h.request_id, rk ? errc::ok : errc::access_denied, nullptr,
                                h.address, rk.value_or(0));
   }

@@ -19,16 +19,17 @@ std::shared_ptr<rdma_context> make_rdma_context(const engine_options&) {
   throw std::invalid_argument("transfer: protocol 'rdma': this build has no verbs support");
 }
 std::unique_ptr<transport> make_rdma_transport(engine_impl&) { return nullptr; }
-mc::result<std::uint64_t> rdma_register(engine_impl&, void*, std::size_t) { return fail(errc::unsupported); }
+mc::result<std::uint64_t> rdma_register(engine_impl&, void*, std::size_t, region_access) { return fail(errc::unsupported); }
 void rdma_deregister(rdma_context&, std::uint64_t) noexcept {}
 
 task<bool> rdma_serve(engine_impl& eng, boost::asio::ip::tcp::socket& s, const header& h, std::shared_ptr<void>&) {
   header r;
   r.request_id = h.request_id;
   if (h.op == wire_op::rdma_check) {
-    auto e = eng.registry_->find(h.address, h.length, h.token);
+    const auto need = (h.flags & grant_write) ? region_access::remote_write : region_access::remote_read;
+    auto e = eng.registry_->find(h.address, h.length, h.token, need);
     r.op = wire_op::rdma_check_resp;
-    r.status = static_cast<std::int32_t>(e ? errc::ok : to_errc(e.error()));
+    r.status = static_cast<std::int32_t>(e ? errc::ok : errc::access_denied);
   } else if (h.op == wire_op::rdma_rkey && h.length == 0) {
     r.op = wire_op::rdma_rkey_resp;
     r.status = static_cast<std::int32_t>(errc::unsupported);

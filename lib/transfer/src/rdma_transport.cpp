@@ -257,7 +257,7 @@ class rdma_transport final : public transport {
         if (!q.bounce_mr) {
           const auto n = std::min<std::uint64_t>(eng_.opts_.slice_size, dev.max_msg_size());
           q.bounce = std::make_unique<std::byte[]>(n);
-          auto mr = dev.reg_mr(q.bounce.get(), n);
+          auto mr = dev.reg_mr(q.bounce.get(), n, IBV_ACCESS_LOCAL_WRITE);  // initiator-only staging
           if (!mr) {
             q.bounce.reset();
             it.finish(mr.error());
@@ -359,6 +359,7 @@ class rdma_transport final : public transport {
   task<boost::system::error_code> classify(qp_state& q, transfer_item& it, const slice& s) {
     header h;
     h.op = wire_op::rdma_check;
+    h.flags = it.op == op_kind::write ? grant_write : 0;  // the access the target must grant
     h.request_id = q.next_id++;
     h.address = it.address + s.offset;
     h.length = s.length;

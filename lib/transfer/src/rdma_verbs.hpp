@@ -27,6 +27,9 @@ using mc::verbs::qp_info;
 using mc::verbs::qp_info_size;
 using mc::verbs::random_psn;
 
+/// The least ibv access flags a region with `rights` needs.
+int mr_access_of(region_access rights) noexcept;
+
 /// Bytes / work requests one device carried as initiator (slices that
 /// completed successfully).
 struct rdma_device_counters {
@@ -52,8 +55,9 @@ class rdma_context {
   mc::verbs::device& dev(std::size_t k) const noexcept { return *devs_[k]; }
   rdma_device_counters& counters(std::size_t k) const noexcept { return counters_[k]; }
 
-  /// Registers [addr, addr+len) on every device (all or nothing).
-  mc::result<std::vector<ibv_mr*>> reg_all(void* addr, std::size_t len) noexcept;
+  /// Registers [addr, addr+len) on every device (all or nothing) with verbs
+  /// access flags `access` (see mr_access_of).
+  mc::result<std::vector<ibv_mr*>> reg_all(void* addr, std::size_t len, int access) noexcept;
   /// Keeps `mrs` (one per device) as the MRs of `token`.
   void attach(std::uint64_t token, std::vector<ibv_mr*> mrs);
   /// Deregisters the MRs of `token` (idempotent).

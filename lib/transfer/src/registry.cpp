@@ -1,8 +1,10 @@
 #include "registry.hpp"
-#include "mc/runtime/blocking.hpp"
 
 #include <sys/random.h>
 
+#include <time.h>
+
+#include <algorithm>
 #include <cerrno>
 #include <stdexcept>
 
@@ -18,31 +20,39 @@ std::uint64_t random_token() {
 }
 }  // namespace
 
-bool region_entry::try_grant() {
+std::uint64_t monotonic_ns() noexcept {
+  timespec ts{};
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
+bool region_entry::try_grant(std::uint64_t lease_end_ns) {
   std::lock_guard lk(grant_m);
   if (grants_closed) return false;
   ++grants;
+  lease_end = std::max(lease_end, lease_end_ns);
   return true;
 }
 
 void region_entry::release_grant() {
   std::lock_guard lk(grant_m);
-  if (--grants == 0) grant_cv.notify_all();
+  if (grants > 0) --grants;
 }
 
-mc::result<std::uint64_t> registry::add(void* addr, std::size_t len, std::optional<std::uint32_t> low32) {
+mc::result<std::uint64_t> registry::add(void* addr, std::size_t len, region_access rights,
+                                        std::optional<std::uint32_t> low32) {
   auto base = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(addr));
   if (addr == nullptr || len == 0 || base + len < base) return fail(errc::invalid_params);
   auto e = std::make_shared<region_entry>();
   e->base = base;
   e->length = len;
+  e->rights = rights;
   std::unique_lock lk(m_);
   do {
     e->token = random_token();
     if (low32) e->token = (e->token & ~0xffffffffull) | *low32;
   } while (e->token == 0 || by_token_.count(e->token));
   by_token_.emplace(e->token, e);
-  by_base_.emplace(base, e);
   return e->token;
 }
 
@@ -54,12 +64,6 @@ mc::result<void> registry::remove(std::uint64_t token) {
     if (it == by_token_.end()) return fail(errc::out_of_range);
     e = it->second;
     by_token_.erase(it);
-    auto [b, end] = by_base_.equal_range(e->base);
-    for (; b != end; ++b)
-      if (b->second == e) {
-        by_base_.erase(b);
-        break;
-      }
   }
   {
     // Waits for a syscall / memcpy chunk in progress on another thread.
@@ -67,30 +71,31 @@ mc::result<void> registry::remove(std::uint64_t token) {
     e->revoked = true;
   }
   if (on_remove) on_remove(token);
-  std::unique_lock lk(e->grant_m);
+  // Revoke at once, reclaim later: outstanding same-host grants keep `e`
+  // alive (shared_ptr) until released, their connection closes or their
+  // lease expires; nothing here waits for a peer.
+  std::lock_guard lk(e->grant_m);
   e->grants_closed = true;
-  mc::runtime::assert_may_block("mc::transfer registry::remove (waits for same-host grants)");
-  e->grant_cv.wait(lk, [&] { return e->grants == 0; });
+  if (e->grants > 0 && monotonic_ns() < e->lease_end) revoked_with_grants_.fetch_add(1, std::memory_order_relaxed);
   return {};
 }
 
-mc::result<std::shared_ptr<region_entry>> registry::find(std::uint64_t addr, std::uint64_t len,
-                                                         std::uint64_t token) const {
+mc::result<std::shared_ptr<region_entry>> registry::find(std::uint64_t addr, std::uint64_t len, std::uint64_t token,
+                                                         region_access need) const {
   if (len == 0) return fail(errc::invalid_params);
   std::shared_lock lk(m_);
   auto it = by_token_.find(token);
-  if (it != by_token_.end()) {
-    if (!it->second->contains(addr, len)) return fail(errc::out_of_range);
-    return it->second;
-  }
-  // Unknown token: tell "wrong secret for registered memory" from
-  // "memory nobody registered". Overlaps are rare; look at a few candidates.
-  auto b = by_base_.upper_bound(addr);
-  for (int i = 0; i < 16 && b != by_base_.begin(); ++i) {
-    --b;
-    if (b->second->contains(addr, len)) return fail(errc::access_denied);
-  }
-  return fail(errc::out_of_range);
+  // One answer for every "not yours": the peer cannot probe what is registered.
+  if (it == by_token_.end() || !it->second->contains(addr, len) || !grants(it->second->rights, need))
+    return fail(errc::access_denied);
+  return it->second;
+}
+
+std::optional<region_access> registry::rights(std::uint64_t token) const {
+  std::shared_lock lk(m_);
+  auto it = by_token_.find(token);
+  if (it == by_token_.end()) return std::nullopt;
+  return it->second->rights;
 }
 
 std::size_t registry::size() const {

@@ -2,14 +2,26 @@
 //
 // The peer engine listens on an abstract unix socket named after its
 // endpoint (abstract names are per network namespace, so finding it means:
-// same kernel, same namespace). Per request the initiator asks for a grant
-// (address, length, token); the target validates exactly like a TCP request
-// and pins the region (unregistration waits for the grant's release). Only
-// then does the initiator copy with process_vm_*, and it releases the grant
-// right after. The target's control server runs on a private service thread,
-// so a region destructor on a runtime thread can always wait for releases.
-// When the kernel refuses (EPERM: ptrace policy, ENOSYS) items finish with
-// errc::unsupported and the engine falls back to TCP.
+// same kernel, same network namespace - NOT the same pid namespace or user:
+// hostNetwork pods share abstract sockets). Before anything else both sides
+// check the other end's credentials as the kernel reports them (SO_PEERCRED):
+// same uid, and on the initiator a pid that is visible in our pid namespace
+// (0 = not visible). The pid used for process_vm_* is that kernel-reported
+// pid, never a number from the peer. The hello answer carries the target's
+// pid namespace (st_dev/st_ino of /proc/self/ns/pid) and its engine instance
+// id; another namespace, another uid, pid 0 or an instance id other than the
+// one the descriptor expects means "not same host" for that peer: cached per
+// peer (60 s, bounded) and the items go over TCP. EPERM/EACCES/ENOSYS from
+// process_vm_* means the same, for that peer only.
+//
+// Per request the initiator asks for a grant (address, length, token,
+// requested lease = its deadline); the target validates exactly like a TCP
+// request and answers with a lease (an absolute CLOCK_MONOTONIC deadline,
+// <= 1 s). The initiator copies in chunks of at most 1 MiB, checks the lease
+// before each chunk and yields to the runtime between chunks; on lease
+// expiry it releases and asks again for the rest. Unregistration never waits
+// for grants (revoke now, reclaim later); the target forgets expired grants.
+// The target's control server runs on a private service thread.
 #include "engine_impl.hpp"
 #include "io.hpp"
 #include "wire.hpp"
@@ -21,9 +33,12 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <array>
 #include <cerrno>
-#include <optional>
+#include <cstdio>
 #include <cstring>
+#include <optional>
 #include <thread>
 
 #include "mc/runtime/when_all.hpp"
@@ -34,15 +49,33 @@ namespace {
 namespace asio = boost::asio;
 using local_ep = asio::local::stream_protocol::endpoint;
 using lease = conn_lease<unix_socket>;
-constexpr auto negative_cache_ttl = std::chrono::seconds(30);
+constexpr auto no_socket_ttl = std::chrono::seconds(30);
+constexpr auto refused_ttl = std::chrono::seconds(60);
+/// Outstanding grants per control connection (the initiator uses one).
+constexpr std::size_t max_grants_per_conn = 16;
 
 local_ep abstract_endpoint(const std::string& name) { return local_ep(std::string(1, '\0') + name); }
 
-std::int64_t peer_pid_of(unix_socket& s) {
+/// The other end's credentials as the kernel reports them, translated into
+/// our namespaces (pid 0: the process is not visible in our pid namespace).
+std::optional<ucred> peer_cred_of(unix_socket& s) {
   ucred cred{};
   socklen_t len = sizeof cred;
-  if (::getsockopt(s.native_handle(), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) return 0;
-  return cred.pid;
+  if (::getsockopt(s.native_handle(), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 || len != sizeof cred)
+    return std::nullopt;
+  return cred;
+}
+
+void put_u64(std::byte* p, std::uint64_t v) noexcept { wire_le::store<std::uint64_t>(p, v); }
+std::uint64_t get_u64(const std::byte* p) noexcept { return wire_le::load<std::uint64_t>(p); }
+
+/// `tp` (steady_clock = CLOCK_MONOTONIC on Linux, made explicit) in ns.
+std::uint64_t to_monotonic_ns(std::chrono::steady_clock::time_point tp) noexcept {
+  const auto now = std::chrono::steady_clock::now();
+  const auto mono = monotonic_ns();
+  if (tp <= now) return mono;
+  const auto left = std::chrono::duration_cast<std::chrono::nanoseconds>(tp - now).count();
+  return static_cast<std::uint64_t>(left) > ~mono ? ~0ull : mono + static_cast<std::uint64_t>(left);
 }
 
 task<result<void>> send_header(unix_socket& s, const header& h) {
@@ -64,13 +97,9 @@ class shm_transport final : public transport {
   transport_kind kind() const noexcept override { return transport_kind::same_host; }
 
   task<void> execute(thread_state& ts, const std::string& endpoint, std::span<transfer_item*> items) override {
-    auto neg = ts.not_same_host.find(endpoint);
-    if (neg != ts.not_same_host.end()) {
-      if (std::chrono::steady_clock::now() - neg->second < negative_cache_ttl) {
-        for (auto* it : items) it->finish(make_error_code(errc::unsupported));
-        co_return;
-      }
-      ts.not_same_host.erase(neg);
+    if (ts.not_same_host.get(endpoint, std::chrono::steady_clock::now())) {
+      for (auto* it : items) it->finish(make_error_code(errc::unsupported));
+      co_return;
     }
     auto* pool = ts.shm_pools.get(endpoint, ts.ex, eng_.opts_.connections_per_peer, eng_.opts_.max_peers,
                                   &ts.stopping);
@@ -82,17 +111,31 @@ class shm_transport final : public transport {
     std::size_t next = 0;
     auto workers = std::min<std::size_t>(items.size(), eng_.opts_.connections_per_peer);
     if (workers == 1) {
-      co_await worker(*pool, connect, items, next, 0);
+      co_await worker(ts, endpoint, *pool, connect, items, next, 0);
       co_return;
     }
     std::vector<task<int>> ws;
-    for (std::size_t w = 0; w < workers; ++w) ws.push_back(worker(*pool, connect, items, next, w));
+    for (std::size_t w = 0; w < workers; ++w) ws.push_back(worker(ts, endpoint, *pool, connect, items, next, w));
     co_await mc::when_all(std::move(ws));
   }
 
  private:
-  task<int> worker(peer_pool<unix_socket>& pool, const peer_pool<unix_socket>::connect_fn& connect,
-                   std::span<transfer_item*> items, std::size_t& next, std::size_t w) {
+  bool refused(thread_state& ts, const std::string& endpoint) const {
+    return ts.not_same_host.get(endpoint, std::chrono::steady_clock::now()) == same_host_verdict::refused;
+  }
+
+  /// Marks `endpoint` "not same host" for refused_ttl (TCP from now on).
+  void refuse(thread_state& ts, const std::string& endpoint, const char* why) {
+    if (!refused(ts, endpoint))
+      std::fprintf(stderr, "transfer: same-host transport not used for %s for %llds: %s; using TCP\n",
+                   endpoint.c_str(), static_cast<long long>(refused_ttl.count()), why);
+    ts.not_same_host.put(endpoint, same_host_verdict::refused, std::chrono::steady_clock::now() + refused_ttl);
+    bump(eng_.counters_.same_host_fallbacks);
+  }
+
+  task<int> worker(thread_state& ts, const std::string& endpoint, peer_pool<unix_socket>& pool,
+                   const peer_pool<unix_socket>::connect_fn& connect, std::span<transfer_item*> items,
+                   std::size_t& next, std::size_t w) {
     auto got = co_await pool.acquire(connect, w == 0);
     if (!got) {
       if (!mc::is(got.error(), errc::cancelled))
@@ -104,7 +147,7 @@ class shm_transport final : public transport {
     bool first_on_conn = true;
     while (next < items.size()) {
       transfer_item& it = *items[next++];
-      auto r = co_await move_one(*c, it);
+      auto r = co_await move_one(ts, endpoint, *c, it);
       if (!r && !mc::is(r.error(), errc::cancelled) && c.reused() && first_on_conn && !it.done) {
         // A pooled connection failing on first use is probably stale (the
         // peer restarted): retry once on a fresh connection.
@@ -113,8 +156,9 @@ class shm_transport final : public transport {
         auto again = co_await pool.acquire(connect, true);
         if (!again || !*again) {
           auto e = again ? make_error_code(errc::transfer_fail) : again.error();
-          // The peer was reachable a moment ago: its socket vanishing means it died.
-          if (mc::is(e, errc::unsupported)) e = make_error_code(errc::transfer_fail);
+          // The peer was reachable a moment ago: its socket vanishing means it
+          // died; a peer that no longer checks out is reached over TCP.
+          if (mc::is(e, errc::unsupported) && !refused(ts, endpoint)) e = make_error_code(errc::transfer_fail);
           if (!mc::is(e, errc::cancelled)) {
             it.finish(e);
             for (; next < items.size(); ++next) items[next]->finish(e);
@@ -122,7 +166,7 @@ class shm_transport final : public transport {
           co_return 0;
         }
         c = std::move(*again);
-        r = co_await move_one(*c, it);
+        r = co_await move_one(ts, endpoint, *c, it);
       }
       first_on_conn = false;
       if (!r) {
@@ -136,84 +180,132 @@ class shm_transport final : public transport {
     co_return 0;
   }
 
-  /// Grant, copy, release. An error result means the connection is unusable;
-  /// a refusal finishes the item and returns success.
-  task<result<void>> move_one(pooled_conn<unix_socket>& c, transfer_item& it) {
-    header g;
-    g.op = wire_op::shm_grant;
-    g.flags = it.op == op_kind::write ? grant_write : 0;
-    g.request_id = c.next_id++;
-    g.address = it.address;
-    g.length = it.length;
-    g.token = it.token;
-    if (auto s = co_await send_header(c.sock, g); !s) co_return s.error();
-    auto resp = co_await recv_header(c.sock);
-    if (!resp) co_return resp.error();
-    if (resp->op != wire_op::shm_grant_resp || resp->request_id != g.request_id) co_return fail(errc::transfer_fail);
-    if (resp->status != 0) {
-      it.finish(status_to_error(resp->status));
+  /// Grant, copy (chunked, leased), release; again for the rest when a lease
+  /// ends first. An error result means the connection is unusable; a refusal
+  /// finishes the item and returns success.
+  task<result<void>> move_one(thread_state& ts, const std::string& endpoint, pooled_conn<unix_socket>& c,
+                              transfer_item& it) {
+    if (it.instance != 0 && it.instance != c.peer_instance) refuse(ts, endpoint, "another engine instance");
+    if (refused(ts, endpoint)) {
+      it.finish(make_error_code(errc::unsupported));
       co_return result<void>{};
     }
-    auto copied = copy(c.peer_pid, it);
-    header rel;
-    rel.op = wire_op::shm_release;
-    rel.request_id = g.request_id;
-    auto s = co_await send_header(c.sock, rel);
-    it.finish(copied);
-    if (!s) co_return s.error();
+    std::uint64_t done = 0;
+    int idle_grants = 0;  // grants that moved nothing (a peer handing out dead leases)
+    while (done < it.length) {
+      if (++idle_grants > 3) co_return fail(errc::transfer_fail);
+      std::array<std::byte, header_size + 8> out{};
+      header g;
+      g.op = wire_op::shm_grant;
+      g.flags = static_cast<std::uint16_t>((it.op == op_kind::write ? grant_write : 0) | grant_lease);
+      g.request_id = c.next_id++;
+      g.address = it.address + done;
+      g.length = it.length - done;
+      g.token = it.token;
+      header_bytes hb;
+      encode(g, hb);
+      std::memcpy(out.data(), hb.data(), header_size);
+      put_u64(out.data() + header_size, to_monotonic_ns(it.deadline));
+      if (auto s = co_await send_all(c.sock, out.data(), out.size()); !s) co_return s.error();
+      auto resp = co_await recv_header(c.sock);
+      if (!resp) co_return resp.error();
+      if (resp->op != wire_op::shm_grant_resp || resp->request_id != g.request_id) co_return fail(errc::transfer_fail);
+      if (resp->status != 0) {
+        it.finish(status_to_error(resp->status));
+        co_return result<void>{};
+      }
+      const auto before = done;
+      auto copied = co_await copy(static_cast<pid_t>(c.peer_pid), it, done, std::min(resp->token, to_monotonic_ns(it.deadline)));
+      if (done != before) idle_grants = 0;
+      header rel;
+      rel.op = wire_op::shm_release;
+      rel.request_id = g.request_id;
+      if (copied == copy_end::cancelled) co_return fail(errc::cancelled);  // closing the connection releases
+      auto s = co_await send_header(c.sock, rel);
+      if (copied == copy_end::refused) {
+        refuse(ts, endpoint, "the kernel refuses cross-memory attach");
+        it.finish(make_error_code(errc::unsupported));
+      } else if (copied == copy_end::failed) {
+        it.finish(make_error_code(errc::transfer_fail));
+      }
+      if (!s) co_return s.error();
+      if (copied == copy_end::refused || copied == copy_end::failed) co_return result<void>{};
+      // copy_end::lease_over: ask again for the rest (the deadline still bounds it)
+    }
+    it.finish({});
     co_return result<void>{};
   }
 
-  boost::system::error_code copy(std::int64_t pid, const transfer_item& it) {
-    std::uint64_t done = 0;
+  enum class copy_end { complete, lease_over, refused, failed, cancelled };
+
+  /// Copies [done, length) of `it` in chunks of at most 1 MiB while the
+  /// lease (CLOCK_MONOTONIC ns) lasts, yielding to the runtime between chunks.
+  task<copy_end> copy(pid_t pid, const transfer_item& it, std::uint64_t& done, std::uint64_t lease_end_ns) {
     while (done < it.length) {
-      iovec l{it.local + done, static_cast<std::size_t>(it.length - done)};
-      iovec r{reinterpret_cast<void*>(static_cast<std::uintptr_t>(it.address + done)),
-              static_cast<std::size_t>(it.length - done)};
+      // The lease is checked right before each chunk: a peer frozen between
+      // this check and the system call is the documented residual window.
+      if (monotonic_ns() >= lease_end_ns) co_return copy_end::lease_over;
+      const auto want = static_cast<std::size_t>(std::min<std::uint64_t>(max_copy_chunk, it.length - done));
+      iovec l{it.local + done, want};
+      iovec r{reinterpret_cast<void*>(static_cast<std::uintptr_t>(it.address + done)), want};
       ssize_t n = -1;
       if (eng_.refuse_cma_for_tests_)
         errno = EPERM;
       else
-        n = it.op == op_kind::read ? ::process_vm_readv(static_cast<pid_t>(pid), &l, 1, &r, 1, 0)
-                                   : ::process_vm_writev(static_cast<pid_t>(pid), &l, 1, &r, 1, 0);
+        n = it.op == op_kind::read ? ::process_vm_readv(pid, &l, 1, &r, 1, 0) : ::process_vm_writev(pid, &l, 1, &r, 1, 0);
       if (n < 0) {
         if (errno == EINTR) continue;
-        if (errno == EPERM || errno == EACCES || errno == ENOSYS) {
-          if (!eng_.cma_refused_.exchange(true))
-            std::fprintf(stderr, "transfer: the kernel refuses cross-memory attach (%s); using TCP on this host\n",
-                         std::strerror(errno));
-          bump(eng_.counters_.same_host_fallbacks);
-          return make_error_code(errc::unsupported);
-        }
-        return make_error_code(errc::transfer_fail);  // ESRCH (peer gone), EFAULT
+        if (errno == EPERM || errno == EACCES || errno == ENOSYS) co_return copy_end::refused;
+        co_return copy_end::failed;  // ESRCH (peer gone), EFAULT
       }
-      if (n == 0) return make_error_code(errc::transfer_fail);
+      if (n == 0) co_return copy_end::failed;
       done += static_cast<std::uint64_t>(n);
+      if (done < it.length && !co_await yield_to_runtime()) co_return copy_end::cancelled;
     }
-    return {};
+    co_return copy_end::complete;
   }
 
+  /// Connects to the peer's control socket and checks who is behind it.
+  /// unsupported (remembered per peer): no socket, or not "same host".
   task<result<std::unique_ptr<pooled_conn<unix_socket>>>> connect(thread_state& ts, std::string endpoint) {
     unix_socket s(ts.ex);
     auto [ec] = co_await s.async_connect(abstract_endpoint("mooncake-p2p.transfer/" + endpoint),
                                          asio::as_tuple(asio::use_awaitable));
     if (ec == asio::error::operation_aborted) co_return fail(errc::cancelled);
     if (ec) {
-      ts.not_same_host[endpoint] = std::chrono::steady_clock::now();
+      ts.not_same_host.put(endpoint, same_host_verdict::no_socket, std::chrono::steady_clock::now() + no_socket_ttl);
       co_return fail(errc::unsupported);
     }
     boost::system::error_code ig;
     s.non_blocking(true, ig);
+    auto cred = peer_cred_of(s);
+    if (!cred || cred->pid <= 0 || cred->uid != ::geteuid()) {
+      refuse(ts, endpoint, !cred || cred->pid <= 0 ? "the peer process is not visible in our pid namespace"
+                                                   : "the peer runs as another user");
+      co_return fail(errc::unsupported);
+    }
     auto c = std::make_unique<pooled_conn<unix_socket>>(std::move(s), ts.live, nullptr);
-    c->peer_pid = peer_pid_of(c->sock);
     header h;
     h.op = wire_op::shm_hello;
+    h.length = shm_identity_size;  // revision 2: ask for the identity
     if (auto r = co_await send_header(c->sock, h); !r) co_return r.error();
     auto resp = co_await recv_header(c->sock);
     if (!resp) co_return resp.error();
-    if (resp->op != wire_op::shm_hello_resp || resp->status != 0 || c->peer_pid <= 0 ||
-        static_cast<std::int64_t>(resp->address) != c->peer_pid)
-      co_return fail(errc::transfer_fail);
+    if (resp->op != wire_op::shm_hello_resp || resp->status != 0) co_return fail(errc::transfer_fail);
+    if (resp->length != shm_identity_size) {
+      refuse(ts, endpoint, "the peer does not tell its identity (older version)");
+      co_return fail(errc::unsupported);
+    }
+    std::array<std::byte, shm_identity_size> id;
+    if (auto r = co_await recv_all(c->sock, id.data(), id.size()); !r) co_return r.error();
+    const std::pair<std::uint64_t, std::uint64_t> ns{get_u64(id.data()), get_u64(id.data() + 8)};
+    const auto instance = get_u64(id.data() + 16);
+    if (ns != eng_.pid_ns_ || ns.second == 0 || instance == 0) {
+      refuse(ts, endpoint, "the peer lives in another pid namespace");
+      co_return fail(errc::unsupported);
+    }
+    c->peer_pid = cred->pid;  // from the kernel, never from the peer's message
+    c->peer_instance = instance;
     co_return c;
   }
 
@@ -295,45 +387,105 @@ void shm_server::stop() noexcept {
 
 namespace {
 
+struct held_grant {
+  std::shared_ptr<region_entry> entry;  // keeps a revoked entry alive until the grant ends
+  std::uint64_t lease_end = 0;          // CLOCK_MONOTONIC ns
+};
+
+/// Answers a grant request `h` (its lease payload already read).
+header grant(shm_server::state* st, const header& h, std::uint64_t requested_end,
+             std::unordered_map<std::uint64_t, held_grant>& grants) {
+  auto& ctr = st->eng.counters_;
+  header resp;
+  resp.op = wire_op::shm_grant_resp;
+  resp.request_id = h.request_id;
+  const bool w = h.flags & grant_write;
+  auto e = st->eng.registry_->find(h.address, h.length, h.token,
+                                   w ? region_access::remote_write : region_access::remote_read);
+  const auto now = monotonic_ns();
+  // The lease: at most max_lease_ns_ (1 s), never after the initiator's deadline.
+  const auto lease_end = std::max(now, std::min(now + st->eng.max_lease_ns_, requested_end));
+  if (e && !grants.count(h.request_id) && grants.size() < max_grants_per_conn && (*e)->try_grant(lease_end)) {
+    grants.emplace(h.request_id, held_grant{*e, lease_end});
+    bump(ctr.grants_held);
+    resp.token = lease_end;
+    bump(w ? ctr.served_write_ops : ctr.served_read_ops);
+    bump(w ? ctr.served_write_bytes : ctr.served_read_bytes, h.length);
+  } else {
+    // One answer for every "not yours" (unknown token, outside, access, revoked).
+    bump(ctr.served_rejects);
+    resp.status = static_cast<std::int32_t>(errc::access_denied);
+  }
+  return resp;
+}
+
+void end_grant(shm_server::state* st, const held_grant& g) {
+  g.entry->release_grant();
+  st->eng.counters_.grants_held.fetch_sub(1, std::memory_order_relaxed);
+}
+
+/// Forgets grants whose lease ended (the initiator stops copying at its end).
+void forget_expired(shm_server::state* st, std::unordered_map<std::uint64_t, held_grant>& grants) {
+  const auto now = monotonic_ns();
+  std::erase_if(grants, [&](auto& kv) {
+    if (now < kv.second.lease_end) return false;
+    end_grant(st, kv.second);
+    return true;
+  });
+}
+
 task<void> serve_unix(shm_server::state* st, unix_socket sock) {
   served_unix c(std::move(sock), st->live);
   if (st->stopping) co_return;  // spawned before stop() swept `live`: would wait forever
-  auto& ctr = st->eng.counters_;
+  // Only processes of our own uid may ask (the kernel's view of the caller).
+  auto cred = peer_cred_of(c.sock);
+  if (!cred || cred->uid != ::geteuid()) {
+    bump(st->eng.counters_.served_rejects);
+    co_return;
+  }
   boost::system::error_code ig;
   c.sock.non_blocking(true, ig);
-  std::unordered_map<std::uint64_t, std::shared_ptr<region_entry>> grants;
+  std::unordered_map<std::uint64_t, held_grant> grants;
   for (;;) {
     auto h = co_await recv_header(c.sock);
     if (!h) break;
+    forget_expired(st, grants);
+    std::array<std::byte, header_size + shm_identity_size> out{};
+    std::size_t extra = 0;
     header resp;
     resp.request_id = h->request_id;
     if (h->op == wire_op::shm_hello) {
       resp.op = wire_op::shm_hello_resp;
-      resp.address = static_cast<std::uint64_t>(::getpid());
-    } else if (h->op == wire_op::shm_grant) {
-      resp.op = wire_op::shm_grant_resp;
-      auto e = st->eng.registry_->find(h->address, h->length, h->token);
-      if (e && !grants.count(h->request_id) && (*e)->try_grant()) {
-        grants.emplace(h->request_id, *e);
-        bool w = h->flags & grant_write;
-        bump(w ? ctr.served_write_ops : ctr.served_read_ops);
-        bump(w ? ctr.served_write_bytes : ctr.served_read_bytes, h->length);
-      } else {
-        bump(ctr.served_rejects);
-        resp.status = static_cast<std::int32_t>(e ? errc::out_of_range : to_errc(e.error()));
+      resp.address = static_cast<std::uint64_t>(::getpid());  // informational (older initiators compare it)
+      if (h->length == shm_identity_size) {  // revision 2: our identity follows
+        resp.length = extra = shm_identity_size;
+        put_u64(out.data() + header_size, st->eng.pid_ns_.first);
+        put_u64(out.data() + header_size + 8, st->eng.pid_ns_.second);
+        put_u64(out.data() + header_size + 16, st->eng.instance_id_);
       }
+    } else if (h->op == wire_op::shm_grant) {
+      std::uint64_t requested = monotonic_ns() + st->eng.max_lease_ns_;  // older initiators send no lease
+      if (h->flags & grant_lease) {
+        std::array<std::byte, 8> p;
+        if (!co_await recv_all(c.sock, p.data(), p.size())) break;
+        requested = get_u64(p.data());
+      }
+      resp = grant(st, *h, requested, grants);
     } else if (h->op == wire_op::shm_release) {
-      auto it = grants.find(h->request_id);
-      if (it == grants.end()) break;  // protocol violation
-      it->second->release_grant();
-      grants.erase(it);
+      if (auto it = grants.find(h->request_id); it != grants.end()) {  // unknown / expired: nothing to do
+        end_grant(st, it->second);
+        grants.erase(it);
+      }
       continue;  // no response
     } else {
       break;
     }
-    if (!co_await send_header(c.sock, resp)) break;
+    header_bytes hb;
+    encode(resp, hb);
+    std::memcpy(out.data(), hb.data(), header_size);
+    if (!co_await send_all(c.sock, out.data(), header_size + extra)) break;
   }
-  for (auto& [id, e] : grants) e->release_grant();  // peer gone: its copies are over
+  for (auto& [id, g] : grants) end_grant(st, g);  // peer gone: its copies are over
 }
 
 }  // namespace

@@ -41,10 +41,10 @@ task<result<void>> respond(tcp_socket& s, wire_op op, std::uint64_t id, errc sta
 task<bool> serve_one(engine_impl& eng, tcp_socket& s, const header& h) {
   auto& ctr = eng.counters_;
   if (h.op == wire_op::read_req) {
-    auto e = eng.registry_->find(h.address, h.length, h.token);
+    auto e = eng.registry_->find(h.address, h.length, h.token, region_access::remote_read);
     if (!e) {
       bump(ctr.served_rejects);
-      co_return static_cast<bool>(co_await respond(s, wire_op::read_resp, h.request_id, to_errc(e.error())));
+      co_return static_cast<bool>(co_await respond(s, wire_op::read_resp, h.request_id, errc::access_denied));
     }
     header ok;
     ok.op = wire_op::read_resp;
@@ -60,17 +60,17 @@ task<bool> serve_one(engine_impl& eng, tcp_socket& s, const header& h) {
     co_return true;
   }
   if (h.op == wire_op::write_req) {
-    auto e = eng.registry_->find(h.address, h.length, h.token);
+    auto e = eng.registry_->find(h.address, h.length, h.token, region_access::remote_write);
     if (!e) {
       bump(ctr.served_rejects);
       if (!co_await discard(s, h.length)) co_return false;
-      co_return static_cast<bool>(co_await respond(s, wire_op::write_resp, h.request_id, to_errc(e.error())));
+      co_return static_cast<bool>(co_await respond(s, wire_op::write_resp, h.request_id, errc::access_denied));
     }
     auto r = co_await recv_into_region(s, **e, (*e)->ptr(h.address), h.length);
     if (r == region_io::failed) co_return false;
     if (r == region_io::revoked) {
       bump(ctr.served_rejects);
-      co_return static_cast<bool>(co_await respond(s, wire_op::write_resp, h.request_id, errc::out_of_range));
+      co_return static_cast<bool>(co_await respond(s, wire_op::write_resp, h.request_id, errc::access_denied));
     }
     bump(ctr.served_write_ops);
     bump(ctr.served_write_bytes, h.length);

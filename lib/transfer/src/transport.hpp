@@ -7,6 +7,7 @@
 #include "mc/runtime/task.hpp"
 #include "mc/transfer/types.hpp"
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -24,6 +25,8 @@ struct transfer_item {
   std::uint64_t length = 0;
   std::uint64_t address = 0;
   std::uint64_t token = 0;
+  std::uint64_t instance = 0;  ///< remote_buffer::instance (0 = not checked)
+  std::chrono::steady_clock::time_point deadline{};  ///< the batch's deadline
   /// Final result, valid once `done`. Until then `cancelled` (the engine
   /// turns it into timeout / shutting_down).
   boost::system::error_code ec = make_error_code(errc::cancelled);

@@ -11,6 +11,7 @@
 //    12   4  reserved    0
 //    16   8  request_id  chosen by the initiator, echoed in the response
 //    24   8  address     target virtual address (requests); pid in shm_hello_resp
+//                        (informational only: never used for process_vm_*)
 //    32   8  length      bytes of the range; payload bytes that follow for
 //                        write_req and an ok read_resp
 //    40   8  token       the region's access token (requests)
@@ -18,6 +19,20 @@
 // Payload follows the header only for write_req (exactly `length` bytes) and
 // for read_resp with status 0 (exactly the requested length). Everything is
 // validated on receipt; a violation closes the connection.
+//
+// Same-host control connection (abstract unix socket), revision 2:
+//   shm_hello      length = shm_identity_size asks for the identity payload
+//   shm_hello_resp length = shm_identity_size + payload (little-endian u64s):
+//                  pid-namespace st_dev, pid-namespace st_ino, engine
+//                  instance id. Older targets answer length 0 (-> the
+//                  initiator does not use same-host with them).
+//   shm_grant      flags grant_write (the initiator writes) | grant_lease
+//                  (8-byte payload follows: the requested lease deadline,
+//                  CLOCK_MONOTONIC nanoseconds; the transfer's deadline)
+//   shm_grant_resp status 0: token = the lease deadline (CLOCK_MONOTONIC ns),
+//                  the initiator copies only before it; every refusal is
+//                  access_denied
+//   shm_release    request_id of the grant (unknown / expired ids are ignored)
 #include "mc/runtime/error.hpp"
 
 #include <array>
@@ -52,13 +67,16 @@ enum class wire_op : std::uint8_t {
   // (unsupported); address = the target device index used, token = the
   // target's device count (0 from older peers = one device).
   rdma_connect_resp = 11,
-  rdma_check = 12,         // address/length/token: classify a remote access error
-  rdma_check_resp = 13,    // status: 0, access_denied, out_of_range
+  rdma_check = 12,         // address/length/token (+ flags grant_write for a WRITE): classify an access error
+  rdma_check_resp = 13,    // status: 0 or access_denied (out_of_range from older targets)
   rdma_rkey = 14,          // token + address = device index: the region's rkey on that device
   rdma_rkey_resp = 15,     // status (0, access_denied, unsupported); token = the rkey
 };
 
 inline constexpr std::uint16_t grant_write = 1;
+inline constexpr std::uint16_t grant_lease = 2;
+/// Payload of a revision-2 shm_hello_resp: pidns st_dev, pidns st_ino, instance id.
+inline constexpr std::uint64_t shm_identity_size = 24;
 
 struct header {
   wire_op op{};
@@ -118,8 +136,9 @@ inline mc::result<header> decode(const header_bytes& in) noexcept {
   h.address = wire_le::load<std::uint64_t>(p + 24);
   h.length = wire_le::load<std::uint64_t>(p + 32);
   h.token = wire_le::load<std::uint64_t>(p + 40);
-  if (h.flags & ~grant_write) return fail(errc::transfer_fail);
-  if (h.flags != 0 && h.op != wire_op::shm_grant) return fail(errc::transfer_fail);
+  if (h.flags & ~(grant_write | grant_lease)) return fail(errc::transfer_fail);
+  if (h.flags != 0 && h.op != wire_op::shm_grant && !(h.op == wire_op::rdma_check && h.flags == grant_write))
+    return fail(errc::transfer_fail);
   if (h.length > max_wire_length && h.op != wire_op::shm_grant && h.op != wire_op::shm_grant_resp)
     return fail(errc::transfer_fail);
   if (h.status > 0) return fail(errc::transfer_fail);

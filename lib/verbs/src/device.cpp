@@ -148,8 +148,8 @@ device::~device() {
   if (ctx_) ibv_close_device(ctx_);
 }
 
-mc::result<ibv_mr*> device::reg_mr(void* addr, std::size_t len) noexcept {
-  ibv_mr* mr = ibv_reg_mr(pd_, addr, len, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE);
+mc::result<ibv_mr*> device::reg_mr(void* addr, std::size_t len, int access) noexcept {
+  ibv_mr* mr = ibv_reg_mr(pd_, addr, len, access);
   if (!mr) {
     std::fprintf(stderr, "rdma: ibv_reg_mr(%zu bytes) on %s failed: %s\n", len, name_.c_str(),
                  std::strerror(errno));

@@ -103,10 +103,21 @@ struct engine_stats {
   std::uint64_t served_read_bytes = 0;
   std::uint64_t served_write_ops = 0;
   std::uint64_t served_write_bytes = 0;
-  std::uint64_t served_rejects = 0;     ///< requests refused (token / range / revoked)
+  std::uint64_t served_rejects = 0;     ///< requests refused (token / range / access / revoked)
   std::uint64_t outbound_connections = 0;  ///< open pooled TCP connections
   std::uint64_t inbound_connections = 0;   ///< open served connections
-  std::uint64_t same_host_fallbacks = 0;   ///< kernel refused CMA; TCP used instead
+  /// Same-host attempts that fell back to TCP because the peer is not
+  /// "same host" after all: the kernel refused process_vm_* (EPERM / EACCES /
+  /// ENOSYS), or the peer's identity did not check out (other uid, other pid
+  /// namespace, pid not visible, other engine instance). Per peer, cached 60 s.
+  std::uint64_t same_host_fallbacks = 0;
+  /// Unregistrations that happened while a same-host peer still held a grant
+  /// on the region (it may copy until the grant's lease ends, see
+  /// unregister_memory).
+  std::uint64_t revoked_with_grants = 0;
+  /// Same-host grants peers hold on our regions right now (until release,
+  /// connection close or lease expiry noticed by the control server).
+  std::uint64_t same_host_grants_held = 0;
   std::uint64_t registered_regions = 0;
   /// Protocol "rdma": one entry per opened device, in device index order.
   std::vector<rdma_device_stats> rdma_devices;
@@ -129,7 +140,7 @@ struct request {
 };
 
 /// A registration (RAII). Move-only; destruction unregisters (see
-/// engine::unregister_memory for the exact, blocking semantics). May outlive
+/// engine::unregister_memory: it returns at once, never waits for a peer). May outlive
 /// its engine (then destruction only drops the bookkeeping).
 class region {
  public:
@@ -206,28 +217,44 @@ class engine {
   std::string endpoint() const;
   const engine_options& options() const noexcept;
 
-  /// Registers [addr, addr + len) and returns its RAII handle with a fresh
-  /// random 64-bit token. Thread-safe, O(1) lookups afterwards. Regions may
+  /// Registers [addr, addr + len) with the access peers get (`access`; use
+  /// the least the region needs: local_only for buffers only this process
+  /// initiates on, remote_read for a source a peer pulls from, remote_write
+  /// for a destination a peer pushes into) and returns its RAII handle with a
+  /// fresh random 64-bit token. With protocol "rdma" the MR gets the matching
+  /// verbs access flags. Thread-safe, O(1) lookups afterwards. Regions may
   /// overlap (each has its own token). Errors: invalid_params (null / empty /
-  /// address overflow), shutting_down.
-  mc::result<region> register_memory(void* addr, std::size_t len);
+  /// address overflow), shutting_down; with "rdma" buffer_overflow / io_error
+  /// from ibv_reg_mr.
+  mc::result<region> register_memory(void* addr, std::size_t len,
+                                     region_access access = region_access::remote_read_write);
 
-  /// Unregisters by token. When it returns: no new transfer can touch the
-  /// region, no byte is being moved into or out of it by this process (a
-  /// transfer in the middle of a slice on another thread fails at its next
-  /// system call, after which this call returns), and no same-host peer holds
-  /// a grant on it (waits for the peer's current copy; a peer process that
-  /// dies releases its grants). In-flight transfers that target the region
-  /// fail (the initiator sees out_of_range or transfer_fail); bytes already
-  /// moved stay. Never waits for the network. Errors: out_of_range (unknown
-  /// token).
+  /// Unregisters by token. Returns at once (never waits for a peer or the
+  /// network; at most for one <= 1 MiB copy chunk of this process on another
+  /// thread). When it returns: no new transfer and no new same-host grant can
+  /// touch the region, and no byte is being moved into or out of it by this
+  /// process's transfers or served TCP requests (a slice in progress on
+  /// another thread fails at its next system call). Residual: a same-host
+  /// peer that was granted access before may still copy until that grant's
+  /// lease ends (<= 1 s, and never after the peer's transfer deadline); a
+  /// well-behaved peer checks the lease before every <= 1 MiB chunk. Such
+  /// revocations are counted in engine_stats::revoked_with_grants. In-flight
+  /// transfers that target the region fail (the initiator sees access_denied
+  /// or transfer_fail); bytes already moved stay. Errors: out_of_range
+  /// (unknown token).
   mc::result<void> unregister_memory(std::uint64_t token);
+
+  /// Random nonzero 64-bit id of this engine, drawn at construction. The
+  /// control plane publishes it with the engine's endpoint so that peers can
+  /// check (remote_buffer::instance) that the same-host socket they found
+  /// belongs to this engine.
+  std::uint64_t instance_id() const noexcept;
 
   /// Reads `local.size()` bytes from `src` (remote -> local). Completes when
   /// every byte has arrived. `local.size()` must be <= src.length (else
   /// invalid_params); 0 bytes completes at once. Errors: access_denied (token
-  /// mismatch), out_of_range (range not inside one registered region of the
-  /// peer / region unregistered), timeout, cancelled, transfer_fail (peer
+  /// mismatch, range not inside the token's region, region unregistered, or
+  /// access not granted: one code for every "not yours"), timeout, cancelled, transfer_fail (peer
   /// unreachable, died, reset, protocol error), shutting_down, unsupported
   /// (forced transport unavailable). On error the content of `local` is
   /// unspecified. `local` must stay valid until the task completes.

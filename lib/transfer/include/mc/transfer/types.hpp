@@ -13,14 +13,34 @@ namespace mc::transfer {
 /// `endpoint` is the owner's engine endpoint ("host:port", IPv6 as
 /// "[addr]:port"), `token` the registration's access token (a random 64-bit
 /// secret for TCP / same-host / in-process; the rkey for RDMA).
+/// `instance` is the owner engine's engine::instance_id() as the control
+/// plane (the master) published it: 0 = unknown, not checked; nonzero = the
+/// same-host transport is used only when the engine behind the endpoint's
+/// abstract socket reports exactly this id (else TCP).
 struct remote_buffer {
   std::string endpoint;
   std::uint64_t address = 0;
   std::uint64_t length = 0;
   std::uint64_t token = 0;
+  std::uint64_t instance = 0;
 
   friend bool operator==(const remote_buffer&, const remote_buffer&) = default;
 };
+
+/// What peers may do with a registered region (least privilege). Requests a
+/// region does not grant are refused with errc::access_denied, exactly like
+/// a wrong token. RDMA memory regions get the matching verbs access flags.
+enum class region_access : std::uint8_t {
+  local_only = 0,         ///< only this process initiates on it (RDMA lkey; peers are refused)
+  remote_read = 1,        ///< peers may READ it
+  remote_write = 2,       ///< peers may WRITE into it
+  remote_read_write = 3,  ///< both
+};
+
+/// True when `have` grants everything `need` asks for.
+constexpr bool grants(region_access have, region_access need) noexcept {
+  return (static_cast<std::uint8_t>(have) & static_cast<std::uint8_t>(need)) == static_cast<std::uint8_t>(need);
+}
 
 /// How bytes move between two engines.
 enum class transport_kind : std::uint8_t {

@@ -58,9 +58,12 @@ class device {
   device(const device&) = delete;
   device& operator=(const device&) = delete;
 
-  /// ibv_reg_mr with LOCAL_WRITE | REMOTE_READ | REMOTE_WRITE. Errors:
-  /// buffer_overflow (ENOMEM, e.g. the memlock limit), io_error.
-  mc::result<ibv_mr*> reg_mr(void* addr, std::size_t len) noexcept;
+  /// ibv_reg_mr with `access` (ibv_access_flags; default LOCAL_WRITE |
+  /// REMOTE_READ | REMOTE_WRITE). Errors: buffer_overflow (ENOMEM, e.g. the
+  /// memlock limit), io_error.
+  mc::result<ibv_mr*> reg_mr(void* addr, std::size_t len,
+                             int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ |
+                                          IBV_ACCESS_REMOTE_WRITE) noexcept;
 
   /// A fresh RC QP on `cq` (send queue `depth`, receive queue `recv_depth`),
   /// moved to INIT. nullptr on failure (errno kept).
