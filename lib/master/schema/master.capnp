@@ -14,6 +14,7 @@ struct ClientInfo {
   transferEndpoint @2 :Text;
   capacity @3 :UInt64;
   used @4 :UInt64;
+  transferInstance @5 :UInt64;  # the TransferEngine's instance id (0 = unknown)
 }
 
 struct Replica {
@@ -50,4 +51,7 @@ interface Master {
   writeRoute @6 (size :UInt64, exclude :Text) -> (status :Status, replica :Replica);
   removeKey @7 (key :Text) -> (status :Status, replicas :List(Replica));
   listClients @8 () -> (clients :List(ClientState));
+  # One client's registration (its endpoints): owners use it to check where a
+  # requester's transfer may go. CLIENT_NOT_FOUND when unknown.
+  getClient @9 (clientId :Text) -> (status :Status, info :ClientInfo);
 }

@@ -7,6 +7,7 @@
 #include <boost/asio/ip/address.hpp>
 
 #include <ifaddrs.h>
+#include <sys/random.h>
 #include <net/if.h>
 #include <netinet/in.h>
 #include <arpa/inet.h>
@@ -324,7 +325,13 @@ remote_buffer region::describe(std::uint64_t offset, std::uint64_t length) const
 // ---- engine ----------------------------------------------------------------
 
 engine::engine(mc::runtime::runtime& rt, engine_options opts)
-    : impl_(std::make_shared<detail::engine_impl>(rt, std::move(opts))) {}
+    : impl_(std::make_shared<detail::engine_impl>(rt, std::move(opts))) {
+  while (instance_id_ == 0)
+    if (::getrandom(&instance_id_, sizeof instance_id_, 0) != static_cast<ssize_t>(sizeof instance_id_))
+      instance_id_ = 0;
+}
+
+std::uint64_t engine::instance_id() const { return instance_id_; }
 
 engine::~engine() {
   try {

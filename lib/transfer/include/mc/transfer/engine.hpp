@@ -204,6 +204,10 @@ class engine {
 
   /// "host:port" peers use to reach this engine (valid after start()).
   std::string endpoint() const;
+  /// A random non-zero id of this engine instance (fixed for its lifetime);
+  /// clients publish it with their endpoints so that peers can tell a
+  /// restarted or different engine behind the same endpoint.
+  std::uint64_t instance_id() const;
   const engine_options& options() const noexcept;
 
   /// Registers [addr, addr + len) and returns its RAII handle with a fresh
@@ -255,6 +259,7 @@ class engine {
 
  private:
   std::shared_ptr<detail::engine_impl> impl_;
+  std::uint64_t instance_id_ = 0;
 };
 
 }  // namespace mc::transfer
