@@ -14,6 +14,8 @@
 #include <unistd.h>
 
 #include <future>
+#include <mutex>
+#include <set>
 #include <random>
 
 using namespace std::chrono_literals;
@@ -157,6 +159,33 @@ TEST_SUITE("data manager io") {
     // The failed write left the put's value in place.
     std::vector<std::uint8_t> back(4099);
     CHECK(f.run(get_bytes(*f.dm, "k", back, 2s)).has_value());
+  }
+
+  TEST_CASE("a put cancelled at a random point is either committed with its hook run to the end or absent") {
+    io_fixture f;
+    // A slow "publish": if it were cancelled half-way, the key would be
+    // committed but never recorded.
+    std::mutex mu;
+    std::set<std::string> published;
+    f.dm->set_commit_hook([&](const std::string& key, std::uint64_t) -> mc::task<mc::result<void>> {
+      if (auto r = co_await mc::sleep_for(300us); !r) co_return r;
+      std::lock_guard lk(mu);
+      published.insert(key);
+      co_return mc::result<void>{};
+    });
+    std::mt19937_64 rng(99);
+    int cancelled = 0, completed = 0;
+    for (int i = 0; i < 200; ++i) {
+      auto key = "p" + std::to_string(i);
+      auto r = f.run(put_bytes(*f.dm, key, random_bytes(100 + rng() % 300000, i),
+                               std::chrono::microseconds(rng() % 700)));
+      (r ? completed : cancelled)++;
+      std::lock_guard lk(mu);
+      CHECK_MESSAGE(f.dm->exists(key) == published.contains(key), key);
+    }
+    MESSAGE("completed ", completed, ", cancelled ", cancelled);
+    CHECK(cancelled > 0);
+    CHECK(completed > 0);
   }
 
   TEST_CASE("cancelling puts and remote writes at random points never leaves a committed-but-unpublished key") {
