@@ -1,5 +1,6 @@
 // The owner decides where a transfer goes and how much a requester may make
 // it do: foreign endpoints are refused, server-side caps answer OVERLOADED.
+#include "mc/master/master_client.hpp"
 #include "mc/store/client_service.hpp"
 #include "mc/store/data_manager.hpp"
 #include "mc/store/peer_client.hpp"
@@ -85,6 +86,15 @@ TEST_SUITE("client service guard") {
     CHECK(mc::is(r2.value.error(), mc::errc::access_denied));
     CHECK(foreign.connections() == 0);
     CHECK(std::all_of(buf.begin(), buf.end(), [](std::uint8_t x) { return x == 0; }));
+
+    // The master knows B's transfer endpoint and engine instance.
+    mc::master::master_client m(c.master_address(), 3s);
+    auto info = c.on(1, m.get_client("B"));
+    REQUIRE(info.has_value());
+    CHECK(info->transfer_endpoint == b.transfer_endpoint());
+    CHECK(info->transfer_instance == b.engine().instance_id());
+    CHECK(info->transfer_instance != 0);
+    CHECK(mc::is(c.on(1, m.get_client("ghost")).error(), mc::errc::client_not_found));
 
     // The honest named request works.
     auto ok = c.on(1, named.read_remote(a.rpc_endpoint(), "k", desc));
