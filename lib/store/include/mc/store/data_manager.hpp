@@ -3,7 +3,7 @@
 /// P2P client, with key-level read-write locks (lock striping).
 ///
 /// Reads (get, remote read) take the shared side of the key's shard lock
-/// only to take the tier's pinned handle (a local get also copies under it);
+/// only to take the tier's pinned handle, then copy or transfer without it;
 /// put and remote write allocate and copy/transfer without any key lock (the
 /// allocation is invisible until commit) and take the exclusive side only to
 /// commit; remove takes it to erase. No key lock is ever held across network
