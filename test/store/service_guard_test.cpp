@@ -198,6 +198,25 @@ TEST_SUITE("client service guard") {
     }
   }
 
+  TEST_CASE("a requester's deadline is cut to max_request_timeout on the owner") {
+    mc::test::cluster c;
+    auto& a = c.add("A", {}, "tcp", [](mc::store::client_options& o) { o.limits.max_request_timeout = 300ms; });
+    c.add("B");
+    auto v = random_bytes(20011, 12);
+    REQUIRE(c.on(0, a.put("k", bytes_of(v))));
+    // A CLI-style request whose transfer endpoint never answers: the owner
+    // gives up after its own 300 ms, long before the requester's 20 s.
+    foreign_listener silent("127.0.0.1", 0);
+    mc::transfer::remote_buffer dest{"127.0.0.1:" + std::to_string(silent.port), 4096, v.size(), 7, 0};
+    mc::store::peer_client cli(20s);
+    auto t0 = std::chrono::steady_clock::now();
+    auto r = c.on(1, cli.read_remote(a.rpc_endpoint(), "k", dest));
+    auto took = std::chrono::steady_clock::now() - t0;
+    REQUIRE(r.value.has_error());
+    CHECK(took < 5s);
+    CHECK(silent.connections() == 1);  // it did try the requester's own IP
+  }
+
   TEST_CASE("the limits are flags with documented bounds") {
     mc::store::client_options o;
     auto set = mc::store::make_option_set(o);
