@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <cstring>
 #include <string>
 
 namespace {
@@ -87,6 +88,24 @@ TEST_SUITE("http") {
       s.route("/echo/", [](mc::http::request& req) -> mc::task<mc::http::response> {
         co_return mc::http::response::make(200, req.path + "|" + std::string(req.body.begin(), req.body.end()));
       }, 16);
+      // A blob whose size claims more than its buffer holds (e.g. a peer's
+      // size passed on unchecked) is never sent: 500, and no byte of it.
+      s.route("/overread", [](mc::http::request&) -> mc::task<mc::http::response> {
+        mc::http::response r;
+        r.blob.reset(new std::byte[8]);
+        std::memset(r.blob.get(), 'Q', 8);
+        r.blob_capacity = 8;
+        r.blob_size = 1 << 20;
+        co_return r;
+      });
+      s.route("/blob", [](mc::http::request&) -> mc::task<mc::http::response> {
+        mc::http::response r;
+        r.blob.reset(new std::byte[8]);
+        std::memset(r.blob.get(), 'Q', 8);
+        r.blob_capacity = 8;
+        r.blob_size = 5;
+        co_return r;
+      });
       s.route("/boom", [](mc::http::request&) -> mc::task<mc::http::response> {
         throw std::runtime_error("boom");
         co_return mc::http::response{};
@@ -102,6 +121,13 @@ TEST_SUITE("http") {
       CHECK(exchange(port, "\x01\x02garbage\r\n\r\n").find(" 400 ") != std::string::npos);
       CHECK(exchange(port, "GET /boom HTTP/1.1\r\nConnection: close\r\n\r\n").find(" 500 ") != std::string::npos);
       CHECK(exchange(port, "GET /echo/%zz HTTP/1.1\r\n\r\n").find(" 400 ") != std::string::npos);
+      auto over = exchange(port, "GET /overread HTTP/1.1\r\nConnection: close\r\n\r\n");
+      CHECK(over.find(" 500 ") != std::string::npos);
+      CHECK(over.find("QQQQ") == std::string::npos);
+      auto blob = exchange(port, "GET /blob HTTP/1.1\r\nConnection: close\r\n\r\n");
+      CHECK(blob.find(" 200 ") != std::string::npos);
+      CHECK(blob.find("Content-Length: 5") != std::string::npos);
+      CHECK(blob.substr(blob.size() - 5) == "QQQQQ");
       // An incomplete header is cut off by the header deadline (no answer).
       auto t0 = std::chrono::steady_clock::now();
       CHECK(exchange(port, "GET /echo/x HTTP/1.1\r\nHost: a").empty());

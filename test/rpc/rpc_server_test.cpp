@@ -4,7 +4,9 @@
 #include "test_support.hpp"
 
 #include <future>
+#include <mutex>
 #include <thread>
+#include <vector>
 
 using namespace mc::rpc::test;
 using mc::errc;
@@ -247,3 +249,38 @@ TEST_CASE("a connection flood is capped at max_connections and other clients kee
 }
 
 }  // TEST_SUITE
+
+TEST_CASE("a per-connection service factory runs once per connection with the kernel's view of the peer") {
+  mc::runtime::runtime rt(4);
+  rt.start();
+  struct seen {
+    std::mutex mu;
+    std::vector<mc::rpc::connection_info> conns;
+  };
+  auto s = std::make_shared<seen>();
+  {
+    mc::rpc::server srv(rt, local_options());
+    srv.add_service("test", mc::rpc::service_factory::per_connection(
+                                [s](mc::executor ex, const mc::rpc::connection_info& c) -> capnp::Capability::Client {
+                                  std::lock_guard lk(s->mu);
+                                  s->conns.push_back(c);
+                                  return kj::heap<test_service_impl>(std::move(ex));
+                                }));
+    REQUIRE(srv.start());
+    auto ep = "127.0.0.1:" + std::to_string(srv.port());
+    // Two calls on thread 2 share its cached connection; thread 3 has its own.
+    CHECK(rt.block_on(echo(ep, 100), 2).has_value());
+    CHECK(rt.block_on(echo(ep, 100), 2).has_value());
+    CHECK(rt.block_on(echo(ep, 100), 3).has_value());
+    srv.stop();
+  }
+  mc::rpc::shutdown(rt);
+  rt.stop();
+  std::lock_guard lk(s->mu);
+  REQUIRE(s->conns.size() == 2);
+  for (auto& c : s->conns) {
+    CHECK(c.remote_address == "127.0.0.1");
+    CHECK(c.remote_port != 0);
+  }
+  CHECK(s->conns[0].remote_port != s->conns[1].remote_port);
+}

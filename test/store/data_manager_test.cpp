@@ -126,7 +126,7 @@ TEST_SUITE("data manager") {
     CHECK(back2 == fresh);
   }
 
-  TEST_CASE("the commit hook runs under the key lock and its error is reported") {
+  TEST_CASE("the commit hook runs after the commit and its error is reported") {
     dm_fixture f;
     int calls = 0;
     f.dm->set_commit_hook([&calls](const std::string&, std::uint64_t, std::uint64_t) -> mc::task<mc::result<void>> {

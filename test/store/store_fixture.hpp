@@ -9,6 +9,7 @@
 
 #include <doctest/doctest.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -39,7 +40,8 @@ struct cluster {
 
   /// Adds a client; `tiers_json` empty = 64 MiB DRAM. "SSD" in it is given a
   /// fresh temp directory through the placeholder @DIR@.
-  mc::store::client& add(const std::string& id, std::string tiers_json = {}, const std::string& transport = "auto") {
+  mc::store::client& add(const std::string& id, std::string tiers_json = {}, const std::string& transport = "auto",
+                         const std::function<void(mc::store::client_options&)>& tweak = {}) {
     mc::store::client_options o;
     o.client_id = id;
     o.master_server_address = master_address();
@@ -55,6 +57,7 @@ struct cluster {
       tiers_json.replace(pos, 5, temp_dirs.back());
     }
     o.tiered_backend_config = tiers_json;
+    if (tweak) tweak(o);
     mc::config::option_set dummy("t", "t");
     auto err = mc::store::resolve(o, dummy);
     REQUIRE_MESSAGE(err.empty(), err);

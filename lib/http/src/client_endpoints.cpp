@@ -185,6 +185,8 @@ task<response> kv_get(client& c, std::string key, std::size_t max_value) {
       if (mc::is(n.error(), errc::buffer_overflow) && attempt == 0) continue;
       co_return error_response(to_errc(n.error()), "key " + key);
     }
+    r.blob_capacity = cap;
+    if (*n > cap) co_return error_response(errc::rpc_fail, "key " + key + ": a peer reported a size beyond the buffer");
     r.blob_size = *n;
     r.headers.emplace_back("X-Mc-Local", info->local ? "true" : "false");
     co_return r;

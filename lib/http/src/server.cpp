@@ -114,6 +114,11 @@ namespace {
 using impl_ptr = std::shared_ptr<server::impl>;
 
 task<void> write_response(server::impl& s, beast::tcp_stream& stream, response& res, bool keep_alive) {
+  if (res.blob && res.blob_size > res.blob_capacity) {
+    // A handler bug (or a size that came from a peer unchecked): never read
+    // past the buffer.
+    res = response::json(500, "{\"error\":\"INTERNAL_ERROR\",\"message\":\"response size exceeds its buffer\"}\n");
+  }
   bhttp::response<bhttp::span_body<char>> msg{static_cast<bhttp::status>(res.status), 11};
   msg.set(bhttp::field::server, "mooncake-p2p");
   msg.set(bhttp::field::content_type, res.content_type);

@@ -14,6 +14,7 @@ struct ClientInfo {
   transferEndpoint @2 :Text;
   capacity @3 :UInt64;
   used @4 :UInt64;
+  transferInstance @5 :UInt64;  # the TransferEngine's instance id (0 = unknown)
 }
 
 struct Replica {
@@ -68,4 +69,7 @@ interface Master {
   # Ends a full re-publish: removes the caller's entries published with an
   # older epoch (what it no longer holds).
   finishRepublish @9 (clientId :Text, epoch :UInt64) -> (status :Status, removed :UInt64);
+  # One client's registration (its endpoints): owners use it to check where a
+  # requester's transfer may go. CLIENT_NOT_FOUND when unknown.
+  getClient @10 (clientId :Text) -> (status :Status, info :ClientInfo);
 }

@@ -8,11 +8,17 @@ namespace {
 
 result<void> from_status(Status::Reader s) {
   if (s.getCode() == 0) return {};
-  return make_error_code(static_cast<errc>(s.getCode()));
+  auto e = errc_from_value(s.getCode());  // an unknown code from the wire is RPC_FAIL
+  return make_error_code(e && *e != errc::ok ? *e : errc::rpc_fail);
 }
 
 replica read_replica(Replica::Reader r) {
   return {r.getClientId(), r.getRpcEndpoint(), r.getTransferEndpoint()};
+}
+
+client_info read_info(ClientInfo::Reader i) {
+  return {i.getClientId(), i.getRpcEndpoint(), i.getTransferEndpoint(), i.getCapacity(), i.getUsed(),
+          i.getTransferInstance()};
 }
 
 task<result<Master::Client>> connect_master(const std::string& address) {
@@ -31,6 +37,7 @@ task<result<void>> master_client::register_client(client_info info) {
   i.setTransferEndpoint(info.transfer_endpoint);
   i.setCapacity(info.capacity);
   i.setUsed(info.used);
+  i.setTransferInstance(info.transfer_instance);
   auto r = co_await mc::rpc::call(req.send(), timeout_);
   if (!r) co_return r.error();
   co_return from_status(r->getStatus());
@@ -183,7 +190,7 @@ task<result<std::vector<client_status>>> master_client::clients() {
   for (auto c : r->getClients()) {
     client_status s;
     auto i = c.getInfo();
-    s.info = {i.getClientId(), i.getRpcEndpoint(), i.getTransferEndpoint(), i.getCapacity(), i.getUsed()};
+    s.info = read_info(i);
     std::string h = c.getHealth();
     s.state = h == "healthy" ? health::healthy : h == "suspect" ? health::suspect : health::dead;
     s.since_heartbeat = std::chrono::milliseconds(c.getSinceHeartbeatMs());
@@ -191,6 +198,17 @@ task<result<std::vector<client_status>>> master_client::clients() {
     out.push_back(std::move(s));
   }
   co_return out;
+}
+
+task<result<client_info>> master_client::get_client(std::string client_id) {
+  auto m = co_await connect_master(address_);
+  if (!m) co_return m.error();
+  auto req = m->getClientRequest();
+  req.setClientId(client_id);
+  auto r = co_await mc::rpc::call(req.send(), timeout_);
+  if (!r) co_return r.error();
+  if (auto st = from_status(r->getStatus()); !st) co_return st.error();
+  co_return read_info(r->getInfo());
 }
 
 }  // namespace mc::master

@@ -35,7 +35,17 @@ void set_replica(Replica::Builder b, const replica& r) {
 }
 
 client_info read_info(ClientInfo::Reader r) {
-  return {r.getClientId(), r.getRpcEndpoint(), r.getTransferEndpoint(), r.getCapacity(), r.getUsed()};
+  return {r.getClientId(), r.getRpcEndpoint(), r.getTransferEndpoint(), r.getCapacity(), r.getUsed(),
+          r.getTransferInstance()};
+}
+
+void set_info(ClientInfo::Builder b, const client_info& i) {
+  b.setClientId(i.client_id);
+  b.setRpcEndpoint(i.rpc_endpoint);
+  b.setTransferEndpoint(i.transfer_endpoint);
+  b.setCapacity(i.capacity);
+  b.setUsed(i.used);
+  b.setTransferInstance(i.transfer_instance);
 }
 
 /// The metadata calls are short and synchronous: answered inline on the
@@ -144,17 +154,19 @@ class master_impl final : public Master::Server {
     auto cl = md_.clients();
     auto out = ctx.getResults().initClients(static_cast<unsigned>(cl.size()));
     for (unsigned i = 0; i < cl.size(); ++i) {
-      auto info = out[i].initInfo();
-      info.setClientId(cl[i].info.client_id);
-      info.setRpcEndpoint(cl[i].info.rpc_endpoint);
-      info.setTransferEndpoint(cl[i].info.transfer_endpoint);
-      info.setCapacity(cl[i].info.capacity);
-      info.setUsed(cl[i].info.used);
+      set_info(out[i].initInfo(), cl[i].info);
       out[i].setHealth(std::string(health_name(cl[i].state)));
       out[i].setSinceHeartbeatMs(static_cast<std::uint64_t>(
           std::chrono::duration_cast<std::chrono::milliseconds>(cl[i].since_heartbeat).count()));
       out[i].setKeys(cl[i].keys);
     }
+    return kj::READY_NOW;
+  }
+  kj::Promise<void> getClient(GetClientContext ctx) override {
+    auto r = md_.find_client(ctx.getParams().getClientId());
+    auto res = ctx.getResults();
+    set_status(res.initStatus(), r ? result<void>{} : result<void>{r.error()});
+    if (r) set_info(res.initInfo(), *r);
     return kj::READY_NOW;
   }
 

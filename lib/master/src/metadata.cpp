@@ -60,6 +60,13 @@ result<void> metadata::register_client(const client_info& info) {
   return {};
 }
 
+result<client_info> metadata::find_client(const std::string& client_id) const {
+  std::lock_guard lk(clients_mu_);
+  auto it = clients_.find(client_id);
+  if (it == clients_.end()) return fail(errc::client_not_found);
+  return it->second->info;
+}
+
 result<void> metadata::heartbeat(const std::string& client_id, std::uint64_t used, std::uint64_t capacity) {
   std::lock_guard lk(clients_mu_);
   auto it = clients_.find(client_id);

@@ -32,7 +32,7 @@ struct server_thread;
 
 /// One accepted connection, owned by its server_thread's task set.
 struct server_connection {
-  server_connection(server_thread& t, kj::Own<stream_base> s, const capnp::ReaderOptions& ro);
+  server_connection(server_thread& t, kj::Own<stream_base> s, const capnp::ReaderOptions& ro, connection_info info);
   ~server_connection();
   server_thread& owner;
   kj::Own<stream_base> stream;
@@ -68,7 +68,7 @@ struct server::impl : std::enable_shared_from_this<server::impl> {
 
   mc::task<void> accept_loop();
   void adopt(std::size_t i, tcp::socket s);
-  void adopt_stream(std::size_t i, kj::Own<stream_base> s);
+  void adopt_stream(std::size_t i, kj::Own<stream_base> s, connection_info info);
   server_thread& thread_part(std::size_t i);
   mc::task<bool> drain_thread(std::size_t i, mc::time_point deadline);
 };
@@ -79,7 +79,7 @@ namespace {
 struct server_thread final : kj::TaskSet::ErrorHandler, std::enable_shared_from_this<server_thread> {
   server_thread(server::impl& o, std::size_t i)
       : owner(o), index(i), ex(o.rt.executor(i)),
-        bootstrap(detail::make_bootstrap(o.services, ex)),
+        made(std::make_shared<detail::thread_services>()),
         tasks(kj::heap<kj::TaskSet>(*this)),
         sweep_timer(o.rt.context(i)) {
     reader.traversalLimitInWords = std::max<std::size_t>(o.opts.max_message_bytes / 8, 1024);
@@ -102,7 +102,7 @@ struct server_thread final : kj::TaskSet::ErrorHandler, std::enable_shared_from_
   void close_all() noexcept {
     sweep_timer.cancel();
     tasks = nullptr;
-    bootstrap = nullptr;
+    made->made.clear();
   }
 
   void arm_sweep() {
@@ -136,17 +136,18 @@ struct server_thread final : kj::TaskSet::ErrorHandler, std::enable_shared_from_
   std::size_t index;
   mc::executor ex;
   capnp::ReaderOptions reader;
-  capnp::Capability::Client bootstrap;
+  std::shared_ptr<detail::thread_services> made;  // services shared by this thread's connections
   kj::Own<kj::TaskSet> tasks;
   server_connection* head = nullptr;
   asio::steady_timer sweep_timer;
 };
 
-server_connection::server_connection(server_thread& t, kj::Own<stream_base> s, const capnp::ReaderOptions& ro)
+server_connection::server_connection(server_thread& t, kj::Own<stream_base> s, const capnp::ReaderOptions& ro,
+                                     connection_info info)
     : owner(t),
       stream(kj::mv(s)),
       network(*stream, capnp::rpc::twoparty::Side::SERVER, ro),
-      rpc(capnp::makeRpcServer(network, t.bootstrap)) {
+      rpc(capnp::makeRpcServer(network, detail::make_bootstrap(t.owner.services, t.ex, t.made, std::move(info)))) {
   owner.link(this);
 }
 
@@ -163,6 +164,19 @@ server::impl::~impl() {
   for (auto& t : threads)
     if (t) new std::shared_ptr<server_thread>(std::move(t));
 }
+
+namespace {
+/// The kernel's view of the peer (IPv4-mapped IPv6 shown as IPv4).
+connection_info peer_of(const tcp::socket& s) {
+  boost::system::error_code ec;
+  auto ep = s.remote_endpoint(ec);
+  if (ec) return {};
+  auto a = ep.address();
+  if (a.is_v6() && a.to_v6().is_v4_mapped())
+    a = asio::ip::make_address_v4(asio::ip::v4_mapped, a.to_v6());
+  return {a.to_string(), ep.port()};
+}
+}  // namespace
 
 server_thread& server::impl::thread_part(std::size_t i) {
   if (!threads[i]) {
@@ -189,6 +203,7 @@ void server::impl::adopt(std::size_t i, tcp::socket s) {
       rt.executor(i),
       [](std::shared_ptr<impl> self, std::size_t i, tcp::socket s, bool rdma,
          detail::token_list tokens) -> mc::task<void> {
+        auto info = peer_of(s);
         // A client that never speaks is an idle connection: the idle timeout bounds it too.
         const auto limit = std::min(self->opts.handshake_timeout, self->opts.idle_timeout);
         auto r = co_await detail::server_negotiate(std::move(s), limit, rdma, std::move(tokens));
@@ -202,12 +217,12 @@ void server::impl::adopt(std::size_t i, tcp::socket s) {
           }
           co_return;
         }
-        self->adopt_stream(i, kj::mv(*r));
+        self->adopt_stream(i, kj::mv(*r), std::move(info));
       }(shared_from_this(), i, std::move(s), rdma, std::move(tokens)),
       asio::detached);
 }
 
-void server::impl::adopt_stream(std::size_t i, kj::Own<stream_base> s) {
+void server::impl::adopt_stream(std::size_t i, kj::Own<stream_base> s, connection_info info) {
   if (st.load() != state::running) {
     --connections;
     return;
@@ -215,7 +230,7 @@ void server::impl::adopt_stream(std::size_t i, kj::Own<stream_base> s) {
   try {
     auto& part = thread_part(i);
     const bool is_rdma = std::string_view(s->transport()) == "rdma";
-    auto c = kj::heap<server_connection>(part, kj::mv(s), part.reader);
+    auto c = kj::heap<server_connection>(part, kj::mv(s), part.reader, std::move(info));
     detail::note_connection(true, is_rdma, false);
     if (is_rdma) ++rdma_accepted;
     auto& net = c->network;

@@ -47,6 +47,7 @@ constexpr std::array entries{
     entry{errc::access_denied, "ACCESS_DENIED", "access denied (bad token)"},
     entry{errc::out_of_range, "OUT_OF_RANGE", "address range outside a registered region"},
     entry{errc::too_large, "TOO_LARGE", "value or message too large"},
+    entry{errc::overloaded, "OVERLOADED", "overloaded / over a server limit; retry later"},
     entry{errc::io_error, "IO_ERROR", "I/O error"},
     entry{errc::misaligned, "MISALIGNED", "buffer, offset or length not aligned for O_DIRECT"},
     entry{errc::no_space, "NO_SPACE", "no space left on device"},
@@ -94,6 +95,11 @@ errc to_errc(const boost::system::error_code& ec) noexcept {
   if (ec == boost::asio::error::operation_aborted) return errc::cancelled;
   if (ec == boost::asio::error::timed_out) return errc::timeout;
   return errc::internal_error;
+}
+
+std::optional<errc> errc_from_value(int value) noexcept {
+  if (auto* x = find(static_cast<errc>(value))) return x->code;
+  return std::nullopt;
 }
 
 errc errc_from_name(std::string_view name) noexcept {

@@ -9,19 +9,27 @@ struct RemoteBuffer {
   token @3 :UInt64;
 }
 
+# `clientId`: the requester's id as registered with the master ("" for an
+# unregistered requester such as the CLI). The owner transfers only to the
+# transfer endpoint the master has for that id (the descriptor's endpoint must
+# equal it, else ACCESS_DENIED), or, without an id, to this RPC connection's
+# own peer IP with the descriptor's port: never to an arbitrary host:port.
 struct ReadItem {
   key @0 :Text;
   dest @1 :RemoteBuffer;  # the requester's registered buffer, exactly the value's size
+  clientId @2 :Text;
 }
 
 struct WriteItem {
   key @0 :Text;
   src @1 :RemoteBuffer;   # the requester's registered buffer holding the value
+  clientId @2 :Text;
 }
 
 struct ItemResult {
-  code @0 :Int32;         # 0 or an mc::errc value
-  size @1 :UInt64;        # the value's size (reads; also on INVALID_PARAMS size mismatch)
+  code @0 :Int32;         # 0 or an mc::errc value (an unknown value reads as RPC_FAIL)
+  size @1 :UInt64;        # the value's size (reads: must equal dest.length, else the
+                          # requester fails the read with RPC_FAIL; also on INVALID_PARAMS)
 }
 
 interface ClientService {

@@ -86,7 +86,7 @@ result<std::unique_ptr<client>> client::start(mc::runtime::runtime& rt, client_o
   so.port = p->opts.client_rpc_port;
   so.threads = p->opts.rpc_thread_num;
   p->server = std::make_unique<mc::rpc::server>(rt, so);
-  add_client_service(*p->server, *p->dm);
+  add_client_service(*p->server, *p->dm, service_options_of(p->opts));
   if (auto r = p->server->start(); !r) {
     say("RPC server: cannot listen on " + p->opts.host + ":" + std::to_string(p->opts.client_rpc_port) + ": " +
         p->server->message());
@@ -95,6 +95,7 @@ result<std::unique_ptr<client>> client::start(mc::runtime::runtime& rt, client_o
   }
   p->rpc_endpoint = host_of(p->transfer_endpoint) + ":" + std::to_string(p->server->port());
   p->id = p->opts.client_id.empty() ? p->rpc_endpoint : p->opts.client_id;
+  p->peers.set_requester_id(p->id);  // owners transfer only to our registered transfer endpoint
 
   auto reg = rt.block_on(p->register_with_master(true));
   if (!reg) {
@@ -133,6 +134,7 @@ void client::stop() {
     co_await self->background.close();
   }(&p));
   p.server->stop();
+  p.rt.block_on(p.dm->close());  // commits + publishes still in flight
   p.engine->stop();
 }
 
@@ -141,6 +143,7 @@ task<result<void>> client::impl::register_with_master(bool republish) {
   info.client_id = id;
   info.rpc_endpoint = rpc_endpoint;
   info.transfer_endpoint = transfer_endpoint;
+  info.transfer_instance = engine->instance_id();
   for (auto& u : backend->usage()) {
     info.capacity += u.capacity;
     info.used += u.used;

@@ -9,7 +9,8 @@ constexpr auto relaxed = std::memory_order_relaxed;
 
 bool worth_another_replica(const boost::system::error_code& ec) {
   return mc::is(ec, errc::object_not_found) || mc::is(ec, errc::timeout) || mc::is(ec, errc::rpc_fail) ||
-         mc::is(ec, errc::transfer_fail) || mc::is(ec, errc::shutting_down) || mc::is(ec, errc::invalid_params);
+         mc::is(ec, errc::transfer_fail) || mc::is(ec, errc::shutting_down) || mc::is(ec, errc::invalid_params) ||
+         mc::is(ec, errc::overloaded);
 }
 }  // namespace
 
@@ -95,6 +96,7 @@ task<result<std::size_t>> client::impl::get_remote(const std::string& key, std::
       auto region = engine->register_memory(buf.data(), info->size, mc::transfer::region_access::remote_write);
       if (!region) co_return region.error();
       auto r = co_await peers.read_remote(rep.rpc_endpoint, key, region->describe());
+      if (r.value && *r.value > buf.size()) r.value = make_error_code(errc::rpc_fail);  // never past `buf`
       if (r.value) {
         stats.remote_hits.fetch_add(1, relaxed);
         co_return static_cast<std::size_t>(*r.value);

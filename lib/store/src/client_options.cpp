@@ -42,6 +42,21 @@ mc::config::option_set make_option_set(client_options& o) {
       .add("drain_grace", &o.drain_grace,
            "on SIGTERM, /health answers 503 (draining) this long before the node stops; a second signal "
            "skips the wait")
+      .add("max_request_timeout", &o.limits.max_request_timeout,
+           "longest deadline a peer's read/write request may hold this node for (a longer one is cut)")
+      .add_size("max_remote_write_bytes", &o.limits.max_remote_write_bytes,
+                "largest value a peer may remote-write here; a larger one is refused (OVERLOADED) before "
+                "anything is allocated or evicted")
+      .add("max_inflight_keys_per_connection", &o.limits.max_inflight_keys_per_connection,
+           "peer read/write items in flight on one RPC connection (each batch item counts); more fail with "
+           "OVERLOADED", 1, std::uint64_t{1} << 32)
+      .add_size("max_inflight_bytes_per_connection", &o.limits.max_inflight_bytes_per_connection,
+                "bytes of peer read/write items in flight on one RPC connection; more fail with OVERLOADED")
+      .add("max_inflight_keys_per_peer", &o.limits.max_inflight_keys_per_peer,
+           "peer read/write items in flight from one peer IP over all its connections; more fail with "
+           "OVERLOADED", 1, std::uint64_t{1} << 32)
+      .add_size("max_inflight_bytes_per_peer", &o.limits.max_inflight_bytes_per_peer,
+                "bytes of peer read/write items in flight from one peer IP; more fail with OVERLOADED")
       .env("MOONCAKE_DM_LOCK_SHARD_COUNT", "dm_lock_shard_count")
       .allow_file_key("tiers");
   return s;
@@ -73,6 +88,12 @@ std::string resolve(client_options& o, const mc::config::option_set& parsed) {
   if (o.heartbeat_interval.count() <= 0) return "heartbeat_interval must be positive";
   if (o.http_max_value_bytes == 0) return "http_max_value_bytes must be positive";
   if (o.http_read_timeout.count() <= 0) return "http_read_timeout must be positive";
+  if (o.limits.max_request_timeout.count() <= 0 ||
+      o.limits.max_request_timeout > std::chrono::milliseconds(60'000))
+    return "max_request_timeout must be in (0, 60s]";
+  if (o.limits.max_remote_write_bytes == 0) return "max_remote_write_bytes must be positive";
+  if (o.limits.max_inflight_bytes_per_connection == 0 || o.limits.max_inflight_bytes_per_peer == 0)
+    return "max_inflight_bytes_per_connection and max_inflight_bytes_per_peer must be positive";
   if (!o.tiered_backend_config.empty()) {
     auto t = parse_tiers_json(o.tiered_backend_config);
     if (!t) return "tiered_backend_config: " + t.error().message;

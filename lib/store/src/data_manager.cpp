@@ -3,6 +3,11 @@
 #include "mc/store/tiered_backend.hpp"
 #include "mc/transfer/engine.hpp"
 
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
 #include <algorithm>
 #include <atomic>
 #include <charconv>
@@ -84,22 +89,53 @@ task<result<unique_lock_guard>> data_manager::lock_exclusive(const std::string& 
 task<result<void>> data_manager::put(const std::string& key, std::span<const std::byte> value) {
   if (auto r = check_key(key); !r) co_return r;
   if (value.empty()) co_return fail(errc::invalid_params);
-  auto lock = co_await lock_exclusive(key);
-  if (!lock) co_return lock.error();
+  // The allocation is invisible until commit: no key lock while copying.
   auto h = co_await backend_.allocate(value.size());
   if (!h) co_return h.error();
   if (auto w = co_await h->write(value); !w) co_return w;
-  auto c = backend_.commit(key, std::move(*h));
-  if (!c) co_return c.error();
-  if (on_commit_) co_return co_await on_commit_(key, value.size(), *c);
-  co_return result<void>{};
+  co_return co_await commit_and_publish(key, std::move(*h), value.size());
 }
+
+task<result<void>> data_manager::commit_and_publish(const std::string& key, write_handle h, std::uint64_t size) {
+  // Shielded from the caller's cancellation: once the bytes are in, commit
+  // and publish run to completion on this executor (the caller still awaits
+  // the outcome). The gate lets close() wait for them.
+  auto g = gate_.try_enter();
+  if (!g) co_return fail(errc::shutting_down);
+  auto ex = co_await boost::asio::this_coro::executor;
+  co_return co_await boost::asio::co_spawn(
+      ex, finish_commit(key, std::move(h), size, std::move(g)),
+      boost::asio::bind_cancellation_slot(boost::asio::cancellation_slot(), boost::asio::use_awaitable));
+}
+
+task<result<void>> data_manager::finish_commit(std::string key, write_handle h, std::uint64_t size, gate_holder g) {
+  std::uint64_t version = 0;
+  {
+    // The exclusive key lock only around the commit itself (no I/O under it).
+    auto lock = co_await lock_exclusive(key);
+    if (!lock) co_return lock.error();
+    auto c = backend_.commit(key, std::move(h));
+    if (!c) co_return c.error();
+    version = *c;
+  }
+  result<void> r;
+  if (on_commit_) r = co_await on_commit_(key, size, version);  // after the lock is released
+  g.leave();
+  co_return r;
+}
+
+task<void> data_manager::close() { co_await gate_.close(); }
 
 task<result<std::size_t>> data_manager::get(const std::string& key, std::span<std::byte> dst) {
   if (auto r = check_key(key); !r) co_return r.error();
-  auto lock = co_await lock_shared(key);
-  if (!lock) co_return lock.error();
-  auto h = backend_.get(key);
+  // The handle pins the value: the shared lock only guards taking it, not
+  // the copy (an SSD read is I/O).
+  result<read_handle> h = fail(errc::object_not_found);
+  {
+    auto lock = co_await lock_shared(key);
+    if (!lock) co_return lock.error();
+    h = backend_.get(key);
+  }
   if (!h) co_return h.error();
   if (dst.size() < h->size()) co_return fail(errc::buffer_overflow);
   if (auto r = co_await h->read_into(dst.first(h->size())); !r) co_return r.error();
@@ -125,10 +161,14 @@ task<result<std::uint64_t>> data_manager::read_remote(const std::string& key, mc
                                                       mc::duration timeout, std::uint64_t* actual_size) {
   auto deadline = clock::now() + timeout;
   if (auto r = check_key(key); !r) co_return r.error();
-  // Step 2/3: shared key lock, then the tier's handle (pins the value).
-  auto lock = co_await lock_shared(key);
-  if (!lock) co_return lock.error();
-  auto h = backend_.get(key);
+  // Step 2/3: the tier's handle pins the value; the shared key lock is held
+  // only to take it (never across the transfer).
+  result<read_handle> h = fail(errc::object_not_found);
+  {
+    auto lock = co_await lock_shared(key);
+    if (!lock) co_return lock.error();
+    h = backend_.get(key);
+  }
   if (!h) co_return h.error();
   const std::uint64_t size = h->size();
   if (actual_size) *actual_size = size;
@@ -170,10 +210,9 @@ task<result<void>> data_manager::write_remote(const std::string& key, mc::transf
   auto deadline = clock::now() + timeout;
   if (auto r = check_key(key); !r) co_return r;
   if (src.length == 0 || src.endpoint.empty()) co_return fail(errc::invalid_params);
-  // Step 3: writes to one key are mutually exclusive.
-  auto lock = co_await lock_exclusive(key);
-  if (!lock) co_return lock.error();
   // Step 4: space from the TieredBackend; the handle frees it unless committed.
+  // No key lock: the allocation is invisible until the commit (step 8), and
+  // concurrent writers of one key simply commit in turn.
   auto h = co_await backend_.allocate(static_cast<std::size_t>(src.length));
   if (!h) co_return h.error();
   result<void> r;
@@ -202,16 +241,16 @@ task<result<void>> data_manager::write_remote(const std::string& key, mc::transf
     counters_->remote_errors.fetch_add(1, relaxed);
     co_return r;  // RAII: `h` releases the allocation, the old value is untouched
   }
-  // Step 8: commit publishes atomically.
-  auto c = backend_.commit(key, std::move(*h));
-  if (!c) {
+  // Steps 8-9: commit (exclusive lock, atomic replace) and publish, shielded
+  // from cancellation.
+  auto c = co_await commit_and_publish(key, std::move(*h), src.length);
+  if (!c && !backend_.exists(key)) {
     counters_->remote_errors.fetch_add(1, relaxed);
-    co_return c.error();
+    co_return c;
   }
   counters_->remote_writes.fetch_add(1, relaxed);
   counters_->remote_write_bytes.fetch_add(src.length, relaxed);
-  if (on_commit_) co_return co_await on_commit_(key, src.length, *c);
-  co_return result<void>{};  // step 9
+  co_return c;
 }
 
 data_manager_stats data_manager::stats() const {

@@ -16,16 +16,14 @@ void fill(RemoteBuffer::Builder b, const mc::transfer::remote_buffer& r) {
   b.setToken(r.token);
 }
 
-result<void> code_result(std::int32_t code) {
-  if (code == 0) return {};
-  return make_error_code(static_cast<errc>(code));
-}
-
-peer_read_result read_result(ItemResult::Reader r) {
+// A read's reply: success only with exactly the length we asked for.
+peer_read_result read_result(ItemResult::Reader r, std::uint64_t asked) {
   peer_read_result out;
   out.size_hint = r.getSize();
-  if (r.getCode() == 0) out.value = r.getSize();
-  else out.value = make_error_code(static_cast<errc>(r.getCode()));
+  auto code = from_wire_code(r.getCode());
+  if (!code) out.value = code.error();
+  else if (r.getSize() != asked) out.value = make_error_code(errc::rpc_fail);
+  else out.value = asked;
   return out;
 }
 
@@ -40,6 +38,13 @@ task<result<ClientService::Client>> connect_peer(const std::string& endpoint) {
 
 }  // namespace
 
+result<void> from_wire_code(std::int32_t code) noexcept {
+  if (code == 0) return {};
+  auto e = errc_from_value(code);
+  if (!e || *e == errc::ok) return make_error_code(errc::rpc_fail);
+  return make_error_code(*e);
+}
+
 task<peer_read_result> peer_client::read_remote(std::string rpc_endpoint, std::string key,
                                                 mc::transfer::remote_buffer dest) {
   auto c = co_await connect_peer(rpc_endpoint);
@@ -47,11 +52,12 @@ task<peer_read_result> peer_client::read_remote(std::string rpc_endpoint, std::s
   auto req = c->readRemoteDataRequest();
   auto item = req.initItem();
   item.setKey(key);
+  item.setClientId(requester_id_);
   fill(item.initDest(), dest);
   req.setTimeoutMs(timeout_ms(timeout_));
   auto r = co_await mc::rpc::call(req.send(), timeout_);
   if (!r) co_return peer_read_result{r.error(), 0};
-  co_return read_result(r->getResult());
+  co_return read_result(r->getResult(), dest.length);
 }
 
 task<result<void>> peer_client::write_remote(std::string rpc_endpoint, std::string key,
@@ -61,11 +67,12 @@ task<result<void>> peer_client::write_remote(std::string rpc_endpoint, std::stri
   auto req = c->writeRemoteDataRequest();
   auto item = req.initItem();
   item.setKey(key);
+  item.setClientId(requester_id_);
   fill(item.initSrc(), src);
   req.setTimeoutMs(timeout_ms(timeout_));
   auto r = co_await mc::rpc::call(req.send(), timeout_);
   if (!r) co_return r.error();
-  co_return code_result(r->getResult().getCode());
+  co_return from_wire_code(r->getResult().getCode());
 }
 
 task<result<std::vector<peer_read_result>>> peer_client::batch_read_remote(std::string rpc_endpoint,
@@ -77,14 +84,17 @@ task<result<std::vector<peer_read_result>>> peer_client::batch_read_remote(std::
   auto list = req.initItems(static_cast<unsigned>(items.size()));
   for (unsigned i = 0; i < items.size(); ++i) {
     list[i].setKey(items[i].key);
+    list[i].setClientId(requester_id_);
     fill(list[i].initDest(), items[i].buffer);
   }
   req.setTimeoutMs(timeout_ms(timeout_));
   auto r = co_await mc::rpc::call(req.send(), timeout_);
   if (!r) co_return r.error();
+  auto results = r->getResults();
+  if (results.size() != items.size()) co_return fail(errc::rpc_fail);  // checked before use
   std::vector<peer_read_result> out;
-  for (auto x : r->getResults()) out.push_back(read_result(x));
-  if (out.size() != items.size()) co_return fail(errc::rpc_fail);
+  out.reserve(items.size());
+  for (unsigned i = 0; i < results.size(); ++i) out.push_back(read_result(results[i], items[i].buffer.length));
   co_return out;
 }
 
@@ -97,14 +107,17 @@ task<result<std::vector<result<void>>>> peer_client::batch_write_remote(std::str
   auto list = req.initItems(static_cast<unsigned>(items.size()));
   for (unsigned i = 0; i < items.size(); ++i) {
     list[i].setKey(items[i].key);
+    list[i].setClientId(requester_id_);
     fill(list[i].initSrc(), items[i].buffer);
   }
   req.setTimeoutMs(timeout_ms(timeout_));
   auto r = co_await mc::rpc::call(req.send(), timeout_);
   if (!r) co_return r.error();
+  auto results = r->getResults();
+  if (results.size() != items.size()) co_return fail(errc::rpc_fail);  // checked before use
   std::vector<result<void>> out;
-  for (auto x : r->getResults()) out.push_back(code_result(x.getCode()));
-  if (out.size() != items.size()) co_return fail(errc::rpc_fail);
+  out.reserve(items.size());
+  for (auto x : results) out.push_back(from_wire_code(x.getCode()));
   co_return out;
 }
 
@@ -116,7 +129,7 @@ task<result<std::uint64_t>> peer_client::query(std::string rpc_endpoint, std::st
   auto r = co_await mc::rpc::call(req.send(), timeout_);
   if (!r) co_return r.error();
   auto res = r->getResult();
-  if (res.getCode() != 0) co_return make_error_code(static_cast<errc>(res.getCode()));
+  if (auto code = from_wire_code(res.getCode()); !code) co_return code.error();
   co_return res.getSize();
 }
 
@@ -127,7 +140,7 @@ task<result<void>> peer_client::remove(std::string rpc_endpoint, std::string key
   req.setKey(key);
   auto r = co_await mc::rpc::call(req.send(), timeout_);
   if (!r) co_return r.error();
-  co_return code_result(r->getResult().getCode());
+  co_return from_wire_code(r->getResult().getCode());
 }
 
 }  // namespace mc::store

@@ -52,7 +52,9 @@ struct response {
   std::string content_type = "text/plain; charset=utf-8";
   std::string text;
   std::unique_ptr<std::byte[]> blob;
-  std::size_t blob_size = 0;
+  std::size_t blob_size = 0;      ///< bytes of `blob` to send
+  std::size_t blob_capacity = 0;  ///< bytes allocated at `blob`; a blob_size above it is never sent
+                                  ///< (the server answers 500 instead)
   std::vector<std::pair<std::string, std::string>> headers;  ///< extra headers
 
   static response make(unsigned status, std::string body, std::string content_type = "text/plain; charset=utf-8");

@@ -48,6 +48,8 @@ class master_client {
   task<result<replica>> write_route(std::uint64_t size) { return write_route(size, std::string{}); }
   task<result<std::vector<replica>>> remove_key(std::string key);
   task<result<std::vector<client_status>>> clients();
+  /// One client's registration. Errors: client_not_found, rpc_fail, timeout.
+  task<result<client_info>> get_client(std::string client_id);
 
  private:
   std::string address_;

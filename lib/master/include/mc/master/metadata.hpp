@@ -25,6 +25,7 @@ struct client_info {
   std::string transfer_endpoint;  ///< host:port of its TransferEngine
   std::uint64_t capacity = 0;     ///< total bytes over all tiers
   std::uint64_t used = 0;         ///< bytes in use
+  std::uint64_t transfer_instance = 0;  ///< its TransferEngine's instance id (0 = unknown)
 };
 
 enum class health { healthy, suspect, dead };
@@ -164,6 +165,8 @@ class metadata {
   std::vector<std::string> sweep();
 
   std::vector<client_status> clients() const;
+  /// One registered client's info. client_not_found when unknown (or dropped).
+  result<client_info> find_client(const std::string& client_id) const;
   /// Keys with a prefix, at most `limit`, in no particular order.
   std::vector<std::pair<std::string, key_info>> keys(const std::string& prefix, std::size_t limit) const;
   /// Keys with a live (routable) holder.

@@ -51,11 +51,25 @@ inline mc::task<mc::result<void>> timed_serving(mc::task<mc::result<void>> body,
 class service_factory {
  public:
   using function = std::function<capnp::Capability::Client(mc::executor)>;
+  /// Gets the connection the service will answer (its peer's address).
+  using connection_function = std::function<capnp::Capability::Client(mc::executor, const connection_info&)>;
   service_factory(function f) : make_(std::move(f)) {}  // NOLINT: implicit on purpose
+  /// A factory that runs once per connection (on its serving thread), so the
+  /// service object knows which peer it serves.
+  static service_factory per_connection(connection_function f) {
+    service_factory s(function{});
+    s.make_conn_ = std::move(f);
+    return s;
+  }
+  bool is_per_connection() const noexcept { return static_cast<bool>(make_conn_); }
   capnp::Capability::Client operator()(mc::executor ex) const { return make_(std::move(ex)); }
+  capnp::Capability::Client operator()(mc::executor ex, const connection_info& c) const {
+    return make_conn_ ? make_conn_(std::move(ex), c) : make_(std::move(ex));
+  }
 
  private:
   function make_;
+  connection_function make_conn_;
 };
 
 /// Factory for `Impl`, constructed as Impl(executor, args...) on each serving thread.
@@ -64,6 +78,16 @@ service_factory make_service(Args... args) {
   return service_factory([=](mc::executor ex) -> capnp::Capability::Client {
     return kj::heap<Impl>(std::move(ex), args...);
   });
+}
+
+/// Per-connection factory for `Impl`, constructed as
+/// Impl(executor, connection_info, args...) for each connection.
+template <class Impl, class... Args>
+service_factory make_connection_service(Args... args) {
+  return service_factory::per_connection(
+      [=](mc::executor ex, const connection_info& c) -> capnp::Capability::Client {
+        return kj::heap<Impl>(std::move(ex), c, args...);
+      });
 }
 
 /// Serves one call with a coroutine: allows cancellation, runs `body` on `ex`

@@ -22,6 +22,14 @@ namespace mc::rpc {
 
 class service_factory;  // defined in mc/rpc/capnp.hpp
 
+/// The connection a served call arrived on (what the kernel says about it,
+/// never what the peer says). Given to per-connection service factories
+/// (service_factory::per_connection in mc/rpc/capnp.hpp).
+struct connection_info {
+  std::string remote_address;    ///< the peer's IP ("10.0.0.7", "::1"; IPv4-mapped IPv6 as IPv4); "" = unknown
+  std::uint16_t remote_port = 0;
+};
+
 struct server_options {
   /// Address to bind ("0.0.0.0", "127.0.0.1", "::"...).
   std::string host = "0.0.0.0";
@@ -81,7 +89,9 @@ class server {
 
   /// Registers `name` (before start()). The factory runs once per serving
   /// thread, on that thread, with its executor; the capability it returns
-  /// answers every connection of that thread.
+  /// answers every connection of that thread. A per-connection factory
+  /// (service_factory::per_connection) runs once per connection that asks for
+  /// the service, with that connection's connection_info.
   void add_service(std::string name, service_factory factory);
 
   /// Binds and starts accepting. Errors: errc::invalid_params (bad host, bad

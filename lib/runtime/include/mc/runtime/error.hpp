@@ -4,6 +4,7 @@
 #include <boost/system/error_code.hpp>
 #include <boost/system/result.hpp>
 
+#include <optional>
 #include <string_view>
 #include <system_error>
 
@@ -43,6 +44,9 @@ enum class errc : int {
   access_denied = -1104,
   out_of_range = -1105,
   too_large = -1106,
+  /// Over a server-side limit (in-flight keys/bytes, request size, ...): the
+  /// request was refused before any work; retry later or with less.
+  overloaded = -1107,
   // I/O.
   io_error = -1200,
   misaligned = -1201,
@@ -61,6 +65,10 @@ std::string_view error_message(errc e) noexcept;
 /// The errc carried by `ec`, if it belongs to mc_category(); else internal_error
 /// (timeouts and aborts from asio map to timeout / cancelled).
 errc to_errc(const boost::system::error_code& ec) noexcept;
+/// The errc whose value is `value` when it is one of the codes above (0 =
+/// errc::ok), else nullopt. Use it for every code that crosses a wire: an
+/// unknown code from a peer must not be passed on as if it were meaningful.
+std::optional<errc> errc_from_value(int value) noexcept;
 /// Parse an error name back (used by RPC error propagation); internal_error if unknown.
 errc errc_from_name(std::string_view name) noexcept;
 

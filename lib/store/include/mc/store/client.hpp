@@ -95,7 +95,12 @@ class client {
   /// Stores `value` under `key` (replacing any older value). Local by
   /// default; the key is published to the master before this returns.
   /// Errors: invalid_key, invalid_params (empty value), no_available_handle,
-  /// too_large, and master/peer errors (rpc_fail, timeout, transfer_fail).
+  /// too_large, and master/peer errors (rpc_fail, timeout, transfer_fail;
+  /// placement::remote also overloaded — over the target's
+  /// max_remote_write_bytes or in-flight limits — and access_denied).
+  /// Cancellation: once the bytes are stored, commit and publish complete
+  /// even if the caller is cancelled (the key is then present on this node
+  /// and at the master; never on one only).
   task<result<void>> put(std::string key, std::span<const std::byte> value, put_options opts);
   // (No default arguments of class type on coroutines: gcc 12 destroys the
   // temporary twice. These overloads forward instead.)
@@ -105,7 +110,10 @@ class client {
   /// Reads `key` into `buf` (local first, else from a healthy replica, trying
   /// the next one when one fails). Returns the value's size.
   /// Errors: object_not_found, buffer_overflow (buf smaller than the value),
-  /// timeout / rpc_fail / transfer_fail when every replica failed.
+  /// timeout / rpc_fail / transfer_fail / overloaded when every replica
+  /// failed. A replica's answer is checked: a size other than the one asked
+  /// for, or an unknown error code, is rpc_fail; nothing is ever written past
+  /// the value's size in `buf`.
   task<result<std::size_t>> get(std::string key, std::span<std::byte> buf);
   /// One result per item, in order; items run concurrently.
   task<std::vector<result<void>>> batch_put(std::vector<std::string> keys,

@@ -13,6 +13,21 @@
 
 namespace mc::store {
 
+/// Server-side limits of the ClientRpcService (what one requester may make
+/// this node do). Past any of them an item fails with OVERLOADED.
+struct service_limits {
+  /// A requester's deadline (timeoutMs) is clamped to this.
+  std::chrono::milliseconds max_request_timeout = std::chrono::seconds(30);
+  /// A remote write larger than this is refused before allocation.
+  std::uint64_t max_remote_write_bytes = std::uint64_t{256} << 20;
+  /// Items (keys) and their bytes in flight on one RPC connection.
+  std::uint64_t max_inflight_keys_per_connection = 1024;
+  std::uint64_t max_inflight_bytes_per_connection = std::uint64_t{2} << 30;
+  /// Items and bytes in flight from one peer IP (all its connections).
+  std::uint64_t max_inflight_keys_per_peer = 4096;
+  std::uint64_t max_inflight_bytes_per_peer = std::uint64_t{8} << 30;
+};
+
 struct client_options {
   std::string deployment_mode = "P2P";
   std::string client_id;              ///< "" = derived from host and ports
@@ -45,6 +60,7 @@ struct client_options {
   std::chrono::milliseconds http_read_timeout = std::chrono::seconds(10);  ///< a request header must arrive within
   std::uint64_t http_max_connections = 128; ///< more HTTP connections are closed at accept
   std::chrono::milliseconds drain_grace{0}; ///< on SIGTERM: /health answers 503 this long before stopping
+  service_limits limits;                    ///< what peers may make this node do (max_* flags)
 };
 
 /// Binds `o` to an option set (flags, file keys, environment variables).

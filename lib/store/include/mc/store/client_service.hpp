@@ -2,6 +2,25 @@
 /// ClientRpcService: serves the spec's ReadRemoteData / WriteRemoteData (and
 /// batch forms, query, remove) to peers, forwarding to the DataManager.
 /// KJ-free: registration on an rpc::server happens in the .cpp.
+///
+/// Every request is untrusted:
+/// - Where bytes go: an item naming a client id is transferred only to the
+///   transfer endpoint the master has registered for that id (the item's
+///   descriptor must name exactly it, else ACCESS_DENIED; unknown id:
+///   ACCESS_DENIED); an item without an id (an unregistered requester such as
+///   the CLI) goes to this RPC connection's own peer IP with the descriptor's
+///   port. Never to an arbitrary host:port.
+/// - How much: the requester's deadline is clamped to max_request_timeout; a
+///   remote write above max_remote_write_bytes is refused before anything is
+///   allocated (nothing is evicted); keys and bytes in flight are bounded per
+///   connection and per peer IP (each item of a batch counts). Past a limit
+///   the item fails with OVERLOADED.
+#include "mc/runtime/deadline.hpp"
+#include "mc/store/client_options.hpp"
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
 #include <string>
 
 namespace mc::rpc {
@@ -15,13 +34,32 @@ class data_manager;
 /// Name of the service on the client's RPC port.
 inline constexpr const char* client_service_name = "client";
 
-/// Longest per-request timeout a peer may ask for (longer requests are cut).
+/// Longest per-request timeout a requester ever asks for (the owner clamps
+/// further to service_limits::max_request_timeout).
 inline constexpr unsigned max_request_timeout_ms = 60'000;
 /// Most items in one batch RPC.
 inline constexpr unsigned max_batch_items = 4096;
 
+struct client_service_options {
+  /// The master to ask where a named requester's transfer endpoint is;
+  /// "" = no master: items naming a client id are refused (ACCESS_DENIED).
+  std::string master_address;
+  mc::duration master_timeout = std::chrono::seconds(10);
+  /// The master's answers are cached this long, at most this many.
+  mc::duration registration_ttl = std::chrono::seconds(2);
+  std::size_t registration_cache_max = 4096;
+  service_limits limits;
+};
+
+/// The service options of a client node (its master, rpc_timeout, limits).
+client_service_options service_options_of(const client_options& o);
+
 /// Adds the ClientRpcService to `server` (before server.start()). `dm` must
 /// outlive the server.
-void add_client_service(mc::rpc::server& server, data_manager& dm);
+void add_client_service(mc::rpc::server& server, data_manager& dm, client_service_options opts);
+/// Without a master: named requesters are refused; default limits.
+inline void add_client_service(mc::rpc::server& server, data_manager& dm) {
+  add_client_service(server, dm, client_service_options{});
+}
 
 }  // namespace mc::store

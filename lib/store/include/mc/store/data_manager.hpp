@@ -2,12 +2,22 @@
 /// DataManager: the one entry point for local and remote data operations of a
 /// P2P client, with key-level read-write locks (lock striping).
 ///
-/// Reads (get, remote read) take the shared side of the key's shard lock;
-/// put, remove and remote write take the exclusive side. Locks are coroutine
-/// locks: no thread ever blocks on a key lock.
+/// Reads (get, remote read) take the shared side of the key's shard lock
+/// only to take the tier's pinned handle, then copy or transfer without it;
+/// put and remote write allocate and copy/transfer without any key lock (the
+/// allocation is invisible until commit) and take the exclusive side only to
+/// commit; remove takes it to erase. No key lock is ever held across network
+/// or master I/O: the commit hook (publish) runs after the lock is released.
+/// Locks are coroutine locks: no thread ever blocks on a key lock.
+///
+/// Cancellation: once a put's or a remote write's bytes are in, commit and
+/// the commit hook run to completion even if the caller is cancelled (they
+/// run in their own coroutine on the caller's executor, tracked by a gate
+/// that close() waits for): a value is never committed without its hook.
 #include "mc/runtime/async_mutex.hpp"
 #include "mc/runtime/deadline.hpp"
 #include "mc/runtime/error.hpp"
+#include "mc/runtime/gate.hpp"
 #include "mc/runtime/task.hpp"
 #include "mc/transfer/types.hpp"
 
@@ -26,6 +36,7 @@ class engine;
 namespace mc::store {
 
 class tiered_backend;
+class write_handle;
 
 /// Default and bounds of MOONCAKE_DM_LOCK_SHARD_COUNT.
 inline constexpr std::size_t default_lock_shard_count = 1024;
@@ -52,10 +63,11 @@ struct data_manager_stats {
 class data_manager {
  public:
   /// Called after a value was committed under `key` (local put or remote
-  /// write), while the key's exclusive lock is still held, so that the caller
-  /// can publish it before anyone observes the new value elsewhere. `version`
-  /// is the value's version issued by the backend's commit (publishes and
-  /// removals are ordered by it at the master).
+  /// write), after the key lock was released, before put()/write_remote()
+  /// return; never abandoned half-way by a cancellation of their caller.
+  /// `version` is the value's version issued by the backend's commit
+  /// (publishes and removals are ordered by it at the master, so a publish
+  /// that overtakes another of the same key cannot leave the older one routed).
   using commit_hook =
       std::function<task<result<void>>(const std::string& key, std::uint64_t size, std::uint64_t version)>;
 
@@ -68,9 +80,11 @@ class data_manager {
   void set_commit_hook(commit_hook hook) { on_commit_ = std::move(hook); }
   std::size_t lock_shard_count() const noexcept { return shards_.size(); }
 
-  /// Local put: exclusive lock, allocate, copy, commit (replaces atomically).
-  /// Errors: invalid_key, invalid_params (empty value), no_available_handle,
-  /// too_large, and the commit hook's error (the value then stays stored).
+  /// Local put: allocate, copy, then commit under the exclusive lock (replaces
+  /// atomically) and run the commit hook. Errors: invalid_key, invalid_params
+  /// (empty value), no_available_handle, too_large, shutting_down (after
+  /// close(); nothing stored), and the commit hook's error (the value then
+  /// stays stored).
   task<result<void>> put(const std::string& key, std::span<const std::byte> value);
   /// Local get into `dst` (must hold the value). Returns the value's size.
   /// Errors: object_not_found, buffer_overflow (dst too small; nothing copied).
@@ -81,21 +95,32 @@ class data_manager {
   /// Local remove under the exclusive lock. object_not_found if absent.
   task<result<void>> remove(const std::string& key);
 
-  /// The spec's remote read (steps 2-6): shared lock, tier handle, staging
-  /// copy when the value is not in DRAM, TransferEngine WRITE into `dest`.
+  /// The spec's remote read (steps 2-6): tier handle (taken under the shared
+  /// lock, which is released before any I/O), staging copy when the value is
+  /// not in DRAM, TransferEngine WRITE into `dest` (transferred exactly as
+  /// given: the caller decides that `dest` is legitimate).
   /// `dest.length` must equal the value's size (invalid_params otherwise;
   /// the size is still returned through `actual_size`). Returns the size.
   task<result<std::uint64_t>> read_remote(const std::string& key, mc::transfer::remote_buffer dest,
                                           mc::duration timeout, std::uint64_t* actual_size = nullptr);
-  /// The spec's remote write (steps 2-9): exclusive lock, allocate, TransferEngine
-  /// READ from `src` (through staging for non-DRAM tiers), commit. On any
-  /// failure the allocation is released and the old value stays untouched.
+  /// The spec's remote write (steps 2-9): allocate, TransferEngine READ from
+  /// `src` (through staging for non-DRAM tiers), then commit under the
+  /// exclusive lock and run the commit hook (shielded from cancellation). On
+  /// a failure before the commit the allocation is released and the old
+  /// value stays untouched.
   task<result<void>> write_remote(const std::string& key, mc::transfer::remote_buffer src,
                                   mc::duration timeout);
 
   data_manager_stats stats() const;
 
+  /// Refuses new commits (shutting_down) and waits for those in flight
+  /// (commit + hook). Idempotent.
+  task<void> close();
+
  private:
+  task<result<void>> commit_and_publish(const std::string& key, write_handle h, std::uint64_t size);
+  task<result<void>> finish_commit(std::string key, write_handle h, std::uint64_t size, gate_holder g);
+
   struct shard;
   struct counters;
   async_shared_mutex& lock_for(const std::string& key);
@@ -107,6 +132,7 @@ class data_manager {
   std::vector<std::unique_ptr<shard>> shards_;
   std::unique_ptr<counters> counters_;
   commit_hook on_commit_;
+  gate gate_;
 };
 
 /// Validates a key: non-empty and at most max_key_bytes (invalid_key otherwise).

@@ -5,6 +5,12 @@
 /// configured). Errors: the remote operation's code (OBJECT_NOT_FOUND,
 /// INVALID_PARAMS, TRANSFER_FAIL, ACCESS_DENIED, ...), or TIMEOUT / RPC_FAIL
 /// when the peer cannot answer in time.
+///
+/// The peer is untrusted: every code it sends is mapped through
+/// mc::errc_from_value (an unknown code becomes RPC_FAIL), a successful read
+/// must report exactly the length the caller asked for (else RPC_FAIL: a
+/// larger size never travels upward), and a batch reply must carry exactly
+/// one result per item (else RPC_FAIL for the whole call).
 #include "mc/runtime/deadline.hpp"
 #include "mc/runtime/error.hpp"
 #include "mc/runtime/task.hpp"
@@ -23,8 +29,9 @@ struct peer_item {
   mc::transfer::remote_buffer buffer;
 };
 
-/// Result of a remote read: the value's size on success. On INVALID_PARAMS
-/// because of a size mismatch, `size_hint` carries the value's real size.
+/// Result of a remote read: the value's size on success (always equal to the
+/// descriptor's length). On INVALID_PARAMS because of a size mismatch,
+/// `size_hint` carries the size the peer claims (untrusted: informational only).
 struct peer_read_result {
   result<std::uint64_t> value = std::uint64_t{0};
   std::uint64_t size_hint = 0;
@@ -34,6 +41,12 @@ class peer_client {
  public:
   explicit peer_client(mc::duration timeout = std::chrono::seconds(10)) : timeout_(timeout) {}
   mc::duration timeout() const noexcept { return timeout_; }
+  /// The id this requester is registered under at the master; sent with every
+  /// read/write item so that the owner transfers only to the transfer endpoint
+  /// the master has for it. "" (the default) = unregistered (the CLI): the
+  /// owner then uses this connection's own IP. Set before the first call.
+  void set_requester_id(std::string id) { requester_id_ = std::move(id); }
+  const std::string& requester_id() const noexcept { return requester_id_; }
 
   /// ReadRemoteData: the peer at `rpc_endpoint` WRITEs `key`'s value into `dest`.
   task<peer_read_result> read_remote(std::string rpc_endpoint, std::string key, mc::transfer::remote_buffer dest);
@@ -51,6 +64,11 @@ class peer_client {
 
  private:
   mc::duration timeout_;
+  std::string requester_id_;
 };
+
+/// The result a code received from a peer stands for: 0 = success, a known
+/// mc::errc value = that error, anything else = RPC_FAIL.
+result<void> from_wire_code(std::int32_t code) noexcept;
 
 }  // namespace mc::store

@@ -22,6 +22,7 @@ struct remote_buffer {
   std::uint64_t address = 0;
   std::uint64_t length = 0;
   std::uint64_t token = 0;
+  /// The owning engine's instance id (engine::instance_id()); 0 = unknown.
   std::uint64_t instance = 0;
 
   friend bool operator==(const remote_buffer&, const remote_buffer&) = default;
