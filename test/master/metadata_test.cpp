@@ -141,7 +141,7 @@ TEST_SUITE("master metadata") {
     o.drop_ttl = 10s;
     metadata m(o);
     REQUIRE(m.register_client(client("a")));
-    REQUIRE(m.add_replica("k", "a", 7));
+    REQUIRE(m.add_replica("k", "a", 7, 1));
     auto other_rpc = client("a");
     other_rpc.rpc_endpoint = "10.0.0.9:1";
     auto other_transfer = client("a");

@@ -106,7 +106,7 @@ TEST_SUITE("peer trust") {
     info.capacity = 1 << 30;
     auto reg = c.on(0, [&]() -> mc::task<mc::result<void>> {
       if (auto r = co_await m.register_client(info); !r) co_return r;
-      std::vector<std::pair<std::string, std::uint64_t>> items{{"lied", 3001}};
+      std::vector<mc::master::publish_item> items{{"lied", 3001, 1}};
       auto r = co_await m.add_replicas("liar", std::move(items));
       if (!r) co_return r.error();
       co_return r->front();
