@@ -8,6 +8,8 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 
+#include <sys/socket.h>
+
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -20,9 +22,26 @@
 
 namespace mc::transfer::detail {
 
-/// Something engine::stop() must close (a pooled or a served connection).
+/// Wakes every operation pending on `s` (they complete with
+/// operation_aborted) and makes later I/O on it fail at once (EOF / EPIPE),
+/// without closing the descriptor; the coroutine that owns the socket closes
+/// it when it unwinds. Never close a socket that has an operation in flight:
+/// Asio 1.81's io_uring backend recycles the socket's state on close() while
+/// the kernel still holds the poll, and the cancelled operation's handler is
+/// then never called (engine::stop() hung forever on exactly this). Works on
+/// listening sockets too (a pending accept wakes). Call on the socket's thread.
+template <class Socket>
+void interrupt_socket(Socket& s) noexcept {
+  if (!s.is_open()) return;
+  boost::system::error_code ignored;
+  s.cancel(ignored);
+  ::shutdown(s.native_handle(), SHUT_RDWR);
+}
+
+/// Something engine::stop() must interrupt (a pooled or a served connection).
 struct closable {
   virtual ~closable() = default;
+  /// Interrupts (interrupt_socket), never closes: the owner closes.
   virtual void close_now() noexcept = 0;
 };
 
@@ -51,8 +70,12 @@ struct pooled_conn final : closable {
   pooled_conn(const pooled_conn&) = delete;
   pooled_conn& operator=(const pooled_conn&) = delete;
   void close_now() noexcept override {
-    boost::system::error_code ignored;
-    sock.close(ignored);
+    if constexpr (requires(Socket& x) { x.native_handle(); }) {
+      interrupt_socket(sock);
+    } else {  // a link with its own stop (rdma_link: QP to error, nothing awaited on its socket)
+      boost::system::error_code ignored;
+      sock.close(ignored);
+    }
   }
   Socket sock;
   live_registration reg;
