@@ -89,8 +89,13 @@ struct pooled_conn final : closable {
 template <class Socket>
 class peer_pool;
 
-/// A checked-out connection. Returns it to the pool on destruction unless
-/// discard()ed (broken or in an unknown protocol state).
+/// A checked-out connection. It goes back to the pool only at a clean
+/// protocol boundary: a lease starts clean (an idle or a fresh connection);
+/// begin() marks an exchange in progress and keep() marks it complete. A
+/// lease released mid-exchange (an error, cancellation, an exception
+/// unwinding the coroutine, or simply no keep()) discards its connection:
+/// a half-used connection never returns to the pool, so the next request's
+/// bytes can never become the tail of the previous payload. Owner thread only.
 template <class Socket>
 class conn_lease {
  public:
@@ -98,13 +103,14 @@ class conn_lease {
   conn_lease(peer_pool<Socket>* p, std::unique_ptr<pooled_conn<Socket>> c, bool reused)
       : pool_(p), conn_(std::move(c)), reused_(reused) {}
   conn_lease(conn_lease&& o) noexcept
-      : pool_(std::exchange(o.pool_, nullptr)), conn_(std::move(o.conn_)), reused_(o.reused_) {}
+      : pool_(std::exchange(o.pool_, nullptr)), conn_(std::move(o.conn_)), reused_(o.reused_), clean_(o.clean_) {}
   conn_lease& operator=(conn_lease&& o) noexcept {
     if (this != &o) {
       give_back();
       pool_ = std::exchange(o.pool_, nullptr);
       conn_ = std::move(o.conn_);
       reused_ = o.reused_;
+      clean_ = o.clean_;
     }
     return *this;
   }
@@ -115,6 +121,12 @@ class conn_lease {
   pooled_conn<Socket>& operator*() const noexcept { return *conn_; }
   /// Came from the idle list (may be stale if the peer restarted).
   bool reused() const noexcept { return reused_; }
+  /// An exchange starts: until keep(), releasing the lease discards the connection.
+  void begin() noexcept { clean_ = false; }
+  /// The exchange completed (request and whole response): the connection may
+  /// be reused.
+  void keep() noexcept { clean_ = true; }
+  /// Drops the connection now (broken or in an unknown protocol state).
   void discard() noexcept;
 
  private:
@@ -122,6 +134,7 @@ class conn_lease {
   peer_pool<Socket>* pool_ = nullptr;
   std::unique_ptr<pooled_conn<Socket>> conn_;
   bool reused_ = false;
+  bool clean_ = true;
 };
 
 /// Bounded pool of connections to one peer, owned by one runtime thread.
@@ -207,6 +220,7 @@ void conn_lease<Socket>::discard() noexcept {
 template <class Socket>
 void conn_lease<Socket>::give_back() noexcept {
   if (!conn_) return;
+  if (!clean_) return discard();
   if (pool_) std::exchange(pool_, nullptr)->put_back(std::move(conn_));
   conn_.reset();
 }

@@ -104,7 +104,9 @@ class shm_transport final : public transport {
     bool first_on_conn = true;
     while (next < items.size()) {
       transfer_item& it = *items[next++];
+      c.begin();
       auto r = co_await move_one(*c, it);
+      if (r) c.keep();
       if (!r && !mc::is(r.error(), errc::cancelled) && c.reused() && first_on_conn && !it.done) {
         // A pooled connection failing on first use is probably stale (the
         // peer restarted): retry once on a fresh connection.
@@ -122,7 +124,9 @@ class shm_transport final : public transport {
           co_return 0;
         }
         c = std::move(*again);
+        c.begin();
         r = co_await move_one(*c, it);
+        if (r) c.keep();
       }
       first_on_conn = false;
       if (!r) {
