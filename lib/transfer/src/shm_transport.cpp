@@ -245,6 +245,7 @@ struct shm_server::state {
   std::unordered_set<closable*> live;  // service thread only
   bool stopping = false;               // service thread only
   std::size_t running = 0;             // accept loop + connection coroutines; service thread only
+  asio::steady_timer stop_bound{ctx};  // stop(): run() ends after 2 s even if a coroutine never unwinds
   std::thread thread;
 };
 
@@ -310,6 +311,8 @@ void shm_server::stop() noexcept {
     std::vector<closable*> all(st->live.begin(), st->live.end());
     for (auto* c : all) c->close_now();
     if (st->running == 0) st->ctx.stop();
+    st->stop_bound.expires_after(std::chrono::seconds(2));
+    st->stop_bound.async_wait([st](boost::system::error_code) { st->ctx.stop(); });
   });
   s_->thread.join();  // run() returns once every connection coroutine ended
 }
