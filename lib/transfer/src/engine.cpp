@@ -150,6 +150,7 @@ task<void> engine_impl::shutdown() {
     std::fprintf(stderr, "transfer: stop: %zu operation(s) did not unwind in time; leaving them to the runtime\n",
                  gate_.in_flight());
     new std::shared_ptr<engine_impl>(shared_from_this());  // deliberate leak, see above
+    if (shm_server_) shm_server_->stop();  // its own thread: bounded by itself
     co_return;
   }
   if (shm_server_) shm_server_->stop();
