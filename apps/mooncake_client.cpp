@@ -103,6 +103,7 @@ int main(int argc, char** argv) {
   std::fprintf(stderr, "mooncake_client: signal %d, shutting down\n", sig);
   status.state = mc::http::node_state::draining;
   if (opts.drain_grace.count() > 0) mc::apps::wait_for_stop_signal_for(static_cast<long>(opts.drain_grace.count()));
+  mc::apps::shutdown_watchdog watchdog("mooncake_client", mc::apps::shutdown_limit(opts.rpc_timeout));
   if (http) http->stop();  // handlers use the client: stop them first
   slot.client.store(nullptr, std::memory_order_release);
   (*c)->stop();

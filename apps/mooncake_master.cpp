@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <iostream>
 #include <memory>
+#include <optional>
 
 int main(int argc, char** argv) {
   mc::apps::block_stop_signals();  // before any thread starts: sigwait receives them
@@ -46,6 +47,7 @@ int main(int argc, char** argv) {
   mc::runtime::runtime rt(opts.rpc_thread_num);
   rt.start();
   int rc = 0;
+  std::optional<mc::apps::shutdown_watchdog> watchdog;  // armed at the stop signal
   {
     mc::master::master_server server(rt, opts);
     mc::http::node_status status;
@@ -78,11 +80,13 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "mooncake_master: signal %d, shutting down\n", sig);
       status.state = mc::http::node_state::draining;
       if (opts.drain_grace.count() > 0) mc::apps::wait_for_stop_signal_for(static_cast<long>(opts.drain_grace.count()));
+      watchdog.emplace("mooncake_master", mc::apps::shutdown_limit(std::chrono::seconds(2)));
       server.stop();
       if (http) http->stop();
     }
   }
   mc::rpc::shutdown(rt);
   rt.stop();
+  watchdog.reset();
   return rc;
 }

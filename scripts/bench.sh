@@ -74,7 +74,7 @@ if [[ $quick == 1 ]]; then
     $((4 * $(count $sizes)))
   add tiered tiered/tier_bench "--runs 3 --mib 64" 7
   ssizes=4096,65536,1048576 conc=1,8,32
-  for cfg in tcp shm; do  # one process per configuration: a hang at exit costs time, not results
+  for cfg in tcp shm; do
     add store store/store_bench "--configs $cfg --runs 3 --seconds 0.15 --sizes $ssizes --concurrency $conc" \
       $((6 * $(count $ssizes) * $(count $conc)))
   done
@@ -105,8 +105,6 @@ tty=0
 [[ -t 1 ]] && tty=1
 total_done=0
 failures=()
-warnings=()
-grace=20  # seconds a program may take to exit after its last result
 
 # Ctrl-C / TERM: stop the running program too (it runs in the background of a subshell).
 on_signal() {
@@ -138,7 +136,7 @@ run_step() {  # step index
   local area=${areas[$i]} prog=$build_abs/bench/${programs[$i]} args=${argv[$i]} exp=${expected[$i]}
   local name=${prog##*/}
   local log=$out/logs/$step-$name.log err=$out/logs/$step-$name.err pidf=$out/logs/.pid
-  local t0=$SECONDS n=0 last="" line buf="" rc=0 tick=$SECONDS complete_at=0 hung=0
+  local t0=$SECONDS n=0 last="" line buf="" rc=0 tick=$SECONDS
   say "$name $args"
   rm -f "$pidf"
   # shellcheck disable=SC2086
@@ -162,7 +160,6 @@ run_step() {  # step index
       if [[ $line == "{"* ]]; then
         printf '%s\n' "$line" >>"$results"
         n=$((n + 1))
-        ((n == exp)) && complete_at=$SECONDS
         local c="" m=""
         [[ $line =~ \"case\":\"([^\"]*)\" ]] && c=${BASH_REMATCH[1]}
         [[ $line =~ \"metric\":\"([^\"]*)\" ]] && m=${BASH_REMATCH[1]}
@@ -181,13 +178,6 @@ run_step() {  # step index
       local st=$?
       if ((st > 128)); then  # timed out: keep the partial line, refresh the clock
         buf+=$line
-        # Every expected result is in but the program does not exit: stop it.
-        if ((complete_at && !hung && SECONDS - complete_at > grace)) && [[ -s $pidf ]]; then
-          hung=1
-          ((tty)) && printf '\r\033[K'
-          echo "  !! $name printed every result but has not exited after ${grace}s: stopping it" >&2
-          kill -TERM "$(cat "$pidf")" 2>/dev/null || true
-        fi
         if ((tty)); then
           status "$step" "$name" "$n" "$exp" "$last" "$t0"
         elif ((SECONDS - tick >= 20)); then
@@ -204,12 +194,9 @@ run_step() {  # step index
   ((tty)) && printf '\r\033[K'
   local secs=$((SECONDS - t0))
   total_done=$((total_done + n))
-  printf '{"type":"program","area":"%s","program":"%s","args":"%s","exit":%d,"hung_at_exit":%s,"seconds":%d,"results":%d,"expected":%d,"log":"logs/%s"}\n' \
-    "$area" "$name" "$args" "$rc" "$([[ $hung == 1 ]] && echo true || echo false)" "$secs" "$n" "$exp" \
-    "$step-$name.log" >>"$results"
-  if [[ $hung == 1 ]]; then
-    warnings+=("$name ($args): did not exit after printing every result; stopped (a bug in the program)")
-  elif [[ $rc != 0 ]]; then
+  printf '{"type":"program","area":"%s","program":"%s","args":"%s","exit":%d,"seconds":%d,"results":%d,"expected":%d,"log":"logs/%s"}\n' \
+    "$area" "$name" "$args" "$rc" "$secs" "$n" "$exp" "$step-$name.log" >>"$results"
+  if [[ $rc != 0 ]]; then
     local why="exit status $rc"
     [[ $rc == 124 ]] && why="timed out after ${limit}s"
     failures+=("$name: $why (see $err)")
@@ -236,9 +223,6 @@ echo
 sed -n '/^## Summary/,/^## /p' "$out/report.md" | sed '$d'
 echo "benchmarks took $(fmt_time "$bench_secs"), everything $(fmt_time $((SECONDS - t_start)))"
 echo "report: $out/report.md  plots: $out/plots/"
-if ((${#warnings[@]})); then
-  printf 'bench: WARNING: %s\n' "${warnings[@]}" >&2
-fi
 if ((${#failures[@]})); then
   printf 'bench: FAILED: %s\n' "${failures[@]}" >&2
   exit 1

@@ -1,5 +1,8 @@
 #include "mc/runtime/deadline.hpp"
 #include "mc/runtime/runtime.hpp"
+#include "mc/runtime/when_all.hpp"
+
+#include <boost/asio/post.hpp>
 
 #include <boost/asio/as_tuple.hpp>
 #include <doctest/doctest.h>
@@ -90,5 +93,59 @@ TEST_SUITE("deadline") {
       throw std::logic_error("broken invariant");
       co_return 1;
     }(), 1s)), std::logic_error);
+  }
+}
+
+namespace {
+/// Keeps awaiting after it was cancelled (as an I/O path that reports the
+/// cancellation and then cleans up does): with throw_if_cancelled on, the
+/// second await would throw operation_aborted out of the caller.
+mc::task<mc::result<int>> awaits_after_cancel(probe& p) {
+  auto ex = co_await boost::asio::this_coro::executor;
+  boost::asio::steady_timer t(ex, 10s);
+  auto [ec] = co_await t.async_wait(boost::asio::as_tuple(boost::asio::use_awaitable));
+  if (!ec) co_return 1;
+  p.cancelled = true;
+  boost::asio::steady_timer cleanup(ex, 1ms);
+  auto [ec2] = co_await cleanup.async_wait(boost::asio::as_tuple(boost::asio::use_awaitable));
+  (void)ec2;
+  co_await boost::asio::post(ex, boost::asio::use_awaitable);  // a plain await after cancellation
+  p.finished = true;
+  co_return mc::fail(mc::errc::cancelled);
+}
+}  // namespace
+
+TEST_SUITE("deadline") {
+  TEST_CASE("an operation that keeps awaiting after its deadline cancelled it returns TIMEOUT, never throws") {
+    mc::runtime::runtime rt(1);
+    rt.start();
+    probe p;
+    mc::result<int> r = 0;
+    CHECK_NOTHROW(r = rt.block_on(mc::with_deadline(awaits_after_cancel(p), 20ms)));
+    REQUIRE(r.has_error());
+    CHECK(mc::is(r.error(), mc::errc::timeout));
+    CHECK(p.cancelled);
+    CHECK(p.finished);  // it ran its cleanup to the end
+  }
+
+  TEST_CASE("when_all children cancelled by a deadline report CANCELLED values, never throw") {
+    mc::runtime::runtime rt(1);
+    rt.start();
+    probe a, b;
+    auto body = [](probe& a, probe& b) -> mc::task<mc::result<int>> {
+      std::vector<mc::task<mc::result<int>>> v;
+      v.push_back(awaits_after_cancel(a));
+      v.push_back(awaits_after_cancel(b));
+      auto rs = co_await mc::when_all(std::move(v));
+      for (auto& r : rs)
+        if (!r || !mc::is(r.error(), mc::errc::cancelled)) co_return mc::fail(mc::errc::internal_error);
+      co_return mc::fail(mc::errc::cancelled);
+    };
+    mc::result<int> r = 0;
+    CHECK_NOTHROW(r = rt.block_on(mc::with_deadline(body(a, b), 20ms)));
+    REQUIRE(r.has_error());
+    CHECK(mc::is(r.error(), mc::errc::timeout));
+    CHECK(a.finished);
+    CHECK(b.finished);
   }
 }

@@ -48,6 +48,17 @@ struct client_connection {
   mc::time_point idle_since() const noexcept;
 };
 
+/// Connection reuse and cancellation (checked, issue 13): a connection is
+/// cached only once open() completed (dial and, for RDMA, the handshake):
+/// a connect or handshake cut short by a deadline or a cancelled caller
+/// returns an error value and the half-open connection is erased, never
+/// cached. A ready connection stays reusable when a call on it is cancelled:
+/// Cap'n Proto multiplexes calls on one stream, every message is written
+/// whole by the connection's own write queue (TwoPartyVatNetwork), not by the
+/// call, and cancelling a call only drops its promise and sends a Finish
+/// message, so the stream never holds half a message of a cancelled call.
+/// A stream that fails mid-message disconnects; onDisconnect marks the
+/// connection broken and the next acquire() replaces it.
 class client_cache : public std::enable_shared_from_this<client_cache> {
  public:
   client_cache(thread_context& tc, client_options opts);

@@ -7,6 +7,7 @@
 #include "mc/store/client_service.hpp"
 
 #include <boost/asio/as_tuple.hpp>
+#include <boost/asio/bind_cancellation_slot.hpp>
 
 #include <cstdio>
 #include <future>
@@ -107,10 +108,12 @@ result<std::unique_ptr<client>> client::start(mc::runtime::runtime& rt, client_o
   if (auto h = p->background.try_enter())
     boost::asio::co_spawn(rt.executor(0),
                           [](impl* self, gate_holder h) -> task<void> {
+                            // stop() cancels it: awaits then return errors, never throw.
+                            co_await boost::asio::this_coro::throw_if_cancelled(false);
                             co_await self->heartbeat_loop();
                             h.leave();
                           }(raw, std::move(h)),
-                          boost::asio::detached);
+                          boost::asio::bind_cancellation_slot(p->heartbeat_cancel.slot(), boost::asio::detached));
   if (auto h = p->background.try_enter())
     boost::asio::co_spawn(rt.executor(0),
                           [](impl* self, gate_holder h) -> task<void> {
@@ -126,11 +129,18 @@ void client::stop() {
   if (p.stopped) return;
   mc::runtime::assert_may_block("mc::store::client::stop");
   p.stopped = true;
+  // Bounded by max(2 s, rpc_timeout) whatever the master and the peers do:
+  // the heartbeat loop is cancelled (it may be waiting for a frozen master),
+  // unregistering has its own short deadline, fire-and-forget master updates
+  // have the RPC deadline, and the RPC server and the engine interrupt their
+  // connections instead of waiting for peers.
   p.rt.block_on([](impl* self) -> task<void> {
     self->heartbeat_timer->cancel();
     self->notice_timer->cancel();
+    self->heartbeat_cancel.emit(boost::asio::cancellation_type::terminal);  // thread 0: the loop's thread
     if (self->registered.load())
-      (void)co_await mc::with_deadline(self->master.unregister_client(self->id), std::chrono::seconds(2));
+      (void)co_await mc::with_deadline(self->master.unregister_client(self->id),
+                                       std::min<mc::duration>(std::chrono::seconds(2), self->opts.rpc_timeout));
     co_await self->background.close();
   }(&p));
   p.server->stop();
@@ -159,6 +169,9 @@ task<result<void>> client::impl::register_with_master(bool republish) {
 
 task<void> client::impl::heartbeat_loop() {
   for (;;) {
+    if (auto cs = co_await boost::asio::this_coro::cancellation_state;
+        cs.cancelled() != boost::asio::cancellation_type::none)
+      co_return;  // stop()
     heartbeat_timer->expires_after(opts.heartbeat_interval);
     auto [ec] = co_await heartbeat_timer->async_wait(boost::asio::as_tuple(boost::asio::use_awaitable));
     if (ec || stopped) co_return;

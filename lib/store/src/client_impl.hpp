@@ -10,6 +10,7 @@
 #include "mc/store/peer_client.hpp"
 #include "mc/store/tiered_backend.hpp"
 
+#include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/steady_timer.hpp>
 
 #include <atomic>
@@ -36,6 +37,9 @@ struct client::impl {
   peer_client peers;
   mc::gate background;  // heartbeat loop and the notice drainer
   std::shared_ptr<boost::asio::steady_timer> heartbeat_timer;
+  /// stop() cancels the heartbeat loop (and the master call it may be in)
+  /// through this; emitted on thread 0, the loop's thread.
+  boost::asio::cancellation_signal heartbeat_cancel;
   std::atomic<bool> registered{false};
   std::atomic<bool> stopped{false};
 

@@ -171,13 +171,25 @@ task<void> engine_impl::close_thread(std::size_t i) {
 
 task<void> engine_impl::shutdown() {
   if (stopping_.exchange(true)) {
-    co_await gate_.close();  // a second caller waits for the first
+    (void)co_await drain_within(std::max<std::chrono::steady_clock::duration>(std::chrono::seconds(2),
+                                                                              opts_.default_timeout));  // a second caller waits for the first
     co_return;
   }
   if (!endpoint_.empty()) inproc_withdraw(endpoint_);
   for (std::size_t i = 0; i < threads_.size(); ++i)
     co_await mc::run_on(rt_.executor(i), close_thread(i));
-  co_await gate_.close();
+  if (!co_await drain_within(std::max<std::chrono::steady_clock::duration>(std::chrono::seconds(2),
+                                                                           opts_.default_timeout))) {
+    // Every connection was interrupted, yet some coroutine did not unwind
+    // (a completion the I/O backend lost). stop() must not wait forever:
+    // the stragglers are destroyed with the runtime, and these internals,
+    // which they still point to, stay alive until the process exits.
+    std::fprintf(stderr, "transfer: stop: %zu operation(s) did not unwind in time; leaving them to the runtime\n",
+                 gate_.in_flight());
+    new std::shared_ptr<engine_impl>(shared_from_this());  // deliberate leak, see above
+    if (shm_server_) shm_server_->stop();  // its own thread: bounded by itself
+    co_return;
+  }
   if (shm_server_) shm_server_->stop();
   // Pools must be destroyed on their threads (timers, sockets).
   for (std::size_t i = 0; i < threads_.size(); ++i)
@@ -187,6 +199,24 @@ task<void> engine_impl::shutdown() {
       rdma_release_thread(*ts);
       co_return;
     }(threads_[i].get()));
+}
+
+task<bool> engine_impl::drain_within(std::chrono::steady_clock::duration limit) {
+  auto ex = co_await boost::asio::this_coro::executor;
+  auto drained = std::make_shared<boost::asio::steady_timer>(ex, std::chrono::steady_clock::time_point::max());
+  auto done = std::make_shared<bool>(false);
+  // gate::close() cannot be cancelled: it runs on its own and signals.
+  boost::asio::co_spawn(
+      ex,
+      [](mc::gate* g, std::shared_ptr<boost::asio::steady_timer> t, std::shared_ptr<bool> d) -> task<void> {
+        co_await g->close();
+        *d = true;
+        t->cancel();
+      }(&gate_, drained, done),
+      boost::asio::detached);
+  drained->expires_after(limit);
+  (void)co_await drained->async_wait(boost::asio::as_tuple(boost::asio::use_awaitable));
+  co_return *done;
 }
 
 void engine_impl::stop_unstarted() noexcept {

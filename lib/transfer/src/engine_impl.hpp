@@ -153,6 +153,9 @@ class engine_impl : public std::enable_shared_from_this<engine_impl> {
  private:
   task<void> run_group(thread_state& ts, const std::string& endpoint, std::vector<transfer_item*> items);
   task<void> close_thread(std::size_t i);
+  /// Waits until every gate holder left, at most `limit`; false on timeout.
+  /// Runs on thread 0 (the gate's waiter and the timer share it).
+  task<bool> drain_within(std::chrono::steady_clock::duration limit);
 };
 
 // Factories (one .cpp each).

@@ -8,6 +8,8 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 
+#include <sys/socket.h>
+
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -20,9 +22,26 @@
 
 namespace mc::transfer::detail {
 
-/// Something engine::stop() must close (a pooled or a served connection).
+/// Wakes every operation pending on `s` (they complete with
+/// operation_aborted) and makes later I/O on it fail at once (EOF / EPIPE),
+/// without closing the descriptor; the coroutine that owns the socket closes
+/// it when it unwinds. Never close a socket that has an operation in flight:
+/// Asio 1.81's io_uring backend recycles the socket's state on close() while
+/// the kernel still holds the poll, and the cancelled operation's handler is
+/// then never called (engine::stop() hung forever on exactly this). Works on
+/// listening sockets too (a pending accept wakes). Call on the socket's thread.
+template <class Socket>
+void interrupt_socket(Socket& s) noexcept {
+  if (!s.is_open()) return;
+  boost::system::error_code ignored;
+  s.cancel(ignored);
+  ::shutdown(s.native_handle(), SHUT_RDWR);
+}
+
+/// Something engine::stop() must interrupt (a pooled or a served connection).
 struct closable {
   virtual ~closable() = default;
+  /// Interrupts (interrupt_socket), never closes: the owner closes.
   virtual void close_now() noexcept = 0;
 };
 
@@ -51,8 +70,12 @@ struct pooled_conn final : closable {
   pooled_conn(const pooled_conn&) = delete;
   pooled_conn& operator=(const pooled_conn&) = delete;
   void close_now() noexcept override {
-    boost::system::error_code ignored;
-    sock.close(ignored);
+    if constexpr (requires(Socket& x) { x.native_handle(); }) {
+      interrupt_socket(sock);
+    } else {  // a link with its own stop (rdma_link: QP to error, nothing awaited on its socket)
+      boost::system::error_code ignored;
+      sock.close(ignored);
+    }
   }
   Socket sock;
   live_registration reg;
@@ -67,8 +90,13 @@ struct pooled_conn final : closable {
 template <class Socket>
 class peer_pool;
 
-/// A checked-out connection. Returns it to the pool on destruction unless
-/// discard()ed (broken or in an unknown protocol state).
+/// A checked-out connection. It goes back to the pool only at a clean
+/// protocol boundary: a lease starts clean (an idle or a fresh connection);
+/// begin() marks an exchange in progress and keep() marks it complete. A
+/// lease released mid-exchange (an error, cancellation, an exception
+/// unwinding the coroutine, or simply no keep()) discards its connection:
+/// a half-used connection never returns to the pool, so the next request's
+/// bytes can never become the tail of the previous payload. Owner thread only.
 template <class Socket>
 class conn_lease {
  public:
@@ -76,13 +104,14 @@ class conn_lease {
   conn_lease(peer_pool<Socket>* p, std::unique_ptr<pooled_conn<Socket>> c, bool reused)
       : pool_(p), conn_(std::move(c)), reused_(reused) {}
   conn_lease(conn_lease&& o) noexcept
-      : pool_(std::exchange(o.pool_, nullptr)), conn_(std::move(o.conn_)), reused_(o.reused_) {}
+      : pool_(std::exchange(o.pool_, nullptr)), conn_(std::move(o.conn_)), reused_(o.reused_), clean_(o.clean_) {}
   conn_lease& operator=(conn_lease&& o) noexcept {
     if (this != &o) {
       give_back();
       pool_ = std::exchange(o.pool_, nullptr);
       conn_ = std::move(o.conn_);
       reused_ = o.reused_;
+      clean_ = o.clean_;
     }
     return *this;
   }
@@ -93,6 +122,12 @@ class conn_lease {
   pooled_conn<Socket>& operator*() const noexcept { return *conn_; }
   /// Came from the idle list (may be stale if the peer restarted).
   bool reused() const noexcept { return reused_; }
+  /// An exchange starts: until keep(), releasing the lease discards the connection.
+  void begin() noexcept { clean_ = false; }
+  /// The exchange completed (request and whole response): the connection may
+  /// be reused.
+  void keep() noexcept { clean_ = true; }
+  /// Drops the connection now (broken or in an unknown protocol state).
   void discard() noexcept;
 
  private:
@@ -100,6 +135,7 @@ class conn_lease {
   peer_pool<Socket>* pool_ = nullptr;
   std::unique_ptr<pooled_conn<Socket>> conn_;
   bool reused_ = false;
+  bool clean_ = true;
 };
 
 /// Bounded pool of connections to one peer, owned by one runtime thread.
@@ -185,6 +221,7 @@ void conn_lease<Socket>::discard() noexcept {
 template <class Socket>
 void conn_lease<Socket>::give_back() noexcept {
   if (!conn_) return;
+  if (!clean_) return discard();
   if (pool_) std::exchange(pool_, nullptr)->put_back(std::move(conn_));
   conn_.reset();
 }

@@ -165,7 +165,9 @@ class rdma_transport final : public transport {
       }
       if (j.queue.empty()) co_return 0;
       qp_state& q = *c->sock.s;
+      c.begin();
       const bool ok = co_await run_chain(j, th, q);
+      if (ok) c.keep();
       if (!ok) {
         c.discard();  // the QP is in error (or cancelled): rebuilt on the next acquire
         if (th.stopping) {

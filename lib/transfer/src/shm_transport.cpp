@@ -147,7 +147,9 @@ class shm_transport final : public transport {
     bool first_on_conn = true;
     while (next < items.size()) {
       transfer_item& it = *items[next++];
+      c.begin();
       auto r = co_await move_one(ts, endpoint, *c, it);
+      if (r) c.keep();
       if (!r && !mc::is(r.error(), errc::cancelled) && c.reused() && first_on_conn && !it.done) {
         // A pooled connection failing on first use is probably stale (the
         // peer restarted): retry once on a fresh connection.
@@ -166,7 +168,9 @@ class shm_transport final : public transport {
           co_return 0;
         }
         c = std::move(*again);
+        c.begin();
         r = co_await move_one(ts, endpoint, *c, it);
+        if (r) c.keep();
       }
       first_on_conn = false;
       if (!r) {
@@ -316,10 +320,7 @@ class shm_transport final : public transport {
 
 struct served_unix final : closable {
   served_unix(unix_socket s, std::unordered_set<closable*>& live) : sock(std::move(s)), reg(live, this) {}
-  void close_now() noexcept override {
-    boost::system::error_code ig;
-    sock.close(ig);
-  }
+  void close_now() noexcept override { interrupt_socket(sock); }
   unix_socket sock;
   live_registration reg;
 };
@@ -335,8 +336,25 @@ struct shm_server::state {
   asio::local::stream_protocol::acceptor acceptor;
   std::unordered_set<closable*> live;  // service thread only
   bool stopping = false;               // service thread only
+  std::size_t running = 0;             // accept loop + connection coroutines; service thread only
+  asio::steady_timer stop_bound{ctx};  // stop(): run() ends after 2 s even if a coroutine never unwinds
   std::thread thread;
 };
+
+namespace {
+/// Counts a coroutine of the service thread. stop() ends run() itself once the
+/// last one has unwound: work that Asio's io_uring backend lost (see
+/// interrupt_socket) must not keep the thread, and stop(), waiting forever.
+struct running_guard {
+  explicit running_guard(shm_server::state* s) : st(s) { ++st->running; }
+  ~running_guard() {
+    if (--st->running == 0 && st->stopping) st->ctx.stop();
+  }
+  running_guard(const running_guard&) = delete;
+  running_guard& operator=(const running_guard&) = delete;
+  shm_server::state* st;
+};
+}  // namespace
 
 namespace {
 
@@ -360,10 +378,14 @@ mc::result<void> shm_server::listen(const std::string& name) {
   asio::co_spawn(
       s_->ctx,
       [](state* st) -> task<void> {
+        running_guard counted(st);
         for (;;) {
           unix_socket s(st->ctx);
           auto [ec] = co_await st->acceptor.async_accept(s, asio::as_tuple(asio::use_awaitable));
-          if (!st->acceptor.is_open() || st->stopping) break;
+          if (!st->acceptor.is_open() || st->stopping) {
+            st->acceptor.close(ec);  // nothing is pending on it any more
+            break;
+          }
           if (ec) continue;
           asio::co_spawn(st->ctx, serve_unix(st, std::move(s)), asio::detached);
         }
@@ -376,11 +398,13 @@ mc::result<void> shm_server::listen(const std::string& name) {
 void shm_server::stop() noexcept {
   if (!s_->thread.joinable()) return;
   asio::post(s_->ctx, [st = s_.get()] {
-    boost::system::error_code ig;
     st->stopping = true;  // connections accepted but not yet started end at once
-    st->acceptor.close(ig);
+    interrupt_socket(st->acceptor);  // the accept loop wakes and closes it
     std::vector<closable*> all(st->live.begin(), st->live.end());
     for (auto* c : all) c->close_now();
+    if (st->running == 0) st->ctx.stop();
+    st->stop_bound.expires_after(std::chrono::seconds(2));
+    st->stop_bound.async_wait([st](boost::system::error_code) { st->ctx.stop(); });
   });
   s_->thread.join();  // run() returns once every connection coroutine ended
 }
@@ -435,6 +459,7 @@ void forget_expired(shm_server::state* st, std::unordered_map<std::uint64_t, hel
 }
 
 task<void> serve_unix(shm_server::state* st, unix_socket sock) {
+  running_guard counted(st);
   served_unix c(std::move(sock), st->live);
   if (st->stopping) co_return;  // spawned before stop() swept `live`: would wait forever
   // Only processes of our own uid may ask (the kernel's view of the caller).

@@ -18,10 +18,7 @@ using tcp = asio::ip::tcp;
 
 struct served_conn final : closable {
   served_conn(tcp_socket s, std::unordered_set<closable*>& live) : sock(std::move(s)), reg(live, this) {}
-  void close_now() noexcept override {
-    boost::system::error_code ig;
-    sock.close(ig);
-  }
+  void close_now() noexcept override { interrupt_socket(sock); }
   tcp_socket sock;
   live_registration reg;
   std::shared_ptr<void> rdma_qp;  // target-side QP of an rdma_connect, lives as long as the connection
@@ -146,7 +143,10 @@ void tcp_server::start_accepting() {
           std::size_t t = st->next_thread++ % eng.rt_.size();
           tcp_socket s(eng.rt_.context(t));
           auto [ec] = co_await st->acceptor.async_accept(s, asio::as_tuple(asio::use_awaitable));
-          if (eng.stopping_.load() || !st->acceptor.is_open()) break;
+          if (eng.stopping_.load() || !st->acceptor.is_open()) {
+            st->acceptor.close(ec);  // nothing is pending on it any more
+            break;
+          }
           if (ec) {
             // EMFILE and friends: back off briefly rather than spin.
             asio::steady_timer backoff(co_await asio::this_coro::executor, std::chrono::milliseconds(10));
@@ -166,8 +166,8 @@ void tcp_server::start_accepting() {
 }
 
 void tcp_server::close() noexcept {
-  boost::system::error_code ig;
-  s_->acceptor.close(ig);
+  // The accept loop may be waiting: wake it; it closes the acceptor itself.
+  interrupt_socket(s_->acceptor);
 }
 
 }  // namespace mc::transfer::detail

@@ -107,8 +107,10 @@ class tcp_transport final : public transport {
       }
       transfer_item& it = *j.items[s.item];
       if (it.done) continue;
+      c.begin();
       auto r = co_await run_slice(*c, s, it);
       if (!r.ec) {
+        c.keep();  // request and whole response done: reusable
         first_on_conn = false;
         if (--j.remaining[s.item] == 0) it.finish({});
         continue;
@@ -118,6 +120,7 @@ class tcp_transport final : public transport {
         co_return 0;  // deadline / stop: the item stays unfinished
       }
       if (r.conn_ok) {  // the target refused; the connection is fine
+        c.keep();
         first_on_conn = false;
         it.finish(r.ec);
         continue;
