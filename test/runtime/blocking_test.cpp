@@ -42,6 +42,7 @@ child_result run_in_child(const std::function<void()>& body) {
   if (pid == 0) {
     ::close(fds[0]);
     ::dup2(fds[1], STDERR_FILENO);
+    std::signal(SIGABRT, SIG_DFL);  // the child dies of the abort, not in doctest's handler
     try {
       body();
     } catch (const std::exception& e) {
