@@ -52,7 +52,7 @@ test-tsan: deps
 	@[ -f $(TSAN_BUILD)/build.ninja ] || meson setup $(TSAN_BUILD) --buildtype=debugoptimized $(SETUP_FLAGS) \
 	  -Db_sanitize=thread -Db_lundef=false -Dbench=false
 	t=$$($(TARGETS) $(TSAN_BUILD) $(TSAN_TESTS)) && ninja -C $(TSAN_BUILD) -j $(JOBS) $$t
-	TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$(CURDIR)/scripts/tsan.supp \
+	TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
 	  meson test -C $(TSAN_BUILD) --no-rebuild --print-errorlogs --num-processes 2 --timeout-multiplier 4 \
 	  $(TSAN_TESTS)
 
