@@ -274,11 +274,12 @@ TEST_SUITE("transfer_engine_failures") {
     boost::asio::io_context io;
     boost::asio::ip::tcp::acceptor acc(io, {boost::asio::ip::make_address("127.0.0.1"), 0});
     auto port = acc.local_endpoint().port();
+    std::atomic<bool> done{false};
     std::thread server([&] {
       boost::system::error_code ec;
       for (int i = 0; i < 8; ++i) {
         auto s = acc.accept(ec);
-        if (ec) break;
+        if (ec || done.load()) break;
         s.set_option(boost::asio::socket_base::linger(true, 0), ec);
         std::uint8_t junk[48];
         s.read_some(boost::asio::buffer(junk), ec);
@@ -291,14 +292,16 @@ TEST_SUITE("transfer_engine_failures") {
     std::vector<std::uint8_t> buf(4096);
     auto r = rt.block_on(a.read(bytes(buf), d, 5s));
     CHECK(mc::is(r.error(), mc::errc::transfer_fail));
-    acc.close();
-    std::vector<std::uint8_t> junk(48);
+    // Wake the accepting thread with a connection instead of closing the
+    // acceptor under it (an acceptor is not safe to close from another thread).
+    done = true;
     {
       boost::asio::ip::tcp::socket poke(io);
       boost::system::error_code ec;
       poke.connect({boost::asio::ip::make_address("127.0.0.1"), port}, ec);
     }
     server.join();
+    acc.close();
     auto r2 = rt.block_on(a.read(bytes(buf), d, 5s));
     CHECK(mc::is(r2.error(), mc::errc::transfer_fail));
     a.stop();
