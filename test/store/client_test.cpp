@@ -3,6 +3,7 @@
 #include "store_fixture.hpp"
 
 #include <atomic>
+#include <chrono>
 
 using namespace std::chrono_literals;
 using mc::test::bytes_of;
@@ -206,7 +207,13 @@ TEST_SUITE("store client") {
         if (!whole) ++torn;
       }
     });
-    for (int round = 0; round < 40; ++round) REQUIRE(cl.on(0, put(a, "hot", versions[round % 8])));
+    // At least 40 overwrites, and keep overwriting until the reader has
+    // completed a few reads concurrently with them (its first get also pays
+    // for the route lookup and the connections; 40 local puts can be over by
+    // then). Bounded: a reader that never succeeds fails the CHECK below.
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    for (int round = 0; round < 40 || (reads.load() < 5 && std::chrono::steady_clock::now() < until); ++round)
+      REQUIRE(cl.on(0, put(a, "hot", versions[round % 8])));
     stop = true;
     reader.join();
     CHECK(torn.load() == 0);
