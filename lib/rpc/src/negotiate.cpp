@@ -77,15 +77,6 @@ mc::task<mc::result<first>> peek_first(tcp::socket& s) {
   }
 }
 
-void put32(std::byte* p, std::uint32_t v) {
-  for (int i = 0; i < 4; ++i) p[i] = static_cast<std::byte>(v >> (8 * i));
-}
-std::uint32_t get32(const std::byte* p) {
-  std::uint32_t v = 0;
-  for (int i = 0; i < 4; ++i) v |= std::to_integer<std::uint32_t>(p[i]) << (8 * i);
-  return v;
-}
-
 mc::errc io_errc(const boost::system::error_code& ec) {
   return ec == asio::error::operation_aborted ? mc::errc::cancelled : mc::errc::rpc_fail;
 }

@@ -31,6 +31,8 @@
 
 #include <boost/asio/ip/tcp.hpp>
 
+#include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -47,6 +49,17 @@ inline constexpr char auth_reply_magic[5] = "MCAS";
 inline constexpr std::size_t auth_header_size = 8;
 inline constexpr std::size_t auth_reply_size = 8;
 enum class auth_status : std::uint32_t { accepted = 0, required = 1, refused = 2 };
+
+/// Writes `v` little-endian into the 4 bytes at `p` (the handshake frames).
+inline void put32(std::byte* p, std::uint32_t v) noexcept {
+  for (int i = 0; i < 4; ++i) p[i] = static_cast<std::byte>(v >> (8 * i));
+}
+/// Returns the little-endian u32 in the 4 bytes at `p`.
+inline std::uint32_t get32(const std::byte* p) noexcept {
+  std::uint32_t v = 0;
+  for (int i = 0; i < 4; ++i) v |= std::to_integer<std::uint32_t>(p[i]) << (8 * i);
+  return v;
+}
 
 /// Tokens accepted by a server (empty = auth off). Shared, immutable.
 using token_list = std::shared_ptr<const std::vector<std::string>>;
