@@ -154,6 +154,9 @@ TEST_CASE("a server with auth on serves the current and the rotation token and r
     CHECK(mc::is(o.r.error(), errc::access_denied));
     CHECK(o.message.find("refused this process's auth token") != std::string::npos);
     CHECK(o.message.find("tok-wrong") == std::string::npos);
+    // Plain TCP: the message names the handshake and the peer once, not RDMA.
+    CHECK_MESSAGE(o.message.rfind("RPC handshake with " + f.endpoint() + ": access denied", 0) == 0, o.message);
+    CHECK_MESSAGE(o.message.find("RDMA") == std::string::npos, o.message);
   }
   {
     // No token at all: the client still sends an empty frame, so it learns why.

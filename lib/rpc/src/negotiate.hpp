@@ -81,11 +81,11 @@ mc::task<mc::result<kj::Own<stream_base>>> server_negotiate(boost::asio::ip::tcp
 /// token, or none), then plain TCP when the process uses the TCP control
 /// plane; else the RDMA handshake, falling back to TCP on the same connection
 /// when the server answers status 1/2 (`*fell_back` = true). `message`
-/// explains failures. Errors: access_denied (the server requires a token or
+/// explains failures without naming the peer (the caller prefixes it with
+/// "RPC handshake with <endpoint>: "). Errors: access_denied (the server requires a token or
 /// refused ours), rpc_fail, cancelled (the caller's deadline: the coroutine is
 /// cancellable).
-mc::task<mc::result<kj::Own<stream_base>>> client_negotiate(boost::asio::ip::tcp::socket s,
-                                                             const std::string& endpoint, bool* fell_back,
+mc::task<mc::result<kj::Own<stream_base>>> client_negotiate(boost::asio::ip::tcp::socket s, bool* fell_back,
                                                              std::string* message);
 
 /// Process-wide counters behind mc::rpc::connection_counts().
