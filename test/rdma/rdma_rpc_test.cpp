@@ -1,8 +1,8 @@
 // MC_RPC_PROTOCOL=rdma: Cap'n Proto over RDMA SEND/RECV against real verbs
 // (Soft-RoCE in the VM). Exit 77 outside the VM.
+#include "auth_support.hpp"
 #include "child_process.hpp"
 #include "echo_call.hpp"
-#include "mc/rpc/auth.hpp"
 #include "mc/rpc/protocol.hpp"
 #include "mc/runtime/when_all.hpp"
 #include "rpc_fixture.hpp"
@@ -11,7 +11,6 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
-#include <thread>
 
 using namespace mc::rpc::test;
 using mc::errc;
@@ -61,40 +60,6 @@ struct rdma_on {
   ~rdma_on() { (void)mc::rpc::use_protocol(mc::rpc::protocol::tcp, {}); }
 };
 
-/// The process's auth tokens for one scope; "auth off" again afterwards.
-struct process_tokens {
-  explicit process_tokens(std::vector<std::string> t) { REQUIRE(mc::rpc::set_auth_tokens(std::move(t)).empty()); }
-  ~process_tokens() { (void)mc::rpc::set_auth_tokens({}); }
-};
-
-struct outcome {
-  mc::result<void> r;
-  std::string message;
-};
-
-/// One echo over a brand-new connection (the thread's cache is emptied
-/// before and after), so it runs the auth frame and the RDMA hello.
-task<outcome> fresh_echo(std::string ep, std::size_t size, std::uint64_t seed) {
-  mc::rpc::close_thread_connections();
-  auto r = co_await echo(ep, size, seed);
-  outcome o;
-  o.r = r;
-  o.message = mc::rpc::last_error_message();
-  mc::rpc::close_thread_connections();
-  co_return o;
-}
-
-/// Waits (bounded) until the server has counted `n` auth failures (counted
-/// on a server thread right after it closes the connection).
-bool wait_auth_failures(mc::rpc::server& s, std::uint64_t n) {
-  auto until = std::chrono::steady_clock::now() + 10s;
-  while (s.stats().auth_failures < n) {
-    if (std::chrono::steady_clock::now() > until) return false;
-    std::this_thread::sleep_for(1ms);
-  }
-  return true;
-}
-
 }  // namespace
 
 TEST_SUITE("rdma_rpc") {
@@ -127,7 +92,7 @@ TEST_CASE("auth on the RDMA upgrade: the right token is served over RDMA, a wron
   {
     process_tokens t({"tok-rdma"});
     const auto before = mc::rpc::connection_counts();
-    auto ok = f.rt.block_on(fresh_echo(f.endpoint(), 70001, 13), 2);
+    auto ok = f.rt.block_on(fresh_echo(f.endpoint(), 70001, 13, 60s), 2);
     CHECK_MESSAGE(ok.r, ok.message);
     const auto after = mc::rpc::connection_counts();
     CHECK(after.client_rdma == before.client_rdma + 1);
@@ -140,19 +105,19 @@ TEST_CASE("auth on the RDMA upgrade: the right token is served over RDMA, a wron
   const auto before = mc::rpc::connection_counts();
   {
     process_tokens t({"tok-wrong"});
-    auto bad = f.rt.block_on(fresh_echo(f.endpoint(), 100, 14), 2);
+    auto bad = f.rt.block_on(fresh_echo(f.endpoint(), 100, 14, 60s), 2);
     REQUIRE_FALSE(bad.r);
     CHECK(mc::is(bad.r.error(), errc::access_denied));
     CHECK_MESSAGE(bad.message.find("refused this process's auth token") != std::string::npos, bad.message);
     CHECK_MESSAGE(bad.message.rfind("RPC handshake with " + f.endpoint() + ": access denied", 0) == 0, bad.message);
   }
   {
-    auto none = f.rt.block_on(fresh_echo(f.endpoint(), 100, 15), 2);  // no token: an empty frame
+    auto none = f.rt.block_on(fresh_echo(f.endpoint(), 100, 15, 60s), 2);  // no token: an empty frame
     REQUIRE_FALSE(none.r);
     CHECK(mc::is(none.r.error(), errc::access_denied));
     CHECK_MESSAGE(none.message.find("requires an auth token") != std::string::npos, none.message);
   }
-  REQUIRE(wait_auth_failures(*f.srv, 2));
+  REQUIRE(wait_auth_failures(*f.srv, 2, 10s));
   const auto after = mc::rpc::connection_counts();
   CHECK(after.client_rdma == before.client_rdma);  // no RDMA connection either side
   CHECK(after.server_rdma == before.server_rdma);
@@ -162,7 +127,7 @@ TEST_CASE("auth on the RDMA upgrade: the right token is served over RDMA, a wron
   CHECK(f.srv->stats().auth_failures == 2);
   {
     process_tokens t({"tok-rdma"});  // refusals leave nothing broken behind
-    auto again = f.rt.block_on(fresh_echo(f.endpoint(), 16385, 16), 2);
+    auto again = f.rt.block_on(fresh_echo(f.endpoint(), 16385, 16, 60s), 2);
     CHECK_MESSAGE(again.r, again.message);
     CHECK(mc::rpc::connection_counts().client_rdma == before.client_rdma + 1);
   }
