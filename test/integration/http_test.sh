@@ -81,7 +81,8 @@ families_present() {
     mc_transfer_same_host_fallbacks_total mc_transfer_revoked_with_grants_total mc_transfer_same_host_grants_held \
     'mc_store_refused_total{reason="overloaded"}' 'mc_store_refused_total{reason="access_denied"}'; do
     grep -q "^# TYPE ${f%%\{*} " <<<"$page" || { echo "no TYPE line for $f"; return 1; }
-    grep -qF "$f " <<<"$page" || { echo "no sample of $f"; return 1; }
+    awk -v s="$f " 'index($0, s) == 1 { found = 1 } END { exit !found }' <<<"$page" ||
+      { echo "no sample of $f"; return 1; }
   done
 }
 check "ordering, same-host and refusal metric families present on A" families_present "$A"
