@@ -71,6 +71,21 @@ check "tier and key-lock metrics present" bash -c "curl -sS '$A/metrics' | grep 
   curl -sS '$A/metrics' | grep -q '^mc_key_lock_wait_seconds_total '"
 check "process metrics present" bash -c "curl -sS '$A/metrics' | grep -q '^process_resident_memory_bytes [1-9]' &&
   curl -sS '$M/metrics' | grep -q '^mc_process_uptime_seconds '"
+# Families of the ordering, same-host and refusal counters (issue 13): each
+# has its TYPE line and a sample (counters are 0 here, but present).
+families_present() {
+  local page f
+  page=$("${C[@]}" "$1/metrics") || return 1
+  for f in mc_client_removal_notices_total mc_client_notice_batches_total mc_client_notice_overflows_total \
+    mc_client_resyncs_total mc_client_superseded_drops_total mc_client_stale_publishes_total \
+    mc_transfer_same_host_fallbacks_total mc_transfer_revoked_with_grants_total mc_transfer_same_host_grants_held \
+    'mc_store_refused_total{reason="overloaded"}' 'mc_store_refused_total{reason="access_denied"}'; do
+    grep -q "^# TYPE ${f%%\{*} " <<<"$page" || { echo "no TYPE line for $f"; return 1; }
+    awk -v s="$f " 'index($0, s) == 1 { found = 1 } END { exit !found }' <<<"$page" ||
+      { echo "no sample of $f"; return 1; }
+  done
+}
+check "ordering, same-host and refusal metric families present on A" families_present "$A"
 check "master counts two healthy clients" test "$(metric "$M" 'mc_master_clients{health="healthy"}')" -eq 2
 if [[ -n "$PROMTOOL" ]]; then
   check "promtool accepts client /metrics during the workload" bash -c "curl -sS '$A/metrics' | '$PROMTOOL' check metrics &&

@@ -1,5 +1,6 @@
 // MC_RPC_PROTOCOL=rdma: Cap'n Proto over RDMA SEND/RECV against real verbs
 // (Soft-RoCE in the VM). Exit 77 outside the VM.
+#include "auth_support.hpp"
 #include "child_process.hpp"
 #include "echo_call.hpp"
 #include "mc/rpc/protocol.hpp"
@@ -80,6 +81,56 @@ TEST_CASE("calls over RDMA return exactly what was sent, 0 bytes to 9 MiB") {
   CHECK(after.server_rdma > before.server_rdma);
   CHECK(after.client_tcp == before.client_tcp);
   CHECK(f.srv->stats().rdma >= 1);
+}
+
+TEST_CASE("auth on the RDMA upgrade: the right token is served over RDMA, a wrong or missing one is refused "
+          "before any queue pair") {
+  rdma_on on;
+  auto o = local_options();
+  o.auth_tokens = std::vector<std::string>{"tok-rdma"};
+  rpc_fixture f(o);
+  {
+    process_tokens t({"tok-rdma"});
+    const auto before = mc::rpc::connection_counts();
+    auto ok = f.rt.block_on(fresh_echo(f.endpoint(), 70001, 13, 60s), 2);
+    CHECK_MESSAGE(ok.r, ok.message);
+    const auto after = mc::rpc::connection_counts();
+    CHECK(after.client_rdma == before.client_rdma + 1);
+    CHECK(after.server_rdma == before.server_rdma + 1);
+    CHECK(after.client_tcp == before.client_tcp);
+    CHECK(after.client_fallback == before.client_fallback);
+    CHECK(f.srv->stats().rdma == 1);
+    CHECK(f.srv->stats().auth_failures == 0);
+  }
+  const auto before = mc::rpc::connection_counts();
+  {
+    process_tokens t({"tok-wrong"});
+    auto bad = f.rt.block_on(fresh_echo(f.endpoint(), 100, 14, 60s), 2);
+    REQUIRE_FALSE(bad.r);
+    CHECK(mc::is(bad.r.error(), errc::access_denied));
+    CHECK_MESSAGE(bad.message.find("refused this process's auth token") != std::string::npos, bad.message);
+    CHECK_MESSAGE(bad.message.rfind("RPC handshake with " + f.endpoint() + ": access denied", 0) == 0, bad.message);
+  }
+  {
+    auto none = f.rt.block_on(fresh_echo(f.endpoint(), 100, 15, 60s), 2);  // no token: an empty frame
+    REQUIRE_FALSE(none.r);
+    CHECK(mc::is(none.r.error(), errc::access_denied));
+    CHECK_MESSAGE(none.message.find("requires an auth token") != std::string::npos, none.message);
+  }
+  REQUIRE(wait_auth_failures(*f.srv, 2, 10s));
+  const auto after = mc::rpc::connection_counts();
+  CHECK(after.client_rdma == before.client_rdma);  // no RDMA connection either side
+  CHECK(after.server_rdma == before.server_rdma);
+  CHECK(after.client_tcp == before.client_tcp);
+  CHECK(after.server_tcp == before.server_tcp);
+  CHECK(f.srv->stats().rdma == 1);
+  CHECK(f.srv->stats().auth_failures == 2);
+  {
+    process_tokens t({"tok-rdma"});  // refusals leave nothing broken behind
+    auto again = f.rt.block_on(fresh_echo(f.endpoint(), 16385, 16, 60s), 2);
+    CHECK_MESSAGE(again.r, again.message);
+    CHECK(mc::rpc::connection_counts().client_rdma == before.client_rdma + 1);
+  }
 }
 
 TEST_CASE("many calls in flight and calls from several threads at once") {

@@ -1,6 +1,7 @@
 // The shared-secret auth frame in front of every RPC connection
 // (mc/rpc/auth.hpp, lib/rpc/src/negotiate.cpp): accepted tokens, rotation,
 // wrong and missing tokens, auth-off servers, garbage instead of the frame.
+#include "auth_support.hpp"
 #include "echo_call.hpp"
 #include "mc/rpc/auth.hpp"
 #include "raw_socket.hpp"
@@ -19,45 +20,10 @@ using mc::task;
 
 namespace {
 
-/// Restores "auth off" for the rest of the binary whatever a test did.
-struct process_tokens {
-  explicit process_tokens(std::vector<std::string> t) { REQUIRE(mc::rpc::set_auth_tokens(std::move(t)).empty()); }
-  ~process_tokens() { (void)mc::rpc::set_auth_tokens({}); }
-};
-
-struct outcome {
-  mc::result<void> r;
-  std::string message;
-};
-
-/// One echo over a brand-new connection (the thread's cache is emptied first
-/// and after), so each call runs the auth handshake with the current token.
-task<outcome> fresh_echo(std::string ep) {
-  mc::rpc::close_thread_connections();
-  // (gcc 12 miscompiles a braced aggregate with a std::string around a co_await.)
-  auto r = co_await echo_call(ep, 1021, 77, mc::rpc::default_call_timeout);
-  outcome o;
-  o.r = r;
-  o.message = mc::rpc::last_error_message();
-  mc::rpc::close_thread_connections();
-  co_return o;
-}
-
 mc::rpc::server_options auth_options(std::vector<std::string> tokens) {
   auto o = local_options();
   o.auth_tokens = std::move(tokens);
   return o;
-}
-
-/// Waits (bounded) until the server has counted `n` auth failures: the count
-/// is made on a server thread right after it closes the connection.
-bool wait_auth_failures(mc::rpc::server& s, std::uint64_t n) {
-  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  while (s.stats().auth_failures < n) {
-    if (std::chrono::steady_clock::now() > until) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  return true;
 }
 
 std::vector<std::uint8_t> auth_frame(std::string_view token, std::uint32_t declared) {
@@ -154,6 +120,9 @@ TEST_CASE("a server with auth on serves the current and the rotation token and r
     CHECK(mc::is(o.r.error(), errc::access_denied));
     CHECK(o.message.find("refused this process's auth token") != std::string::npos);
     CHECK(o.message.find("tok-wrong") == std::string::npos);
+    // Plain TCP: the message names the handshake and the peer once, not RDMA.
+    CHECK_MESSAGE(o.message.rfind("RPC handshake with " + f.endpoint() + ": access denied", 0) == 0, o.message);
+    CHECK_MESSAGE(o.message.find("RDMA") == std::string::npos, o.message);
   }
   {
     // No token at all: the client still sends an empty frame, so it learns why.

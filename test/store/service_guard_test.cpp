@@ -86,6 +86,9 @@ TEST_SUITE("client service guard") {
     CHECK(mc::is(r2.value.error(), mc::errc::access_denied));
     CHECK(foreign.connections() == 0);
     CHECK(std::all_of(buf.begin(), buf.end(), [](std::uint8_t x) { return x == 0; }));
+    // Each refused item is counted (mc_store_refused_total{reason="access_denied"}).
+    CHECK(a.stats().service_access_denied == 3);
+    CHECK(a.stats().service_overloaded == 0);
 
     // The master knows B's transfer endpoint and engine instance.
     mc::master::master_client m(c.master_address(), 3s);
@@ -133,6 +136,8 @@ TEST_SUITE("client service guard") {
     REQUIRE(r.has_error());
     CHECK(mc::is(r.error(), mc::errc::overloaded));
     CHECK_FALSE(a.data().exists("big"));
+    CHECK(a.stats().service_overloaded >= 1);  // mc_store_refused_total{reason="overloaded"}
+    CHECK(a.stats().service_access_denied == 0);
     CHECK(a.backend().usage().at(0).evictions == 0);
     for (int i = 0; i < 12; ++i) {
       std::vector<std::uint8_t> back(values[i].size());
@@ -190,6 +195,7 @@ TEST_SUITE("client service guard") {
     REQUIRE(two_big[0].value.has_value());
     CHECK(bufs[0] == big);
     CHECK(mc::is(two_big[1].value.error(), mc::errc::overloaded));
+    CHECK(a.stats().service_overloaded == 2);  // four[3] and two_big[1]
 
     auto again = run({"s1", "s2", "s3"}, {1001, 1001, 1001});  // everything was released
     for (int i = 0; i < 3; ++i) {

@@ -63,6 +63,35 @@ void transfer_metrics(exposition& e, const mc::transfer::engine_stats& t) {
   e.sample("mc_transfer_connections", {{"direction", "inbound"}}, t.inbound_connections);
   e.single("mc_transfer_registered_regions", "gauge", "Registered memory regions.",
            static_cast<double>(t.registered_regions));
+  e.single("mc_transfer_same_host_fallbacks_total", "counter",
+           "Same-host transfers that fell back to TCP: the peer is not same host after all (kernel refused "
+           "process_vm_*, or its uid / pid namespace / engine instance did not check out).",
+           static_cast<double>(t.same_host_fallbacks));
+  e.single("mc_transfer_revoked_with_grants_total", "counter",
+           "Unregistrations while a same-host peer still held a grant on the region (it may copy until the "
+           "grant's lease ends).",
+           static_cast<double>(t.revoked_with_grants));
+  e.single("mc_transfer_same_host_grants_held", "gauge", "Same-host grants peers hold on our regions now.",
+           static_cast<double>(t.same_host_grants_held));
+}
+
+/// The client's ordering of publishes and removals at the master.
+void ordering_metrics(exposition& e, const mc::store::client_stats& cs) {
+  e.single("mc_client_removal_notices_total", "counter",
+           "Removal notices (evicted or superseded copies) sent to the master.",
+           static_cast<double>(cs.notices_sent));
+  e.single("mc_client_notice_batches_total", "counter", "removeReplicas calls that carried removal notices.",
+           static_cast<double>(cs.notice_batches));
+  e.single("mc_client_notice_overflows_total", "counter",
+           "Times the bounded removal-notice queue overflowed (a full resync followed).",
+           static_cast<double>(cs.notice_overflows));
+  e.single("mc_client_resyncs_total", "counter", "Full re-publishes of the key set (registration, overflow).",
+           static_cast<double>(cs.resyncs));
+  e.single("mc_client_superseded_drops_total", "counter",
+           "Local copies dropped because a newer write elsewhere superseded them.",
+           static_cast<double>(cs.superseded_drops));
+  e.single("mc_client_stale_publishes_total", "counter",
+           "Publishes the master refused as older than the version it had.", static_cast<double>(cs.stale_publishes));
 }
 
 void tier_metrics(exposition& e, const std::vector<mc::store::tier_usage>& tiers) {
@@ -107,6 +136,7 @@ response metrics(const server& s, client& c) {
            static_cast<double>(cs.route_cache_hits));
   e.single("mc_client_master_errors_total", "counter", "Failed calls to the master.",
            static_cast<double>(cs.master_errors));
+  ordering_metrics(e, cs);
 
   auto d = c.data().stats();
   e.single("mc_store_remote_reads_total", "counter", "Remote reads served (spec: peer reads our value).",
@@ -118,6 +148,11 @@ response metrics(const server& s, client& c) {
            static_cast<double>(d.remote_write_bytes));
   e.single("mc_store_remote_errors_total", "counter", "Remote reads/writes served that failed.",
            static_cast<double>(d.remote_errors));
+  e.family("mc_store_refused_total", "counter",
+           "Peer request items this node refused: reason=overloaded (over max_remote_write_bytes or an in-flight "
+           "limit), reason=access_denied (unknown requester or a foreign transfer endpoint).");
+  e.sample("mc_store_refused_total", {{"reason", "overloaded"}}, cs.service_overloaded);
+  e.sample("mc_store_refused_total", {{"reason", "access_denied"}}, cs.service_access_denied);
   e.single("mc_key_lock_waits_total", "counter", "Key lock acquisitions that had to wait.",
            static_cast<double>(d.lock_waits));
   e.single("mc_key_lock_wait_seconds_total", "counter", "Total time spent waiting for key locks.",

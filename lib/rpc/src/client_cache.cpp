@@ -247,11 +247,13 @@ mc::task<mc::result<void>> client_cache::open(std::shared_ptr<client_connection>
   // TCP, or the RDMA handshake on the new connection (negotiate.hpp).
   bool fell_back = false;
   std::string why;
-  auto stream = co_await mc::with_deadline(client_negotiate(std::move(**sock), c->endpoint, &fell_back, &why),
+  auto stream = co_await mc::with_deadline(client_negotiate(std::move(**sock), &fell_back, &why),
                                            opts_.connect_timeout);
   if (!stream) {
-    c->connect_message = "RPC over RDMA to " + c->endpoint + ": " +
-                         (mc::is(stream.error(), mc::errc::timeout) ? std::string("handshake timed out") : why);
+    // The handshake is the auth frame, then (MC_RPC_PROTOCOL=rdma) the RDMA
+    // hello: name neither transport, `why` says which step failed.
+    c->connect_message = "RPC handshake with " + c->endpoint + ": " +
+                         (mc::is(stream.error(), mc::errc::timeout) ? std::string("timed out") : why);
     co_return stream.error();
   }
   if (closed_ || c->st != client_connection::state::connecting) co_return mc::fail(mc::errc::rpc_fail);

@@ -77,15 +77,6 @@ mc::task<mc::result<first>> peek_first(tcp::socket& s) {
   }
 }
 
-void put32(std::byte* p, std::uint32_t v) {
-  for (int i = 0; i < 4; ++i) p[i] = static_cast<std::byte>(v >> (8 * i));
-}
-std::uint32_t get32(const std::byte* p) {
-  std::uint32_t v = 0;
-  for (int i = 0; i < 4; ++i) v |= std::to_integer<std::uint32_t>(p[i]) << (8 * i);
-  return v;
-}
-
 mc::errc io_errc(const boost::system::error_code& ec) {
   return ec == asio::error::operation_aborted ? mc::errc::cancelled : mc::errc::rpc_fail;
 }
@@ -119,7 +110,7 @@ mc::task<mc::result<void>> serve_auth(tcp::socket& s, const std::vector<std::str
 
 /// Client: sends the auth frame (the process's first token, or none) and
 /// reads the answer. access_denied with a message when refused.
-mc::task<mc::result<void>> client_auth(tcp::socket& s, const std::string& endpoint, std::string* message) {
+mc::task<mc::result<void>> client_auth(tcp::socket& s, std::string* message) {
   auto tokens = current_auth_tokens();
   const std::string_view token = tokens->empty() ? std::string_view() : std::string_view(tokens->front());
   std::byte frame[auth_header_size + max_auth_token_bytes];
@@ -129,29 +120,29 @@ mc::task<mc::result<void>> client_auth(tcp::socket& s, const std::string& endpoi
   auto [wec, wn] = co_await asio::async_write(s, asio::buffer(frame, auth_header_size + token.size()),
                                               asio::as_tuple(asio::use_awaitable));
   if (wec) {
-    *message = "sending the auth frame to " + endpoint + ": " + wec.message();
+    *message = "sending the auth frame: " + wec.message();
     co_return mc::fail(io_errc(wec));
   }
   std::byte reply[auth_reply_size];
   auto [rec, rn] = co_await asio::async_read(s, asio::buffer(reply), asio::as_tuple(asio::use_awaitable));
   if (rec || rn != sizeof reply || std::memcmp(reply, auth_reply_magic, 4) != 0) {
     *message = rec && rec != asio::error::eof
-                   ? "auth handshake with " + endpoint + ": " + rec.message()
-                   : "the server " + endpoint + " closed the connection during the auth handshake";
+                   ? "reading the auth answer: " + rec.message()
+                   : "the server closed the connection during the auth handshake";
     co_return mc::fail(io_errc(rec));
   }
   switch (static_cast<auth_status>(get32(reply + 4))) {
     case auth_status::accepted: co_return mc::result<void>{};
     case auth_status::required:
-      *message = "access denied by " + endpoint +
-                 ": the server requires an auth token (--auth_token, --auth_token_file, MC_AUTH_TOKEN or "
-                 "MC_AUTH_TOKEN_FILE)";
+      *message =
+          "access denied: the server requires an auth token (--auth_token, --auth_token_file, MC_AUTH_TOKEN or "
+          "MC_AUTH_TOKEN_FILE)";
       co_return mc::fail(mc::errc::access_denied);
     case auth_status::refused:
-      *message = "access denied by " + endpoint + ": the server refused this process's auth token";
+      *message = "access denied: the server refused this process's auth token";
       co_return mc::fail(mc::errc::access_denied);
   }
-  *message = "auth handshake with " + endpoint + ": unknown status " + std::to_string(get32(reply + 4));
+  *message = "auth answer with unknown status " + std::to_string(get32(reply + 4));
   co_return mc::fail(mc::errc::rpc_fail);
 }
 
@@ -193,14 +184,13 @@ mc::task<mc::result<kj::Own<stream_base>>> server_negotiate(tcp::socket s, mc::d
   co_return co_await mc::with_deadline(negotiate_server(s, rdma, std::move(tokens)), timeout);
 }
 
-mc::task<mc::result<kj::Own<stream_base>>> client_negotiate(tcp::socket s, const std::string& endpoint,
-                                                             bool* fell_back, std::string* message) {
+mc::task<mc::result<kj::Own<stream_base>>> client_negotiate(tcp::socket s, bool* fell_back, std::string* message) {
   *fell_back = false;
   // The auth frame goes first, before the RDMA hello and before Cap'n Proto.
-  if (auto a = co_await client_auth(s, endpoint, message); !a) co_return a.error();
+  if (auto a = co_await client_auth(s, message); !a) co_return a.error();
   if (current_protocol() != protocol::rdma) co_return kj::Own<stream_base>(kj::heap<asio_stream>(std::move(s)));
   auto r = co_await negotiate_client(s, fell_back, message);
-  if (!r && message->empty()) *message = "RDMA handshake with " + endpoint + " failed";
+  if (!r && message->empty()) *message = "RDMA handshake failed";
   co_return r;
 }
 

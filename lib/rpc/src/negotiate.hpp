@@ -31,6 +31,8 @@
 
 #include <boost/asio/ip/tcp.hpp>
 
+#include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -47,6 +49,17 @@ inline constexpr char auth_reply_magic[5] = "MCAS";
 inline constexpr std::size_t auth_header_size = 8;
 inline constexpr std::size_t auth_reply_size = 8;
 enum class auth_status : std::uint32_t { accepted = 0, required = 1, refused = 2 };
+
+/// Writes `v` little-endian into the 4 bytes at `p` (the handshake frames).
+inline void put32(std::byte* p, std::uint32_t v) noexcept {
+  for (int i = 0; i < 4; ++i) p[i] = static_cast<std::byte>(v >> (8 * i));
+}
+/// Returns the little-endian u32 in the 4 bytes at `p`.
+inline std::uint32_t get32(const std::byte* p) noexcept {
+  std::uint32_t v = 0;
+  for (int i = 0; i < 4; ++i) v |= std::to_integer<std::uint32_t>(p[i]) << (8 * i);
+  return v;
+}
 
 /// Tokens accepted by a server (empty = auth off). Shared, immutable.
 using token_list = std::shared_ptr<const std::vector<std::string>>;
@@ -68,11 +81,11 @@ mc::task<mc::result<kj::Own<stream_base>>> server_negotiate(boost::asio::ip::tcp
 /// token, or none), then plain TCP when the process uses the TCP control
 /// plane; else the RDMA handshake, falling back to TCP on the same connection
 /// when the server answers status 1/2 (`*fell_back` = true). `message`
-/// explains failures. Errors: access_denied (the server requires a token or
+/// explains failures without naming the peer (the caller prefixes it with
+/// "RPC handshake with <endpoint>: "). Errors: access_denied (the server requires a token or
 /// refused ours), rpc_fail, cancelled (the caller's deadline: the coroutine is
 /// cancellable).
-mc::task<mc::result<kj::Own<stream_base>>> client_negotiate(boost::asio::ip::tcp::socket s,
-                                                             const std::string& endpoint, bool* fell_back,
+mc::task<mc::result<kj::Own<stream_base>>> client_negotiate(boost::asio::ip::tcp::socket s, bool* fell_back,
                                                              std::string* message);
 
 /// Process-wide counters behind mc::rpc::connection_counts().

@@ -33,15 +33,6 @@ std::shared_ptr<mc::verbs::device> current_device() {
   return rpc_device;
 }
 
-void put32(std::byte* p, std::uint32_t v) {
-  for (int i = 0; i < 4; ++i) p[i] = static_cast<std::byte>(v >> (8 * i));
-}
-std::uint32_t get32(const std::byte* p) {
-  std::uint32_t v = 0;
-  for (int i = 0; i < 4; ++i) v |= std::to_integer<std::uint32_t>(p[i]) << (8 * i);
-  return v;
-}
-
 }  // namespace
 
 bool rdma_rpc_built() noexcept { return true; }

@@ -87,7 +87,7 @@ result<std::unique_ptr<client>> client::start(mc::runtime::runtime& rt, client_o
   so.port = p->opts.client_rpc_port;
   so.threads = p->opts.rpc_thread_num;
   p->server = std::make_unique<mc::rpc::server>(rt, so);
-  add_client_service(*p->server, *p->dm, service_options_of(p->opts));
+  p->service_counters = add_client_service(*p->server, *p->dm, service_options_of(p->opts));
   if (auto r = p->server->start(); !r) {
     say("RPC server: cannot listen on " + p->opts.host + ":" + std::to_string(p->opts.client_rpc_port) + ": " +
         p->server->message());
@@ -216,10 +216,25 @@ mc::transfer::engine& client::engine() noexcept { return *impl_->engine; }
 client_stats client::stats() const {
   auto& s = impl_->stats;
   constexpr auto r = std::memory_order_relaxed;
-  return {s.local_hits.load(r), s.remote_hits.load(r),       s.misses.load(r),
-          s.fallbacks.load(r),  s.route_cache_hits.load(r), s.master_errors.load(r),
-          impl_->registered.load(), s.notices_sent.load(r), s.notice_batches.load(r),
-          s.notice_overflows.load(r), s.resyncs.load(r), s.superseded_drops.load(r), s.stale_publishes.load(r)};
+  client_stats out{s.local_hits.load(r),
+                   s.remote_hits.load(r),
+                   s.misses.load(r),
+                   s.fallbacks.load(r),
+                   s.route_cache_hits.load(r),
+                   s.master_errors.load(r),
+                   impl_->registered.load(),
+                   s.notices_sent.load(r),
+                   s.notice_batches.load(r),
+                   s.notice_overflows.load(r),
+                   s.resyncs.load(r),
+                   s.superseded_drops.load(r),
+                   s.stale_publishes.load(r)};
+  if (auto& sc = impl_->service_counters) {
+    auto refused = sc->snapshot();
+    out.service_overloaded = refused.overloaded;
+    out.service_access_denied = refused.access_denied;
+  }
+  return out;
 }
 
 result<mc::transfer::region> client::register_buffer(std::span<std::byte> buf) {

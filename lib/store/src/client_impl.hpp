@@ -6,6 +6,7 @@
 #include "mc/runtime/gate.hpp"
 #include "mc/runtime/runtime.hpp"
 #include "mc/store/client.hpp"
+#include "mc/store/client_service.hpp"
 #include "mc/store/data_manager.hpp"
 #include "mc/store/peer_client.hpp"
 #include "mc/store/tiered_backend.hpp"
@@ -33,6 +34,7 @@ struct client::impl {
   std::vector<mc::transfer::region> arena_regions;  // DRAM + staging arenas
   std::unique_ptr<data_manager> dm;
   std::unique_ptr<mc::rpc::server> server;
+  std::shared_ptr<const client_service_counters> service_counters;  // set with the server
   mc::master::master_client master;
   peer_client peers;
   mc::gate background;  // heartbeat loop and the notice drainer

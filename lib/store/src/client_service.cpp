@@ -151,6 +151,7 @@ struct shared_state {
   client_service_options opts;
   registration_cache registrations;
   peer_loads peers;
+  std::shared_ptr<client_service_counters> counters = std::make_shared<client_service_counters>();
 };
 
 /// One admitted item (RAII): counted against its connection and its peer IP.
@@ -260,9 +261,16 @@ class client_service_impl final : public mc::rpc::service<ClientService> {
   /// Admits, resolves and runs one item. The admission was taken by the
   /// caller (before any item of a batch ran) and ends with the item.
   task<item_outcome> run_one(op kind, item_request item, admission ticket, clock::time_point deadline) {
-    if (!ticket) co_return refused(errc::overloaded);
+    if (!ticket) {
+      s_->counters->overloaded.fetch_add(1, std::memory_order_relaxed);
+      co_return refused(errc::overloaded);
+    }
     auto where = co_await resolve(item.client_id, std::move(item.buffer));
-    if (!where) co_return item_outcome{where.error().value(), 0};
+    if (!where) {
+      if (mc::is(where.error(), errc::access_denied))
+        s_->counters->access_denied.fetch_add(1, std::memory_order_relaxed);
+      co_return item_outcome{where.error().value(), 0};
+    }
     auto left = std::max<mc::duration>(deadline - clock::now(), mc::duration::zero());
     if (kind == op::read) {
       std::uint64_t size = 0;
@@ -359,9 +367,11 @@ client_service_options service_options_of(const client_options& o) {
   return s;
 }
 
-void add_client_service(mc::rpc::server& server, data_manager& dm, client_service_options opts) {
+std::shared_ptr<const client_service_counters> add_client_service(mc::rpc::server& server, data_manager& dm,
+                                                                  client_service_options opts) {
   auto shared = std::make_shared<shared_state>(dm, std::move(opts));
   server.add_service(client_service_name, mc::rpc::make_connection_service<client_service_impl>(shared));
+  return shared->counters;
 }
 
 }  // namespace mc::store

@@ -12,13 +12,11 @@
 #include <boost/asio/this_coro.hpp>
 
 #include <ifaddrs.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <net/if.h>
 #include <netinet/in.h>
 #include <arpa/inet.h>
 
-#include <cerrno>
 #include <cstdlib>
 #include <map>
 #include <stdexcept>
@@ -63,15 +61,6 @@ std::string first_interface_address() {
   return found.empty() ? "127.0.0.1" : found;
 }
 
-std::uint64_t random_instance_id() {
-  for (;;) {
-    std::uint64_t t = 0;
-    auto n = ::getrandom(&t, sizeof t, 0);
-    if (n == static_cast<ssize_t>(sizeof t) && t != 0) return t;
-    if (n < 0 && errno != EINTR) throw std::runtime_error("transfer: getrandom failed");
-  }
-}
-
 std::string format_endpoint(const std::string& host, std::uint16_t port) {
   if (host.find(':') != std::string::npos) return "[" + host + "]:" + std::to_string(port);
   return host + ":" + std::to_string(port);
@@ -94,7 +83,7 @@ task<bool> yield_to_runtime() {
 }
 
 engine_impl::engine_impl(mc::runtime::runtime& rt, engine_options opts)
-    : rt_(rt), opts_(std::move(opts)), instance_id_(random_instance_id()), pid_ns_(own_pid_namespace()) {
+    : rt_(rt), opts_(std::move(opts)), instance_id_(random_nonzero_u64()), pid_ns_(own_pid_namespace()) {
   check_options(opts_);
   // Test hook: behave as if the kernel refused cross-memory attach (EPERM).
   if (const char* v = std::getenv("MC_TRANSFER_TEST_REFUSE_CMA"); v && *v == '1') refuse_cma_for_tests_ = true;

@@ -9,8 +9,7 @@
 #include <stdexcept>
 
 namespace mc::transfer::detail {
-namespace {
-std::uint64_t random_token() {
+std::uint64_t random_nonzero_u64() {
   for (;;) {
     std::uint64_t t = 0;
     auto n = ::getrandom(&t, sizeof t, 0);
@@ -18,7 +17,6 @@ std::uint64_t random_token() {
     if (n < 0 && errno != EINTR) throw std::runtime_error("transfer: getrandom failed");
   }
 }
-}  // namespace
 
 std::uint64_t monotonic_ns() noexcept {
   timespec ts{};
@@ -49,7 +47,7 @@ mc::result<std::uint64_t> registry::add(void* addr, std::size_t len, region_acce
   e->rights = rights;
   std::unique_lock lk(m_);
   do {
-    e->token = random_token();
+    e->token = random_nonzero_u64();
     if (low32) e->token = (e->token & ~0xffffffffull) | *low32;
   } while (e->token == 0 || by_token_.count(e->token));
   by_token_.emplace(e->token, e);

@@ -51,6 +51,12 @@ struct region_entry {
 /// CLOCK_MONOTONIC in nanoseconds (system-wide: comparable across processes).
 std::uint64_t monotonic_ns() noexcept;
 
+/// Returns a non-zero 64-bit value from getrandom() (region tokens, the
+/// engine's instance id). Thread-safe. Throws std::runtime_error only when
+/// the kernel refuses getrandom (never on a data path: construction and
+/// registration).
+std::uint64_t random_nonzero_u64();
+
 /// Shared lock on a region's access while bytes move; false when revoked.
 class access_guard {
  public:

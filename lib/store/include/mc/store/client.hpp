@@ -71,6 +71,12 @@ struct client_stats {
   std::uint64_t resyncs = 0;           ///< full re-publishes of the key set (registration, overflow)
   std::uint64_t superseded_drops = 0;  ///< local copies dropped: a newer write elsewhere superseded them
   std::uint64_t stale_publishes = 0;   ///< publishes the master refused as older than what it had
+  /// Peer request items this node's ClientRpcService refused with OVERLOADED
+  /// (over max_remote_write_bytes or an in-flight limit).
+  std::uint64_t service_overloaded = 0;
+  /// ... refused with ACCESS_DENIED (unknown requester id, or a transfer
+  /// endpoint other than the one the master registered for it).
+  std::uint64_t service_access_denied = 0;
 };
 
 class client {

@@ -18,9 +18,11 @@
 #include "mc/runtime/deadline.hpp"
 #include "mc/store/client_options.hpp"
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 namespace mc::rpc {
@@ -54,12 +56,28 @@ struct client_service_options {
 /// The service options of a client node (its master, rpc_timeout, limits).
 client_service_options service_options_of(const client_options& o);
 
+/// Request items the service refused, by reason. Every field only grows.
+struct client_service_stats {
+  std::uint64_t overloaded = 0;     ///< OVERLOADED: over max_remote_write_bytes or an in-flight limit
+  std::uint64_t access_denied = 0;  ///< ACCESS_DENIED: unknown requester or a foreign transfer endpoint
+};
+
+/// The live counters of one added service (shared with its connections).
+struct client_service_counters {
+  std::atomic<std::uint64_t> overloaded{0}, access_denied{0};
+  /// Returns a snapshot (relaxed loads). Thread-safe.
+  client_service_stats snapshot() const noexcept {
+    return {overloaded.load(std::memory_order_relaxed), access_denied.load(std::memory_order_relaxed)};
+  }
+};
+
 /// Adds the ClientRpcService to `server` (before server.start()). `dm` must
-/// outlive the server.
-void add_client_service(mc::rpc::server& server, data_manager& dm, client_service_options opts);
+/// outlive the server. Returns the service's refusal counters (never null).
+std::shared_ptr<const client_service_counters> add_client_service(mc::rpc::server& server, data_manager& dm,
+                                                                  client_service_options opts);
 /// Without a master: named requesters are refused; default limits.
-inline void add_client_service(mc::rpc::server& server, data_manager& dm) {
-  add_client_service(server, dm, client_service_options{});
+inline std::shared_ptr<const client_service_counters> add_client_service(mc::rpc::server& server, data_manager& dm) {
+  return add_client_service(server, dm, client_service_options{});
 }
 
 }  // namespace mc::store
