@@ -116,7 +116,7 @@ mc::task<mc::result<void>> client_auth(tcp::socket& s, std::string* message) {
   std::byte frame[auth_header_size + max_auth_token_bytes];
   std::memcpy(frame, auth_magic, 4);
   put32(frame + 4, static_cast<std::uint32_t>(token.size()));
-  std::memcpy(frame + auth_header_size, token.data(), token.size());
+  if (!token.empty()) std::memcpy(frame + auth_header_size, token.data(), token.size());  // data() may be null
   auto [wec, wn] = co_await asio::async_write(s, asio::buffer(frame, auth_header_size + token.size()),
                                               asio::as_tuple(asio::use_awaitable));
   if (wec) {
