@@ -6,6 +6,7 @@
 #include "mc/store/tiered_backend.hpp"
 #include "mc/transfer/engine.hpp"
 #include "store_fixture.hpp"
+#include "store_parts.hpp"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -67,15 +68,8 @@ struct io_fixture {
   std::unique_ptr<mc::store::data_manager> dm;
   io_fixture() {
     rt.start();
-    auto tiers = mc::store::parse_tiers_json(R"({"tiers":[{"type":"DRAM","capacity":"16MiB","priority":1}]})");
-    REQUIRE(tiers.has_value());
-    auto b = mc::store::tiered_backend::create(rt, *tiers);
-    REQUIRE(b.has_value());
-    backend = std::move(*b);
-    mc::transfer::engine_options eo;
-    eo.bind_host = "127.0.0.1";
-    eo.force = mc::transfer::transport_kind::tcp;
-    engine = std::make_unique<mc::transfer::engine>(rt, eo);
+    backend = mc::test::dram_backend(rt, "16MiB");
+    engine = std::make_unique<mc::transfer::engine>(rt, mc::test::loopback_tcp_engine_options());
     REQUIRE(engine->start());
     dm = std::make_unique<mc::store::data_manager>(*backend, *engine, 1);  // one lock shard for every key
   }
