@@ -8,8 +8,6 @@
 #include "store_fixture.hpp"
 #include "store_parts.hpp"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -33,16 +31,9 @@ struct silent_peer {
   int conn = -1;
   std::uint16_t port = 0;
   silent_peer() {
-    fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    REQUIRE(fd >= 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-    REQUIRE(::listen(fd, 4) == 0);
-    socklen_t len = sizeof a;
-    REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0);
-    port = ntohs(a.sin_port);
+    auto l = mc::test::listen_tcp("127.0.0.1", 0, 4);
+    fd = l.fd;
+    port = l.port;
   }
   std::string endpoint() const { return "127.0.0.1:" + std::to_string(port); }
   bool accept_one() {

@@ -1,12 +1,19 @@
 #pragma once
 // Small pieces the store tests build their fixtures from: a DRAM-only tiered
-// backend and loopback TCP engine options. Each REQUIREs what it needs (doctest), so a broken setup fails the test.
+// backend, loopback TCP engine options, and a bound listening socket the test
+// owns. Each REQUIREs what it needs (doctest), so a broken setup fails the test.
 #include "mc/runtime/runtime.hpp"
 #include "mc/store/tiered_backend.hpp"
 #include "mc/transfer/engine.hpp"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <doctest/doctest.h>
 
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -30,6 +37,31 @@ inline mc::transfer::engine_options loopback_tcp_engine_options() {
   eo.bind_host = "127.0.0.1";
   eo.force = mc::transfer::transport_kind::tcp;
   return eo;
+}
+
+/// A listening socket and the port it is bound to; the owner closes `fd`.
+struct bound_listener {
+  int fd = -1;
+  std::uint16_t port = 0;
+};
+
+/// A listening TCP socket on ip:want_port (0 = any free port) with `backlog`;
+/// `type_flags` are or-ed into SOCK_STREAM (e.g. SOCK_NONBLOCK). Any failure
+/// fails the test.
+inline bound_listener listen_tcp(const char* ip, std::uint16_t want_port, int backlog, int type_flags = 0) {
+  bound_listener l;
+  l.fd = ::socket(AF_INET, SOCK_STREAM | type_flags, 0);
+  REQUIRE(l.fd >= 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(want_port);
+  REQUIRE(::inet_pton(AF_INET, ip, &a.sin_addr) == 1);
+  REQUIRE(::bind(l.fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  REQUIRE(::listen(l.fd, backlog) == 0);
+  socklen_t len = sizeof a;
+  REQUIRE(::getsockname(l.fd, reinterpret_cast<sockaddr*>(&a), &len) == 0);
+  l.port = ntohs(a.sin_port);
+  return l;
 }
 
 }  // namespace mc::test
