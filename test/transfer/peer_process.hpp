@@ -12,6 +12,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -19,6 +20,19 @@
 #include <vector>
 
 namespace mc::transfer::test {
+
+/// The transfer_peer_helper binary: $TRANSFER_HELPER (set by meson), else
+/// ./transfer_peer_helper.
+inline std::string helper_path() {
+  const char* p = std::getenv("TRANSFER_HELPER");
+  return p ? p : "./transfer_peer_helper";
+}
+
+/// The command line of a helper that serves `size` random bytes on `bind`
+/// (see serve_peer); prefix it (setpriv, unshare, ...) as a test needs.
+inline std::vector<std::string> serve_command(std::size_t size, const std::string& bind = "127.0.0.1") {
+  return {helper_path(), "serve", bind, std::to_string(size)};
+}
 
 /// Serving side of a peer process: an engine with `o` on a `threads`-thread runtime
 /// registers `size` random bytes (seed 4242), prints "READY endpoint address

@@ -23,14 +23,11 @@ using namespace mc::transfer;
 using mc::transfer::test::bytes;
 using mc::transfer::test::cbytes;
 using mc::transfer::test::child_process;
+using mc::transfer::test::helper_path;
+using mc::transfer::test::serve_command;
 using mc::transfer::test::read_ready;
 
 namespace {
-
-std::string helper_path() {
-  const char* p = std::getenv("TRANSFER_HELPER");
-  return p ? p : "./transfer_peer_helper";
-}
 
 /// True when `args` runs and exits 0 (used to probe what the kernel allows).
 bool runs(const std::vector<std::string>& args) {
@@ -88,7 +85,7 @@ TEST_SUITE("transfer_trust_peer") {
       MESSAGE("SKIPPED: the kernel does not let this test create a pid namespace (unshare --pid)");
       return;
     }
-    child_process peer(in_new_pid_ns({helper_path(), "serve", "127.0.0.1", std::to_string(6u << 20)}));
+    child_process peer(in_new_pid_ns(serve_command(6u << 20)));
     auto d = read_ready(peer, 10s);
     REQUIRE_MESSAGE(d.has_value(), "the peer in its own pid namespace did not report READY");
     mc::runtime::runtime rt(2);
@@ -142,11 +139,11 @@ TEST_SUITE("transfer_trust_peer") {
       return;
     }
     ::setenv("MC_TEST_NONDUMPABLE", "1", 1);
-    child_process locked(without_ptrace({helper_path(), "serve", "127.0.0.1", std::to_string(4u << 20)}));
+    child_process locked(without_ptrace(serve_command(4u << 20)));
     ::unsetenv("MC_TEST_NONDUMPABLE");
     // Same capabilities as the client (the kernel also wants the target's
     // capabilities to be a subset of the caller's).
-    child_process open_peer(without_ptrace({helper_path(), "serve", "127.0.0.1", std::to_string(4u << 20)}));
+    child_process open_peer(without_ptrace(serve_command(4u << 20)));
     auto d_locked = read_ready(locked, 10s);
     auto d_open = read_ready(open_peer, 10s);
     REQUIRE(d_locked.has_value());
@@ -171,7 +168,7 @@ TEST_SUITE("transfer_trust_peer") {
     // The unprivileged user's io_uring rings share a small locked-memory
     // budget: one runtime thread.
     ::setenv("MC_TEST_HELPER_THREADS", "1", 1);
-    child_process nobody(as_nobody({helper_path(), "serve", "127.0.0.1", std::to_string(1u << 20)}));
+    child_process nobody(as_nobody(serve_command(1u << 20)));
     ::unsetenv("MC_TEST_HELPER_THREADS");
     auto d = read_ready(nobody, 10s);
     REQUIRE(d.has_value());
