@@ -24,6 +24,7 @@ using mc::transfer::test::bytes;
 using mc::transfer::test::cbytes;
 using mc::transfer::test::child_process;
 using mc::transfer::test::helper_path;
+using mc::transfer::test::loopback_options;
 using mc::transfer::test::serve_command;
 using mc::transfer::test::read_ready;
 
@@ -35,16 +36,18 @@ bool runs(const std::vector<std::string>& args) {
   return p.started() && p.wait() == 0;
 }
 
-std::vector<std::string> in_new_pid_ns(std::vector<std::string> args) {
-  std::vector<std::string> v{"unshare", "--pid", "--fork", "--kill-child"};
-  v.insert(v.end(), args.begin(), args.end());
-  return v;
+/// `prefix` followed by `args`: a command run under a wrapper (unshare, setpriv).
+std::vector<std::string> prefixed(std::vector<std::string> prefix, const std::vector<std::string>& args) {
+  prefix.insert(prefix.end(), args.begin(), args.end());
+  return prefix;
 }
 
-std::vector<std::string> as_nobody(std::vector<std::string> args) {
-  std::vector<std::string> v{"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"};
-  v.insert(v.end(), args.begin(), args.end());
-  return v;
+std::vector<std::string> in_new_pid_ns(const std::vector<std::string>& args) {
+  return prefixed({"unshare", "--pid", "--fork", "--kill-child"}, args);
+}
+
+std::vector<std::string> as_nobody(const std::vector<std::string>& args) {
+  return prefixed({"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"}, args);
 }
 
 std::vector<std::string> client_args(const std::string& force, const std::vector<remote_buffer>& ds) {
@@ -71,12 +74,6 @@ std::vector<std::string> run_clients(const std::vector<std::string>& args, int& 
   return lines;
 }
 
-engine_options local_options() {
-  engine_options o;
-  o.bind_host = "127.0.0.1";
-  return o;
-}
-
 }  // namespace
 
 TEST_SUITE("transfer_trust_peer") {
@@ -90,7 +87,7 @@ TEST_SUITE("transfer_trust_peer") {
     REQUIRE_MESSAGE(d.has_value(), "the peer in its own pid namespace did not report READY");
     mc::runtime::runtime rt(2);
     rt.start();
-    auto o = local_options();
+    auto o = loopback_options(std::nullopt);
     o.enable_in_process = false;
     engine a(rt, o);
     REQUIRE(a.start());
@@ -129,11 +126,7 @@ TEST_SUITE("transfer_trust_peer") {
     // The client runs without CAP_SYS_PTRACE; the first peer is not dumpable,
     // so process_vm_* against it fails with EPERM; the second one is fine.
     const std::vector<std::string> no_ptrace{"setpriv", "--bounding-set", "-sys_ptrace", "--inh-caps", "-sys_ptrace"};
-    auto without_ptrace = [&](std::vector<std::string> args) {
-      auto v = no_ptrace;
-      v.insert(v.end(), args.begin(), args.end());
-      return v;
-    };
+    auto without_ptrace = [&](const std::vector<std::string>& args) { return prefixed(no_ptrace, args); };
     if (!runs(without_ptrace({"true"}))) {
       MESSAGE("SKIPPED: setpriv cannot drop CAP_SYS_PTRACE here");
       return;
@@ -174,7 +167,7 @@ TEST_SUITE("transfer_trust_peer") {
     REQUIRE(d.has_value());
     mc::runtime::runtime rt(1);
     rt.start();
-    auto o = local_options();
+    auto o = loopback_options(std::nullopt);
     o.enable_in_process = false;
     engine a(rt, o);
     REQUIRE(a.start());
@@ -196,7 +189,7 @@ TEST_SUITE("transfer_trust_peer") {
             "a transfer to it fails at its deadline") {
     mc::runtime::runtime rt(1);
     rt.start();
-    auto o = local_options();
+    auto o = loopback_options(std::nullopt);
     o.enable_in_process = false;
     engine a(rt, o);
     REQUIRE(a.start());
