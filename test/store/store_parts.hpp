@@ -1,7 +1,7 @@
 #pragma once
 // Small pieces the store tests build their fixtures from: a DRAM-only tiered
 // backend, loopback TCP engine options, and a bound listening socket the test
-// owns. Each REQUIREs what it needs (doctest), so a broken setup fails the test.
+// owns. Each REQUIREs what it needs (doctest): a broken setup fails the test.
 #include "mc/runtime/runtime.hpp"
 #include "mc/store/tiered_backend.hpp"
 #include "mc/transfer/engine.hpp"

@@ -18,8 +18,8 @@ using namespace std::chrono_literals;
 using namespace mc::transfer;
 using mc::transfer::test::bytes;
 using mc::transfer::test::child_process;
-using mc::transfer::test::serve_command;
 using mc::transfer::test::loopback_options;
+using mc::transfer::test::serve_command;
 
 namespace {
 

@@ -25,8 +25,8 @@ using mc::transfer::test::cbytes;
 using mc::transfer::test::child_process;
 using mc::transfer::test::helper_path;
 using mc::transfer::test::loopback_options;
-using mc::transfer::test::serve_command;
 using mc::transfer::test::read_ready;
+using mc::transfer::test::serve_command;
 
 namespace {
 
