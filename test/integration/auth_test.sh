@@ -28,12 +28,7 @@ MC_AUTH_TOKEN="$TOK,$TOK_NEXT" spawn master "$BIN/mooncake_master" --rpc_port $M
   --http_host 127.0.0.1 --client_ttl 1000 --client_drop_ttl 5000
 MASTER=$LAST_PID
 wait_port 127.0.0.1 $MHTTP 20 || exit 1
-node() {  # node NAME TE_PORT RPC_PORT HTTP_PORT EXTRA...
-  local name=$1 te=$2 rpc=$3 http=$4; shift 4
-  spawn "$name" "$BIN/mooncake_client" --master_server_address 127.0.0.1:$MRPC --port "$te" --client_rpc_port "$rpc" \
-    --http_port "$http" --http_host 127.0.0.1 --heartbeat_interval 200ms \
-    --tiered_backend_config '{"tiers":[{"type":"DRAM","capacity":"64MiB","priority":100}]}' "$@"
-}
+node() { spawn_client "$1" $MRPC "$2" "$3" "$4" 64MiB "${@:5}"; }  # node NAME TE_PORT RPC_PORT HTTP_PORT EXTRA...
 node a 29352 12645 $AHTTP --auth_token_file "$WORK/token"   # the file on the command line
 A_PID=$LAST_PID
 node b 29353 12646 $BHTTP --config "$WORK/b.toml"            # the file from TOML

@@ -20,12 +20,7 @@ spawn master "$BIN/mooncake_master" --rpc_port $MRPC --metrics_port $MHTTP --htt
   --client_drop_ttl 5000 --drain_grace 3000
 MASTER=$LAST_PID
 wait_port 127.0.0.1 $MHTTP 20 || exit 1
-node() {  # node NAME TE_PORT RPC_PORT HTTP_PORT EXTRA...
-  local name=$1 te=$2 rpc=$3 http=$4; shift 4
-  spawn "$name" "$BIN/mooncake_client" --master_server_address 127.0.0.1:$MRPC --port "$te" --client_rpc_port "$rpc" \
-    --http_port "$http" --http_host 127.0.0.1 --heartbeat_interval 200ms \
-    --tiered_backend_config '{"tiers":[{"type":"DRAM","capacity":"256MiB","priority":100}]}' "$@"
-}
+node() { spawn_client "$1" $MRPC "$2" "$3" "$4" 256MiB "${@:5}"; }  # node NAME TE_PORT RPC_PORT HTTP_PORT EXTRA...
 node a 29252 12545 $AHTTP --http_read_timeout 1000 --http_max_connections 8
 A_PID=$LAST_PID
 node b 29253 12546 $BHTTP --drain_grace 3000

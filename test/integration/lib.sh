@@ -30,6 +30,16 @@ spawn() {
   PIDS+=("$LAST_PID")
 }
 
+# spawn_client NAME MASTER_RPC_PORT TE_PORT RPC_PORT HTTP_PORT DRAM_CAPACITY EXTRA... : a
+# mooncake_client of the master at 127.0.0.1:MASTER_RPC_PORT, HTTP on 127.0.0.1, heartbeats
+# every 200 ms, one DRAM tier of DRAM_CAPACITY (e.g. 64MiB); EXTRA flags appended. Sets LAST_PID.
+spawn_client() {
+  local name=$1 mrpc=$2 te=$3 rpc=$4 http=$5 dram=$6; shift 6
+  spawn "$name" "$BIN/mooncake_client" --master_server_address "127.0.0.1:$mrpc" --port "$te" --client_rpc_port "$rpc" \
+    --http_port "$http" --http_host 127.0.0.1 --heartbeat_interval 200ms \
+    --tiered_backend_config "{\"tiers\":[{\"type\":\"DRAM\",\"capacity\":\"$dram\",\"priority\":100}]}" "$@"
+}
+
 # wait_port HOST PORT SECONDS [NETNS]
 wait_port() {
   local host=$1 port=$2 secs=$3 ns=${4:-}

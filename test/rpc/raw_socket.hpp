@@ -42,6 +42,23 @@ inline bool raw_send(int fd, const void* p, std::size_t n) {
   return true;
 }
 
+/// Reads exactly n bytes into p within `timeout`. True if all arrived; false
+/// on timeout, EOF or a socket error.
+inline bool raw_read(int fd, std::uint8_t* p, std::size_t n, std::chrono::milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (n > 0) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return false;
+    pollfd pf{fd, POLLIN, 0};
+    if (::poll(&pf, 1, static_cast<int>(left.count())) <= 0) return false;
+    auto k = ::recv(fd, p, n, 0);
+    if (k <= 0) return false;
+    p += k;
+    n -= static_cast<std::size_t>(k);
+  }
+  return true;
+}
+
 /// Reads (and discards) until the peer closes the connection (EOF or reset).
 /// True if that happened before `timeout`.
 inline bool raw_wait_closed(int fd, std::chrono::milliseconds timeout) {

@@ -8,8 +8,6 @@
 #include "rpc_fixture.hpp"
 #include "test_support.hpp"
 
-#include <poll.h>
-
 #include <array>
 #include <cstring>
 #include <thread>
@@ -32,22 +30,6 @@ std::vector<std::uint8_t> auth_frame(std::string_view token, std::uint32_t decla
   std::memcpy(f.data() + 4, &declared, 4);
   std::memcpy(f.data() + 8, token.data(), token.size());
   return f;
-}
-
-/// Reads exactly n bytes within the timeout.
-bool read_exact(int fd, std::uint8_t* p, std::size_t n, std::chrono::milliseconds timeout) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (n > 0) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) return false;
-    pollfd pf{fd, POLLIN, 0};
-    if (::poll(&pf, 1, static_cast<int>(left.count())) <= 0) return false;
-    auto k = ::recv(fd, p, n, 0);
-    if (k <= 0) return false;
-    p += k;
-    n -= static_cast<std::size_t>(k);
-  }
-  return true;
 }
 
 }  // namespace
@@ -171,7 +153,7 @@ TEST_CASE("a server with auth off serves clients with and without the auth frame
   auto fr = auth_frame("whatever", 8);
   REQUIRE(raw_send(fd, fr.data(), fr.size()));
   std::array<std::uint8_t, 8> reply{};
-  REQUIRE(read_exact(fd, reply.data(), reply.size(), std::chrono::seconds(3)));
+  REQUIRE(raw_read(fd, reply.data(), reply.size(), std::chrono::seconds(3)));
   CHECK(std::memcmp(reply.data(), "MCAS", 4) == 0);
   std::uint32_t status = 99;
   std::memcpy(&status, reply.data() + 4, 4);
@@ -210,7 +192,7 @@ TEST_CASE("garbage in place of the auth frame is closed at once and counted; oth
     auto fr = auth_frame("tok-bad", 7);
     REQUIRE(raw_send(fd, fr.data(), fr.size()));
     std::array<std::uint8_t, 8> reply{};
-    REQUIRE(read_exact(fd, reply.data(), reply.size(), std::chrono::seconds(3)));
+    REQUIRE(raw_read(fd, reply.data(), reply.size(), std::chrono::seconds(3)));
     std::uint32_t status = 0;
     std::memcpy(&status, reply.data() + 4, 4);
     CHECK(status == 2);

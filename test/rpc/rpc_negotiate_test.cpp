@@ -5,8 +5,6 @@
 #include "rpc_fixture.hpp"
 #include "test_support.hpp"
 
-#include <poll.h>
-
 #include <array>
 #include <cstring>
 #include <thread>
@@ -28,22 +26,6 @@ std::array<std::uint8_t, 64> hello(const char* magic = "MCRPCRD1") {
   std::memcpy(h.data() + 56, &credits, 4);
   std::memcpy(h.data() + 60, &chunk, 4);
   return h;
-}
-
-/// Reads exactly n bytes within the timeout.
-bool raw_read(int fd, std::uint8_t* p, std::size_t n, std::chrono::milliseconds timeout) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (n > 0) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) return false;
-    pollfd pf{fd, POLLIN, 0};
-    if (::poll(&pf, 1, static_cast<int>(left.count())) <= 0) return false;
-    auto k = ::recv(fd, p, n, 0);
-    if (k <= 0) return false;
-    p += k;
-    n -= static_cast<std::size_t>(k);
-  }
-  return true;
 }
 
 }  // namespace

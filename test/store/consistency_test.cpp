@@ -24,31 +24,13 @@ mc::task<mc::result<std::size_t>> get(mc::store::client& c, std::string key, std
   co_return co_await c.get(std::move(key), writable(out));
 }
 
-/// Like cluster::add, with a hook to change the options first.
+/// cluster::add with heartbeats every 100 ms and `tweak` applied to the options.
 mc::store::client& add_with(cluster& cl, const std::string& id, const std::string& tiers_json,
                             const std::function<void(mc::store::client_options&)>& tweak) {
-  mc::store::client_options o;
-  o.client_id = id;
-  o.master_server_address = cl.master_address();
-  o.host = "127.0.0.1";
-  o.port = 0;
-  o.client_rpc_port = 0;
-  o.rpc_timeout = std::chrono::seconds(5);
-  o.heartbeat_interval = std::chrono::milliseconds(100);
-  o.tiered_backend_config = tiers_json;
-  tweak(o);
-  mc::config::option_set dummy("t", "t");
-  auto err = mc::store::resolve(o, dummy);
-  REQUIRE_MESSAGE(err.empty(), err);
-  mc::test::node n;
-  n.rt = std::make_unique<mc::runtime::runtime>(2);
-  n.rt->start();
-  std::string why;
-  auto c = mc::store::client::start(*n.rt, o, &why);
-  REQUIRE_MESSAGE(c.has_value(), why);
-  n.client = std::move(*c);
-  cl.nodes.push_back(std::move(n));
-  return *cl.nodes.back().client;
+  return cl.add(id, tiers_json, "auto", [&](mc::store::client_options& o) {
+    o.heartbeat_interval = std::chrono::milliseconds(100);
+    tweak(o);
+  });
 }
 
 /// Waits (deadline 10 s) until `cond` holds; polls every 5 ms.

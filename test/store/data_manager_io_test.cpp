@@ -6,9 +6,8 @@
 #include "mc/store/tiered_backend.hpp"
 #include "mc/transfer/engine.hpp"
 #include "store_fixture.hpp"
+#include "store_parts.hpp"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -32,16 +31,9 @@ struct silent_peer {
   int conn = -1;
   std::uint16_t port = 0;
   silent_peer() {
-    fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    REQUIRE(fd >= 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-    REQUIRE(::listen(fd, 4) == 0);
-    socklen_t len = sizeof a;
-    REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0);
-    port = ntohs(a.sin_port);
+    auto l = mc::test::listen_tcp("127.0.0.1", 0, 4);
+    fd = l.fd;
+    port = l.port;
   }
   std::string endpoint() const { return "127.0.0.1:" + std::to_string(port); }
   bool accept_one() {
@@ -67,15 +59,8 @@ struct io_fixture {
   std::unique_ptr<mc::store::data_manager> dm;
   io_fixture() {
     rt.start();
-    auto tiers = mc::store::parse_tiers_json(R"({"tiers":[{"type":"DRAM","capacity":"16MiB","priority":1}]})");
-    REQUIRE(tiers.has_value());
-    auto b = mc::store::tiered_backend::create(rt, *tiers);
-    REQUIRE(b.has_value());
-    backend = std::move(*b);
-    mc::transfer::engine_options eo;
-    eo.bind_host = "127.0.0.1";
-    eo.force = mc::transfer::transport_kind::tcp;
-    engine = std::make_unique<mc::transfer::engine>(rt, eo);
+    backend = mc::test::dram_backend(rt, "16MiB");
+    engine = std::make_unique<mc::transfer::engine>(rt, mc::test::loopback_tcp_engine_options());
     REQUIRE(engine->start());
     dm = std::make_unique<mc::store::data_manager>(*backend, *engine, 1);  // one lock shard for every key
   }

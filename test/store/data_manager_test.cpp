@@ -1,6 +1,7 @@
 #include "mc/store/data_manager.hpp"
 #include "mc/store/tiered_backend.hpp"
 #include "mc/transfer/engine.hpp"
+#include "store_parts.hpp"
 #include "test_support.hpp"
 
 #include <doctest/doctest.h>
@@ -17,14 +18,8 @@ struct dm_fixture {
   std::unique_ptr<mc::store::data_manager> dm;
   dm_fixture() {
     rt.start();
-    auto tiers = mc::store::parse_tiers_json(R"({"tiers":[{"type":"DRAM","capacity":"16MiB","priority":1}]})");
-    REQUIRE(tiers.has_value());
-    auto b = mc::store::tiered_backend::create(rt, *tiers);
-    REQUIRE(b.has_value());
-    backend = std::move(*b);
-    mc::transfer::engine_options eo;
-    eo.bind_host = "127.0.0.1";
-    eo.force = mc::transfer::transport_kind::tcp;
+    backend = mc::test::dram_backend(rt, "16MiB");
+    const auto eo = mc::test::loopback_tcp_engine_options();
     owner_engine = std::make_unique<mc::transfer::engine>(rt, eo);
     reader_engine = std::make_unique<mc::transfer::engine>(rt, eo);
     REQUIRE(owner_engine->start());

@@ -6,10 +6,9 @@
 #include "mc/store/peer_client.hpp"
 #include "mc/store/tiered_backend.hpp"
 #include "store_fixture.hpp"
+#include "store_parts.hpp"
 
-#include <arpa/inet.h>
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -27,17 +26,9 @@ struct foreign_listener {
   int fd = -1;
   std::uint16_t port = 0;
   foreign_listener(const char* ip, std::uint16_t want_port) {
-    fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
-    REQUIRE(fd >= 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(want_port);
-    REQUIRE(::inet_pton(AF_INET, ip, &a.sin_addr) == 1);
-    REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-    REQUIRE(::listen(fd, 16) == 0);
-    socklen_t len = sizeof a;
-    REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0);
-    port = ntohs(a.sin_port);
+    auto l = mc::test::listen_tcp(ip, want_port, 16, SOCK_NONBLOCK);
+    fd = l.fd;
+    port = l.port;
   }
   /// Connections the kernel completed so far (the handshake needs no accept()).
   int connections() {

@@ -103,10 +103,7 @@ int hammer(const remote_buffer& d, std::size_t size) {
   auto buf = mc::test::random_bytes(size, 4242);
   auto reg = e.register_memory(buf.data(), buf.size());
   if (!reg) return 2;
-  auto own = reg->describe();
-  std::printf("READY %s %llu %llu %llu\n", own.endpoint.c_str(), (unsigned long long)own.address,
-              (unsigned long long)own.length, (unsigned long long)own.token);
-  std::fflush(stdout);
+  mc::transfer::test::print_ready(reg->describe());
   std::atomic<bool> done{false};
   std::thread t([&] {
     auto src = mc::test::random_bytes(d.length, 5);

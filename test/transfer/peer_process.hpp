@@ -12,6 +12,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -19,6 +20,27 @@
 #include <vector>
 
 namespace mc::transfer::test {
+
+/// The transfer_peer_helper binary: $TRANSFER_HELPER (set by meson), else
+/// ./transfer_peer_helper.
+inline std::string helper_path() {
+  const char* p = std::getenv("TRANSFER_HELPER");
+  return p ? p : "./transfer_peer_helper";
+}
+
+/// The command line of a helper that serves `size` random bytes on `bind`
+/// (see serve_peer); prefix it (setpriv, unshare, ...) as a test needs.
+inline std::vector<std::string> serve_command(std::size_t size, const std::string& bind = "127.0.0.1") {
+  return {helper_path(), "serve", bind, std::to_string(size)};
+}
+
+/// Prints the line read_ready() parses, "READY endpoint address length
+/// token", for `d` on stdout and flushes it.
+inline void print_ready(const remote_buffer& d) {
+  std::printf("READY %s %llu %llu %llu\n", d.endpoint.c_str(), (unsigned long long)d.address,
+              (unsigned long long)d.length, (unsigned long long)d.token);
+  std::fflush(stdout);
+}
 
 /// Serving side of a peer process: an engine with `o` on a `threads`-thread runtime
 /// registers `size` random bytes (seed 4242), prints "READY endpoint address
@@ -36,10 +58,7 @@ inline int serve_peer(const engine_options& o, std::size_t size, const char* who
     auto buf = mc::test::random_bytes(size, 4242);
     auto reg = e.register_memory(buf.data(), buf.size());
     if (!reg) return 2;
-    auto d = reg->describe();
-    std::printf("READY %s %llu %llu %llu\n", d.endpoint.c_str(), (unsigned long long)d.address,
-                (unsigned long long)d.length, (unsigned long long)d.token);
-    std::fflush(stdout);
+    print_ready(reg->describe());
     char c;
     while (::read(0, &c, 1) > 0) {
     }

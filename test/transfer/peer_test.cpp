@@ -1,5 +1,6 @@
 // Multi-process tests: a helper process owns the memory.
 #include "child_process.hpp"
+#include "peer_process.hpp"
 #include "transfer_fixture.hpp"
 
 #include <atomic>
@@ -14,18 +15,15 @@ using namespace mc::transfer;
 using mc::transfer::test::bytes;
 using mc::transfer::test::cbytes;
 using mc::transfer::test::child_process;
+using mc::transfer::test::helper_path;
+using mc::transfer::test::serve_command;
 
 namespace {
-
-std::string helper_path() {
-  const char* p = std::getenv("TRANSFER_HELPER");
-  return p ? p : "./transfer_peer_helper";
-}
 
 /// Starts a serving helper and parses its descriptor.
 struct served_peer {
   explicit served_peer(std::size_t size, const std::string& bind = "127.0.0.1")
-      : proc({helper_path(), "serve", bind, std::to_string(size)}) {
+      : proc(serve_command(size, bind)) {
     REQUIRE(proc.started());
     auto line = proc.read_line(10s);
     REQUIRE_MESSAGE(line.has_value(), "helper did not report READY");

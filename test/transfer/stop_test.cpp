@@ -19,16 +19,12 @@ using namespace mc::transfer;
 using mc::transfer::test::bytes;
 using mc::transfer::test::child_process;
 using mc::transfer::test::loopback_options;
+using mc::transfer::test::serve_command;
 
 namespace {
 
 /// The loose bound of the tests: stop must never take longer than this.
 constexpr auto stop_bound = 10s;
-
-std::string helper_path() {
-  const char* p = std::getenv("TRANSFER_HELPER");
-  return p ? p : "./transfer_peer_helper";
-}
 
 /// Stops `e` on another thread; returns how long it took. A stop still
 /// running after stop_bound fails the test and ends the process (a hung
@@ -48,7 +44,7 @@ std::chrono::steady_clock::duration timed_stop(engine& e) {
 
 /// A helper process serving `size` random bytes.
 struct served_peer {
-  explicit served_peer(std::size_t size) : proc({helper_path(), "serve", "127.0.0.1", std::to_string(size)}) {
+  explicit served_peer(std::size_t size) : proc(serve_command(size)) {
     REQUIRE(proc.started());
     auto d = mc::transfer::test::read_ready(proc, 10000ms);
     REQUIRE_MESSAGE(d.has_value(), "helper did not report READY");

@@ -23,14 +23,12 @@ using namespace mc::transfer;
 using mc::transfer::test::bytes;
 using mc::transfer::test::cbytes;
 using mc::transfer::test::child_process;
+using mc::transfer::test::helper_path;
+using mc::transfer::test::loopback_options;
 using mc::transfer::test::read_ready;
+using mc::transfer::test::serve_command;
 
 namespace {
-
-std::string helper_path() {
-  const char* p = std::getenv("TRANSFER_HELPER");
-  return p ? p : "./transfer_peer_helper";
-}
 
 /// True when `args` runs and exits 0 (used to probe what the kernel allows).
 bool runs(const std::vector<std::string>& args) {
@@ -38,16 +36,18 @@ bool runs(const std::vector<std::string>& args) {
   return p.started() && p.wait() == 0;
 }
 
-std::vector<std::string> in_new_pid_ns(std::vector<std::string> args) {
-  std::vector<std::string> v{"unshare", "--pid", "--fork", "--kill-child"};
-  v.insert(v.end(), args.begin(), args.end());
-  return v;
+/// `prefix` followed by `args`: a command run under a wrapper (unshare, setpriv).
+std::vector<std::string> prefixed(std::vector<std::string> prefix, const std::vector<std::string>& args) {
+  prefix.insert(prefix.end(), args.begin(), args.end());
+  return prefix;
 }
 
-std::vector<std::string> as_nobody(std::vector<std::string> args) {
-  std::vector<std::string> v{"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"};
-  v.insert(v.end(), args.begin(), args.end());
-  return v;
+std::vector<std::string> in_new_pid_ns(const std::vector<std::string>& args) {
+  return prefixed({"unshare", "--pid", "--fork", "--kill-child"}, args);
+}
+
+std::vector<std::string> as_nobody(const std::vector<std::string>& args) {
+  return prefixed({"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"}, args);
 }
 
 std::vector<std::string> client_args(const std::string& force, const std::vector<remote_buffer>& ds) {
@@ -74,12 +74,6 @@ std::vector<std::string> run_clients(const std::vector<std::string>& args, int& 
   return lines;
 }
 
-engine_options local_options() {
-  engine_options o;
-  o.bind_host = "127.0.0.1";
-  return o;
-}
-
 }  // namespace
 
 TEST_SUITE("transfer_trust_peer") {
@@ -88,12 +82,12 @@ TEST_SUITE("transfer_trust_peer") {
       MESSAGE("SKIPPED: the kernel does not let this test create a pid namespace (unshare --pid)");
       return;
     }
-    child_process peer(in_new_pid_ns({helper_path(), "serve", "127.0.0.1", std::to_string(6u << 20)}));
+    child_process peer(in_new_pid_ns(serve_command(6u << 20)));
     auto d = read_ready(peer, 10s);
     REQUIRE_MESSAGE(d.has_value(), "the peer in its own pid namespace did not report READY");
     mc::runtime::runtime rt(2);
     rt.start();
-    auto o = local_options();
+    auto o = loopback_options(std::nullopt);
     o.enable_in_process = false;
     engine a(rt, o);
     REQUIRE(a.start());
@@ -132,21 +126,17 @@ TEST_SUITE("transfer_trust_peer") {
     // The client runs without CAP_SYS_PTRACE; the first peer is not dumpable,
     // so process_vm_* against it fails with EPERM; the second one is fine.
     const std::vector<std::string> no_ptrace{"setpriv", "--bounding-set", "-sys_ptrace", "--inh-caps", "-sys_ptrace"};
-    auto without_ptrace = [&](std::vector<std::string> args) {
-      auto v = no_ptrace;
-      v.insert(v.end(), args.begin(), args.end());
-      return v;
-    };
+    auto without_ptrace = [&](const std::vector<std::string>& args) { return prefixed(no_ptrace, args); };
     if (!runs(without_ptrace({"true"}))) {
       MESSAGE("SKIPPED: setpriv cannot drop CAP_SYS_PTRACE here");
       return;
     }
     ::setenv("MC_TEST_NONDUMPABLE", "1", 1);
-    child_process locked(without_ptrace({helper_path(), "serve", "127.0.0.1", std::to_string(4u << 20)}));
+    child_process locked(without_ptrace(serve_command(4u << 20)));
     ::unsetenv("MC_TEST_NONDUMPABLE");
     // Same capabilities as the client (the kernel also wants the target's
     // capabilities to be a subset of the caller's).
-    child_process open_peer(without_ptrace({helper_path(), "serve", "127.0.0.1", std::to_string(4u << 20)}));
+    child_process open_peer(without_ptrace(serve_command(4u << 20)));
     auto d_locked = read_ready(locked, 10s);
     auto d_open = read_ready(open_peer, 10s);
     REQUIRE(d_locked.has_value());
@@ -171,13 +161,13 @@ TEST_SUITE("transfer_trust_peer") {
     // The unprivileged user's io_uring rings share a small locked-memory
     // budget: one runtime thread.
     ::setenv("MC_TEST_HELPER_THREADS", "1", 1);
-    child_process nobody(as_nobody({helper_path(), "serve", "127.0.0.1", std::to_string(1u << 20)}));
+    child_process nobody(as_nobody(serve_command(1u << 20)));
     ::unsetenv("MC_TEST_HELPER_THREADS");
     auto d = read_ready(nobody, 10s);
     REQUIRE(d.has_value());
     mc::runtime::runtime rt(1);
     rt.start();
-    auto o = local_options();
+    auto o = loopback_options(std::nullopt);
     o.enable_in_process = false;
     engine a(rt, o);
     REQUIRE(a.start());
@@ -199,7 +189,7 @@ TEST_SUITE("transfer_trust_peer") {
             "a transfer to it fails at its deadline") {
     mc::runtime::runtime rt(1);
     rt.start();
-    auto o = local_options();
+    auto o = loopback_options(std::nullopt);
     o.enable_in_process = false;
     engine a(rt, o);
     REQUIRE(a.start());
