@@ -251,8 +251,8 @@ TEST_SUITE("master metadata") {
     REQUIRE(m.register_client(client("a")));
     REQUIRE(m.register_client(client("b")));
     for (int i = 0; i < 10; ++i) {
-      REQUIRE(m.add_replica("k" + std::to_string(i), "a", 1, 1));
-      REQUIRE(m.add_replica("k" + std::to_string(i), "b", 1, 1));
+      REQUIRE(m.add_replica(mc::test::numbered("k", static_cast<std::uint64_t>(i)), "a", 1, 1));
+      REQUIRE(m.add_replica(mc::test::numbered("k", static_cast<std::uint64_t>(i)), "b", 1, 1));
     }
     auto n = m.take_notices("a", 100);
     CHECK(n.resync);

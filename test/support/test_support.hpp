@@ -44,6 +44,15 @@ inline std::uint64_t checksum(const void* p, std::size_t n) {
 std::string make_temp_dir(const char* prefix);
 void remove_tree(const std::string& path);
 
+/// `prefix` followed by `n` in decimal. Tests build numbered keys with it
+/// instead of `"k" + std::to_string(n)`: GCC 12 at -O3 reports a false
+/// -Wrestrict inside operator+(const char*, string&&).
+inline std::string numbered(const char* prefix, std::uint64_t n) {
+  std::string s(prefix);
+  s += std::to_string(n);
+  return s;
+}
+
 }  // namespace mc::test
 
 /// Lets CHECK(result) print "ok" or the error instead of requiring an

@@ -18,6 +18,7 @@
 #include <string>
 
 using namespace mc::store;
+using mc::test::numbered;
 using namespace std::chrono_literals;
 
 namespace {
@@ -52,14 +53,6 @@ struct recorder {
     };
   }
 };
-
-/// `prefix` followed by `n` in decimal. Appends instead of `"k" + std::to_string(n)`:
-/// GCC 12 at -O3 reports a false -Wrestrict inside operator+(const char*, string&&).
-std::string numbered(const char* prefix, std::uint64_t n) {
-  std::string s(prefix);
-  s += std::to_string(n);
-  return s;
-}
 
 /// Allocates, writes (through write()), commits.
 mc::task<mc::result<void>> put(tiered_backend& be, std::string key, std::vector<std::byte> data,
@@ -416,7 +409,7 @@ TEST_SUITE("tiered_backend") {
     std::map<std::string, value_version> committed;
     value_version last = 0;
     for (int i = 0; i < 3; ++i) {
-      auto key = "k" + std::to_string(i);
+      auto key = numbered("k", static_cast<std::uint64_t>(i));
       REQUIRE(rt.block_on(put(*be, key, payload(8000, i))));
       auto v = be->version_of(key);
       REQUIRE(v);
@@ -431,7 +424,7 @@ TEST_SUITE("tiered_backend") {
     REQUIRE(rt.block_on(put(*be, "k1", payload(100, 9))));
     CHECK(*be->version_of("k1") > last);
     // Fill until something is evicted from SSD: the observer names its version.
-    for (int i = 3; i < 6; ++i) REQUIRE(rt.block_on(put(*be, "k" + std::to_string(i), payload(8000, i))));
+    for (int i = 3; i < 6; ++i) REQUIRE(rt.block_on(put(*be, numbered("k", static_cast<std::uint64_t>(i)), payload(8000, i))));
     REQUIRE_FALSE(rec.events.empty());
     CHECK(rec.events[0].second == removal_reason::evicted);
     CHECK(rec.versions[0] == committed[rec.events[0].first]);
