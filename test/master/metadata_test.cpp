@@ -169,7 +169,7 @@ TEST_SUITE("master metadata") {
   TEST_CASE("listing keys by prefix is bounded") {
     metadata m;
     REQUIRE(m.register_client(client("a")));
-    for (int i = 0; i < 100; ++i) REQUIRE(m.add_replica("p/" + std::to_string(i), "a", 1, 1));
+    for (int i = 0; i < 100; ++i) REQUIRE(m.add_replica(mc::test::numbered("p/", i), "a", 1, 1));
     REQUIRE(m.add_replica("q/1", "a", 1, 1));
     CHECK(m.keys("p/", 10).size() == 10);
     CHECK(m.keys("p/", 1000).size() == 100);

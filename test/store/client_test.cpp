@@ -131,7 +131,7 @@ TEST_SUITE("store client") {
     auto& b = cl.add("b", R"({"tiers":[{"type":"SSD","capacity":"96MiB","priority":10,"path":"@DIR@"}]})");
     // Remote read of SSD-resident values (too big for A's DRAM tier).
     round_trip_sizes(cl, {2 * (1 << 20) + 1, 9 * (1 << 20) + 4097}, "ssd/");
-    auto h = a.backend().get("ssd/" + std::to_string(2 * (1 << 20) + 1));
+    auto h = a.backend().get(mc::test::numbered("ssd/", 2 * (1 << 20) + 1));
     REQUIRE(h.has_value());
     CHECK(h->tier() == mc::store::tier_type::ssd);
     // Remote write into an SSD-only node.
@@ -156,7 +156,7 @@ TEST_SUITE("store client") {
       std::vector<std::string> keys;
       std::vector<std::span<const std::byte>> spans;
       for (std::size_t i = 0; i < vals.size(); ++i) {
-        keys.push_back("b/" + std::to_string(i));
+        keys.push_back(mc::test::numbered("b/", i));
         spans.push_back(bytes_of(vals[i]));
       }
       keys.push_back("");  // a bad item does not spoil the batch
@@ -172,7 +172,7 @@ TEST_SUITE("store client") {
       std::vector<std::string> keys;
       std::vector<std::span<std::byte>> spans;
       for (std::size_t i = 0; i < outs.size(); ++i) {
-        keys.push_back("b/" + std::to_string(i));
+        keys.push_back(mc::test::numbered("b/", i));
         spans.push_back(writable(outs[i]));
       }
       co_return co_await b.batch_get(std::move(keys), std::move(spans));

@@ -68,7 +68,7 @@ TEST_SUITE("store consistency") {
       // Fill the tier until the key is evicted (its notice is queued), then re-put it at once.
       for (int f = 0; a.backend().exists(key); ++f) {
         REQUIRE(f < 16);
-        REQUIRE(cl.on(0, put(a, "fill/" + std::to_string(round) + "/" + std::to_string(f),
+        REQUIRE(cl.on(0, put(a, mc::test::numbered("fill/", round) + mc::test::numbered("/", f),
                              random_bytes(n, 1000 + f))));
       }
       auto fresh = random_bytes(n, 200 + round);
@@ -130,7 +130,7 @@ TEST_SUITE("store consistency") {
     constexpr std::size_t n = 150 * kib + 1;
     std::vector<std::string> small;
     for (int i = 0; i < 6; ++i) {
-      small.push_back("small/" + std::to_string(i));
+      small.push_back(mc::test::numbered("small/", i));
       REQUIRE(cl.on(0, put(a, small.back(), random_bytes(n, i))));
     }
     for (auto& k : small) REQUIRE(holder_of(cl, k) == "a");

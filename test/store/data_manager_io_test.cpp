@@ -161,7 +161,7 @@ TEST_SUITE("data manager io") {
     std::mt19937_64 rng(99);
     int cancelled = 0, completed = 0;
     for (int i = 0; i < 200; ++i) {
-      auto key = "p" + std::to_string(i);
+      auto key = mc::test::numbered("p", i);
       auto r = f.run(put_bytes(*f.dm, key, random_bytes(100 + rng() % 300000, i),
                                std::chrono::microseconds(rng() % 700)));
       (r ? completed : cancelled)++;
@@ -184,7 +184,7 @@ TEST_SUITE("data manager io") {
     remote.where = mc::store::placement::remote;
     remote.target = a.rpc_endpoint();
     for (int i = 0; i < 80; ++i) {
-      auto key = "c" + std::to_string(i);
+      auto key = mc::test::numbered("c", i);
       keys.push_back(key);
       auto v = random_bytes(1000 + rng() % 200000, i);
       auto limit = std::chrono::microseconds(rng() % 1500);

@@ -109,14 +109,19 @@ TEST_SUITE("client service guard") {
     // CLI-style (no id): the descriptor's host is ignored; the owner uses the
     // RPC connection's IP (127.0.0.1) with the descriptor's port. A listener on
     // 127.0.0.2 at that port never sees a connection.
-    std::fill(buf.begin(), buf.end(), 0);
-    foreign_listener other_host("127.0.0.2", port_of(desc.endpoint));
-    auto cli_desc = desc;
+    // (A fresh buffer: refilling `buf` here would race, in ThreadSanitizer's
+    // view, with the owner thread's earlier copy into it.)
+    std::vector<std::uint8_t> buf2(v.size(), 0);
+    auto reg2 = b.register_buffer(std::as_writable_bytes(std::span(buf2)));
+    REQUIRE(reg2.has_value());
+    auto desc2 = reg2->describe();
+    foreign_listener other_host("127.0.0.2", port_of(desc2.endpoint));
+    auto cli_desc = desc2;
     cli_desc.endpoint = "127.0.0.2:" + std::to_string(other_host.port);
     mc::store::peer_client cli(3s);
     auto r3 = c.on(1, cli.read_remote(a.rpc_endpoint(), "k", cli_desc));
     REQUIRE(r3.value.has_value());
-    CHECK(same_bytes(buf, v));
+    CHECK(same_bytes(buf2, v));
     CHECK(other_host.connections() == 0);
   }
 
@@ -128,7 +133,7 @@ TEST_SUITE("client service guard") {
     std::vector<std::vector<std::uint8_t>> values;
     for (int i = 0; i < 12; ++i) {
       values.push_back(random_bytes(60000 + 7 * i, 100 + i));
-      REQUIRE(c.on(0, a.put("v" + std::to_string(i), bytes_of(values.back()))));
+      REQUIRE(c.on(0, a.put(mc::test::numbered("v", i), bytes_of(values.back()))));
     }
     auto big = random_bytes(300001, 9);
     mc::store::put_options po;
@@ -143,7 +148,7 @@ TEST_SUITE("client service guard") {
     CHECK(a.backend().usage().at(0).evictions == 0);
     for (int i = 0; i < 12; ++i) {
       std::vector<std::uint8_t> back(values[i].size());
-      auto g = c.on(0, a.get("v" + std::to_string(i), writable(back)));
+      auto g = c.on(0, a.get(mc::test::numbered("v", i), writable(back)));
       REQUIRE(g.has_value());
       CHECK(back == values[i]);
     }
@@ -164,7 +169,7 @@ TEST_SUITE("client service guard") {
     std::vector<std::vector<std::uint8_t>> vals;
     for (int i = 0; i < 4; ++i) {
       vals.push_back(random_bytes(1001, 20 + i));
-      REQUIRE(c.on(0, a.put("s" + std::to_string(i), bytes_of(vals.back()))));
+      REQUIRE(c.on(0, a.put(mc::test::numbered("s", i), bytes_of(vals.back()))));
     }
     auto big = random_bytes(6007, 30);
     REQUIRE(c.on(0, a.put("b0", bytes_of(big))));
