@@ -1,5 +1,6 @@
 // In-process transport: the peer engine lives in this process; copy with
 // memcpy after the same token / range checks a remote target would make.
+#include "peer_memory.hpp"
 #include "engine_impl.hpp"
 
 #include <algorithm>
@@ -52,6 +53,7 @@ class inproc_transport final : public transport {
       access_guard g(**e);
       if (!g) co_return make_error_code(errc::access_denied);  // revoked meanwhile
       std::byte* remote = (*e)->ptr(it.address + off);
+      peer_memory_scope peer_bytes;  // see peer_memory.hpp
       if (it.op == op_kind::read)
         std::memmove(it.local + off, remote, n);
       else

@@ -4,6 +4,7 @@
 // user buffer between our own system calls, so a cancelled transfer or a
 // revoked region can never be written after the fact, and no composed asio
 // operation splits large buffers (DESIGN.md §3).
+#include "peer_memory.hpp"
 #include "mc/runtime/error.hpp"
 #include "mc/runtime/task.hpp"
 #include "registry.hpp"
@@ -157,6 +158,7 @@ task<region_io> recv_into_region(Socket& s, const region_entry& e, std::byte* p,
         auto d = co_await discard(s, n);
         co_return d ? region_io::revoked : region_io::failed;
       }
+      peer_memory_scope peer_bytes;  // see peer_memory.hpp
       r = recv_once(s.native_handle(), p, static_cast<std::size_t>(n), err);
     }
     if (r < 0) co_return region_io::failed;
@@ -189,6 +191,7 @@ task<region_io> send_from_region(Socket& s, const region_entry& e, const std::by
       msghdr msg{};
       msg.msg_iov = cur;
       msg.msg_iovlen = static_cast<std::size_t>(cnt);
+      peer_memory_scope peer_bytes;  // see peer_memory.hpp
       r = ::sendmsg(s.native_handle(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
       saved = errno;
     }
