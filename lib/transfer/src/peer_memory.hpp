@@ -19,7 +19,9 @@ class peer_memory_scope {
   peer_memory_scope() noexcept { __tsan_ignore_thread_begin(); }
   ~peer_memory_scope() { __tsan_ignore_thread_end(); }
 #else
-  peer_memory_scope() noexcept = default;
+  // User-provided (not defaulted): a scope object is never "unused".
+  peer_memory_scope() noexcept {}
+  ~peer_memory_scope() {}
 #endif
   peer_memory_scope(const peer_memory_scope&) = delete;
   peer_memory_scope& operator=(const peer_memory_scope&) = delete;
