@@ -1,5 +1,6 @@
 #include "mc/master/master_client.hpp"
 
+#include "client_info_wire.hpp"
 #include "master.capnp.h"
 #include "mc/rpc/capnp.hpp"
 
@@ -16,10 +17,7 @@ replica read_replica(Replica::Reader r) {
   return {r.getClientId(), r.getRpcEndpoint(), r.getTransferEndpoint()};
 }
 
-client_info read_info(ClientInfo::Reader i) {
-  return {i.getClientId(), i.getRpcEndpoint(), i.getTransferEndpoint(), i.getCapacity(), i.getUsed(),
-          i.getTransferInstance()};
-}
+using detail::read_info;
 
 task<result<Master::Client>> connect_master(const std::string& address) {
   co_return co_await mc::rpc::connect<Master>(address, "master");
@@ -31,13 +29,7 @@ task<result<void>> master_client::register_client(client_info info) {
   auto m = co_await connect_master(address_);
   if (!m) co_return m.error();
   auto req = m->registerClientRequest();
-  auto i = req.initInfo();
-  i.setClientId(info.client_id);
-  i.setRpcEndpoint(info.rpc_endpoint);
-  i.setTransferEndpoint(info.transfer_endpoint);
-  i.setCapacity(info.capacity);
-  i.setUsed(info.used);
-  i.setTransferInstance(info.transfer_instance);
+  detail::set_info(req.initInfo(), info);
   auto r = co_await mc::rpc::call(req.send(), timeout_);
   if (!r) co_return r.error();
   co_return from_status(r->getStatus());

@@ -5,6 +5,7 @@
 
 #include "mc/rpc/protocol.hpp"
 
+#include "client_info_wire.hpp"
 #include "master.capnp.h"
 #include "mc/rpc/capnp.hpp"
 #include "mc/rpc/server.hpp"
@@ -34,19 +35,8 @@ void set_replica(Replica::Builder b, const replica& r) {
   b.setTransferEndpoint(r.transfer_endpoint);
 }
 
-client_info read_info(ClientInfo::Reader r) {
-  return {r.getClientId(), r.getRpcEndpoint(), r.getTransferEndpoint(), r.getCapacity(), r.getUsed(),
-          r.getTransferInstance()};
-}
-
-void set_info(ClientInfo::Builder b, const client_info& i) {
-  b.setClientId(i.client_id);
-  b.setRpcEndpoint(i.rpc_endpoint);
-  b.setTransferEndpoint(i.transfer_endpoint);
-  b.setCapacity(i.capacity);
-  b.setUsed(i.used);
-  b.setTransferInstance(i.transfer_instance);
-}
+using detail::read_info;
+using detail::set_info;
 
 /// The metadata calls are short and synchronous: answered inline on the
 /// serving thread, no coroutine needed.
