@@ -64,6 +64,38 @@ inline void report(const row& r) {
   std::fflush(stdout);
 }
 
+/// A goal for a row's ratio ours / baseline (medians of one run): met when
+/// the ratio is >= `ratio` (throughput), or <= `ratio` when `at_most`
+/// (latency).
+struct target {
+  double ratio = 1;
+  bool at_most = false;
+};
+
+/// Like report(), plus the target: the table line ends in "target >= R:
+/// met" / "missed", the JSON line carries "target":">= R" and "met":true|false.
+/// Returns whether the target was met (false without a baseline).
+inline bool report_target(const row& r, const target& t) {
+  double v = median(r.runs);
+  double s = spread(r.runs);
+  double b = r.baseline_runs.empty() ? 0 : median(r.baseline_runs);
+  double x = b > 0 ? v / b : 0;
+  bool met = b > 0 && (t.at_most ? x <= t.ratio : x >= t.ratio);
+  char goal[32];
+  std::snprintf(goal, sizeof goal, "%s %.2f", t.at_most ? "<=" : ">=", t.ratio);
+  std::printf("%-34s %-12s %12.2f %-7s  %-14s %12.2f  ratio %.2f  target %s: %s", r.case_name.c_str(),
+              r.metric.c_str(), v, r.unit.c_str(), r.baseline.c_str(), b, x, goal, met ? "target met" : "missed");
+  if (s > 0.2) std::printf("  (spread %.0f%%: noisy)", s * 100);
+  std::printf("\n");
+  std::printf("{\"bench\":\"%s\",\"case\":\"%s\",\"metric\":\"%s\",\"unit\":\"%s\",\"value\":%.4f"
+              ",\"baseline\":\"%s\",\"baseline_value\":%.4f,\"runs\":%zu,\"spread\":%.4f"
+              ",\"target\":\"%s\",\"met\":%s}\n",
+              r.bench.c_str(), r.case_name.c_str(), r.metric.c_str(), r.unit.c_str(), v, r.baseline.c_str(), b,
+              r.runs.size(), s, goal, met ? "true" : "false");
+  std::fflush(stdout);
+  return met;
+}
+
 inline double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }

@@ -1,0 +1,291 @@
+#pragma once
+// Baselines of inference_bench (see bench/README.md for why each is fair):
+//   pump   a raw TCP pump: N streams over 127.0.0.1 to a forked peer process,
+//          a batch's bytes split into N disjoint ranges of one buffer, one
+//          ack per stream and batch, no protocol beyond a 16-byte header;
+//   copy   memcpy of the same pieces over disjoint ranges, one range per thread;
+//   redis  libhiredis against a redis-server we start: pipelined SET / GET of
+//          the same keys and bytes, the batch split over N connections.
+#include <hiredis/hiredis.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+namespace mc::bench::base {
+
+/// The pieces of one value, in order (one piece = a contiguous value).
+using pieces = std::vector<std::span<std::byte>>;
+
+inline std::size_t total_size(const pieces& p) {
+  std::size_t n = 0;
+  for (auto& s : p) n += s.size();
+  return n;
+}
+
+// ---------------------------------------------------------------- raw TCP pump
+
+inline bool send_all(int fd, const void* p, std::size_t n) {
+  auto* c = static_cast<const char*>(p);
+  while (n > 0) {
+    auto k = ::send(fd, c, n, MSG_NOSIGNAL);
+    if (k <= 0) return false;
+    c += k;
+    n -= static_cast<std::size_t>(k);
+  }
+  return true;
+}
+
+inline bool recv_all(int fd, void* p, std::size_t n) {
+  auto* c = static_cast<char*>(p);
+  while (n > 0) {
+    auto k = ::recv(fd, c, n, 0);
+    if (k <= 0) return false;
+    c += k;
+    n -= static_cast<std::size_t>(k);
+  }
+  return true;
+}
+
+/// The pump peer's side of one connection. Request: {u64 op, u64 bytes};
+/// op 0: the client sends `bytes`, we ack with one byte; op 1: we send
+/// `bytes`, the client acks. Our buffer is as large as the biggest share asked
+/// for (capped at 256 MiB: requests above it are refused by closing).
+inline void pump_serve(int fd) {
+  std::vector<char> buf;
+  for (;;) {
+    std::uint64_t req[2];
+    if (!recv_all(fd, req, sizeof req) || req[0] > 1 || req[1] > (std::uint64_t{256} << 20)) break;
+    if (buf.size() < req[1]) buf.resize(req[1]);
+    char ack = 1;
+    if (req[0] == 0) {
+      if (!recv_all(fd, buf.data(), req[1]) || !send_all(fd, &ack, 1)) break;
+    } else {
+      if (!send_all(fd, buf.data(), req[1]) || !recv_all(fd, &ack, 1)) break;
+    }
+  }
+  ::close(fd);
+}
+
+/// Runs in a forked child (before the parent starts any thread): listens on
+/// an ephemeral 127.0.0.1 port, writes it as text to `out_fd`, serves until
+/// `in_fd` reaches EOF (the parent closed it or died), then exits.
+[[noreturn]] inline void pump_peer_main(int out_fd, int in_fd) {
+  int lfd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t alen = sizeof a;
+  if (::bind(lfd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(lfd, 64) != 0) _exit(1);
+  ::getsockname(lfd, reinterpret_cast<sockaddr*>(&a), &alen);
+  std::string port = std::to_string(ntohs(a.sin_port)) + "\n";
+  if (::write(out_fd, port.data(), port.size()) != static_cast<ssize_t>(port.size())) _exit(1);
+  std::thread([lfd] {
+    for (;;) {
+      int c = ::accept(lfd, nullptr, nullptr);
+      if (c < 0) return;
+      int one = 1;
+      ::setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+      std::thread(pump_serve, c).detach();
+    }
+  }).detach();
+  char c;
+  while (::read(in_fd, &c, 1) > 0) {
+  }
+  std::_Exit(0);  // serving threads may still be blocked; nothing to flush
+}
+
+/// This process's side: `streams` connections to the pump peer.
+class pump {
+ public:
+  pump(std::uint16_t port, std::size_t streams) {
+    for (std::size_t i = 0; i < streams; ++i) {
+      int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+      sockaddr_in a{};
+      a.sin_family = AF_INET;
+      a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      a.sin_port = htons(port);
+      if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+        ::close(fd);
+        throw std::runtime_error("pump: cannot connect to the peer");
+      }
+      int one = 1;
+      ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+      fds_.push_back(fd);
+    }
+  }
+  ~pump() {
+    for (int fd : fds_) ::close(fd);
+  }
+  pump(const pump&) = delete;
+  pump& operator=(const pump&) = delete;
+
+  std::size_t streams() const { return fds_.size(); }
+
+  /// One batch: `buf` split into streams() disjoint ranges, each moved over
+  /// its own connection (sent when `send`, else received into it), one ack
+  /// per stream. Throws on a connection error.
+  void batch(bool send, std::span<std::byte> buf) {
+    std::size_t n = fds_.size(), share = buf.size() / n;
+    std::vector<std::thread> ts;
+    std::vector<char> ok(n, 0);
+    for (std::size_t i = 0; i < n; ++i) {
+      std::size_t off = i * share, len = i + 1 == n ? buf.size() - off : share;
+      ts.emplace_back([&, i, off, len] {
+        std::uint64_t req[2] = {send ? 0u : 1u, len};
+        char ack = 1;
+        int fd = fds_[i];
+        ok[i] = send_all(fd, req, sizeof req) &&
+                (send ? send_all(fd, buf.data() + off, len) && recv_all(fd, &ack, 1)
+                      : recv_all(fd, buf.data() + off, len) && send_all(fd, &ack, 1));
+      });
+    }
+    for (auto& t : ts) t.join();
+    if (std::count(ok.begin(), ok.end(), 0) != 0) throw std::runtime_error("pump: a stream failed");
+  }
+
+ private:
+  std::vector<int> fds_;
+};
+
+// ---------------------------------------------------------------- memcpy
+
+/// Copies dst[i] <- src[i] (same sizes), the items split into `threads`
+/// disjoint contiguous ranges, one thread each.
+inline void copy_batch(const std::vector<std::span<std::byte>>& dst, const std::vector<std::span<std::byte>>& src,
+                       std::size_t threads) {
+  std::size_t n = dst.size(), per = (n + threads - 1) / threads;
+  std::vector<std::thread> ts;
+  for (std::size_t t = 0; t < threads && t * per < n; ++t)
+    ts.emplace_back([&, t] {
+      for (std::size_t i = t * per; i < std::min(n, (t + 1) * per); ++i)
+        std::memcpy(dst[i].data(), src[i].data(), dst[i].size());
+    });
+  for (auto& t : ts) t.join();
+}
+
+// ---------------------------------------------------------------- Redis
+
+/// One hiredis connection (TCP when `unix_path` is empty).
+class redis {
+ public:
+  redis(const std::string& host, int port, const std::string& unix_path) {
+    ctx_ = unix_path.empty() ? redisConnect(host.c_str(), port) : redisConnectUnix(unix_path.c_str());
+    if (ctx_ == nullptr || ctx_->err) {
+      std::string why = ctx_ ? ctx_->errstr : "out of memory";
+      if (ctx_) redisFree(ctx_);
+      throw std::runtime_error("redis: cannot connect: " + why);
+    }
+  }
+  ~redis() { redisFree(ctx_); }
+  redis(const redis&) = delete;
+  redis& operator=(const redis&) = delete;
+
+  /// Pipelined SET of keys[i] = values[i] (pieces gathered into one staging
+  /// buffer first: a SET needs one contiguous argument). Throws on any error.
+  void set(std::span<const std::string> keys, std::span<const pieces> values) {
+    std::vector<std::byte> staging;
+    for (std::size_t i = 0; i < keys.size(); ++i) {
+      const auto& v = values[i];
+      const void* data = v.size() == 1 ? static_cast<const void*>(v[0].data()) : nullptr;
+      std::size_t len = total_size(v);
+      if (v.size() != 1) {
+        staging.resize(len);
+        std::size_t off = 0;
+        for (auto& p : v) {
+          std::memcpy(staging.data() + off, p.data(), p.size());
+          off += p.size();
+        }
+        data = staging.data();
+      }
+      const char* argv[3] = {"SET", keys[i].data(), static_cast<const char*>(data)};
+      std::size_t lens[3] = {3, keys[i].size(), len};
+      if (redisAppendCommandArgv(ctx_, 3, argv, lens) != REDIS_OK) throw std::runtime_error("redis: append failed");
+    }
+    for (std::size_t i = 0; i < keys.size(); ++i) {
+      auto* r = reply();
+      bool ok = r->type == REDIS_REPLY_STATUS;
+      freeReplyObject(r);
+      if (!ok) throw std::runtime_error("redis: SET " + keys[i] + " failed");
+    }
+  }
+
+  /// Pipelined GET of keys into dsts (scattered over the pieces). Throws on
+  /// a missing key or a size other than the pieces' total.
+  void get(std::span<const std::string> keys, std::span<const pieces> dsts) {
+    for (auto& k : keys) {
+      const char* argv[2] = {"GET", k.data()};
+      std::size_t lens[2] = {3, k.size()};
+      if (redisAppendCommandArgv(ctx_, 2, argv, lens) != REDIS_OK) throw std::runtime_error("redis: append failed");
+    }
+    for (std::size_t i = 0; i < keys.size(); ++i) {
+      auto* r = reply();
+      bool ok = r->type == REDIS_REPLY_STRING && static_cast<std::size_t>(r->len) == total_size(dsts[i]);
+      if (ok) {
+        std::size_t off = 0;
+        for (auto& p : dsts[i]) {
+          std::memcpy(p.data(), r->str + off, p.size());
+          off += p.size();
+        }
+      }
+      freeReplyObject(r);
+      if (!ok) throw std::runtime_error("redis: GET " + keys[i] + ": missing or wrong size");
+    }
+  }
+
+ private:
+  redisReply* reply() {
+    void* r = nullptr;
+    if (redisGetReply(ctx_, &r) != REDIS_OK || r == nullptr)
+      throw std::runtime_error(std::string("redis: ") + ctx_->errstr);
+    auto* rr = static_cast<redisReply*>(r);
+    if (rr->type == REDIS_REPLY_ERROR) {
+      std::string why = rr->str;
+      freeReplyObject(rr);
+      throw std::runtime_error("redis: " + why);
+    }
+    return rr;
+  }
+  redisContext* ctx_ = nullptr;
+};
+
+/// A batch over several connections: keys split into conns.size() contiguous
+/// ranges, each pipelined on its own connection from its own thread.
+inline void redis_batch(std::vector<redis*>& conns, bool put, std::span<const std::string> keys,
+                        std::span<const pieces> values) {
+  if (conns.size() == 1) {  // one connection: this thread, as a single-connection client would
+    if (put) conns[0]->set(keys, values);
+    else conns[0]->get(keys, values);
+    return;
+  }
+  std::size_t n = keys.size(), per = (n + conns.size() - 1) / conns.size();
+  std::vector<std::thread> ts;
+  std::vector<std::string> errors(conns.size());
+  for (std::size_t c = 0; c < conns.size() && c * per < n; ++c)
+    ts.emplace_back([&, c] {
+      std::size_t b = c * per, e = std::min(n, b + per);
+      try {
+        if (put) conns[c]->set(keys.subspan(b, e - b), values.subspan(b, e - b));
+        else conns[c]->get(keys.subspan(b, e - b), values.subspan(b, e - b));
+      } catch (const std::exception& x) {
+        errors[c] = x.what();
+      }
+    });
+  for (auto& t : ts) t.join();
+  for (auto& e : errors)
+    if (!e.empty()) throw std::runtime_error(e);
+}
+
+}  // namespace mc::bench::base
