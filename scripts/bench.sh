@@ -9,7 +9,7 @@
 # Environment:
 #   QUICK=1          reduced matrix (< 3 minutes of benchmarks)
 #   BENCH_BUILD      build directory (default build-release, --buildtype=release)
-#   BENCH_ONLY       comma list of areas to run: runtime,rpc,transfer,tiered,store
+#   BENCH_ONLY       comma list of areas to run: runtime,rpc,transfer,tiered,store,inference
 #   BENCH_OUT        output directory (default bench/results/<date>-<commit>[-quick])
 #   JOBS             build parallelism (default nproc)
 #   BENCH_NO_BUILD=1 do not (re)build: run the programs already in BENCH_BUILD
@@ -29,7 +29,7 @@ t_start=$SECONDS
 say() { printf '\033[1m== %s\033[0m\n' "$*"; }
 fmt_time() { printf '%d:%02d' $(($1 / 60)) $(($1 % 60)); }
 
-# ---- 1. dependencies (Debian packages: redis-server, redis-tools, fio, gnuplot-nox)
+# ---- 1. dependencies (Debian packages: redis-server, redis-tools, libhiredis-dev, fio, gnuplot-nox)
 say "dependencies"
 bash scripts/install-deps.sh --bench
 
@@ -39,6 +39,12 @@ if [[ -n ${BENCH_NO_BUILD:-} ]]; then
   echo "BENCH_NO_BUILD set: using the programs already in $build"
 elif [[ ! -f $build/build.ninja ]]; then
   meson setup "$build" --buildtype=release -Dtests=false -Dbench=true >/dev/null
+fi
+# inference_bench needs libhiredis (optional in meson): a build directory
+# configured before it was installed does not know it yet.
+if [[ -z ${BENCH_NO_BUILD:-} && -f $build/build.ninja ]] && pkg-config --exists hiredis &&
+  ! grep -q inference_bench "$build/build.ninja"; then
+  meson setup --reconfigure "$build" >/dev/null
 fi
 if [[ -z ${BENCH_NO_BUILD:-} ]]; then
   build_log=$(mktemp /tmp/mc-bench-build.XXXXXX)
@@ -78,6 +84,9 @@ if [[ $quick == 1 ]]; then
     add store store/store_bench "--configs $cfg --runs 3 --seconds 0.15 --sizes $ssizes --concurrency $conc" \
       $((6 * $(count $ssizes) * $(count $conc)))
   done
+  for cfg in tcp shm; do  # 3 connector shapes x put/get x 2 baselines + 2 small batches + 2 x 3 single-get rows
+    add inference inference/inference_bench "--quick --configs $cfg" 20
+  done
 else
   limit=900
   inflight=1,4,16,64,256
@@ -90,6 +99,9 @@ else
   add tiered tiered/tier_bench "--runs 5" 7
   for cfg in tcp shm; do
     add store store/store_bench "--configs $cfg --runs 3 --full" $((6 * 4 * 3))
+  done
+  for cfg in tcp shm; do
+    add inference inference/inference_bench "--configs $cfg --runs 3" 20
   done
 fi
 
@@ -139,6 +151,13 @@ run_step() {  # step index
   local t0=$SECONDS n=0 last="" line buf="" rc=0 tick=$SECONDS
   say "$name $args"
   rm -f "$pidf"
+  if [[ ! -x $prog ]]; then  # an optional program the build left out (e.g. no libhiredis)
+    failures+=("$name: not built (missing optional dependency? scripts/install-deps.sh --bench)")
+    printf '{"type":"program","area":"%s","program":"%s","args":"%s","exit":127,"seconds":0,"results":0,"expected":%d,"log":"logs/%s"}\n' \
+      "$area" "$name" "$args" "$exp" "$step-$name.log" >>"$results"
+    echo "  !! $name: not built" >&2
+    return
+  fi
   # shellcheck disable=SC2086
   exec {fd}< <(
     timeout --foreground -k 10 "$limit" "$prog" $args 2>"$err" &

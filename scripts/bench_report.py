@@ -39,6 +39,11 @@ AREAS = [  # bench field, title, program, what it compares
     ("store", "Store vs Redis", "store_bench",
      "remote get/put between two client processes vs redis-server + redis-benchmark "
      "(tcp: Redis over TCP; shm: same-host transport vs Redis over a unix socket)"),
+    ("inference", "Inference workloads", "inference_bench",
+     "connector-shaped batches (sglang 128 x 1 MiB, vllm 64 x 2 MiB in 64 x 32 KiB pieces, lmcache 32 MiB chunks, "
+     "4 KiB values in batches of 32 and single gets) from one client to an owner mooncake_client; tcp: vs a raw TCP "
+     "pump and Redis over TCP; shm: same-host transport vs memcpy and Redis over a unix socket (libhiredis, pipelined). "
+     "The *target* column is the goal of issue 14 for the row's ratio"),
 ]
 
 
@@ -243,6 +248,10 @@ KEY_RESULTS = [  # (bench, case regex, metric): the first matching row of each g
     ("store", r"shm_get_4KiB_c1", "p50"),
     ("store", r"shm_get_1MiB_c8", "throughput"),
     ("store", r"shm_put_1MiB_c8", "throughput"),
+    ("inference", r"tcp_sglang_get", "throughput"),
+    ("inference", r"shm_sglang_get", "throughput"),
+    ("inference", r"tcp_vllm_get(_contig)?", "throughput"),
+    ("inference", r"tcp_small_get_4KiB_c1", "p50"),
 ]
 
 
@@ -264,16 +273,29 @@ def key_table(rows):
     return out
 
 
+def target_cell(r):
+    """Rows with a goal on their ratio ("target": ">= 0.80", "met": bool; bench_util's report_target)."""
+    if "target" not in r:
+        return ""
+    return f"{r['target']} × baseline: " + ("**met**" if r.get("met") else "**missed**")
+
+
 def area_table(rs):
-    out = ["| case | metric | ours | unit | baseline | baseline value | ratio ours/baseline | | runs | spread | trust |",
-           "|---|---|---:|---|---|---:|---:|---|---:|---:|---|"]
+    targets = any("target" in r for r in rs)
+    out = ["| case | metric | ours | unit | baseline | baseline value | ratio ours/baseline | |"
+           + (" target |" if targets else "") + " runs | spread | trust |",
+           "|---|---|---:|---|---|---:|---:|---|" + ("---|" if targets else "") + "---:|---:|---|"]
     for r in rs:
         x = ratio(r)
         arrow = " (lower is better)" if lower_is_better(r) and x is not None else ""
-        out.append("| {case} | {metric} | {v} | {unit} | {b} | {bv} | {ratio}{arrow} | {verd} | {runs} | {sp} | {trust} |".format(
+        out.append("| {case} | {metric} | {v} | {unit} | {b} | {bv} | {ratio}{arrow} | {verd} |{tgt} {runs} | {sp} | {trust} |".format(
             case=r["case"], metric=r["metric"], v=num(r["value"]), unit=r["unit"], b=r.get("baseline", "") or "–",
             bv=num(r.get("baseline_value")), ratio="–" if x is None else f"{x:.2f}", arrow=arrow, verd=verdict(r),
+            tgt=f" {target_cell(r)} |" if targets else "",
             runs=r.get("runs", ""), sp=f"{r.get('spread', 0) * 100:.0f} %", trust=trust_note(r)))
+    met = [r for r in rs if "target" in r]
+    if met:
+        out += ["", f"Targets: {sum(1 for r in met if r.get('met'))} of {len(met)} met."]
     return out
 
 

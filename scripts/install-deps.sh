@@ -13,7 +13,7 @@ pkgs=(
   prometheus curl
 )
 if [[ "${1:-}" == "--bench" ]]; then
-  pkgs+=(redis-server redis-tools fio gnuplot-nox)
+  pkgs+=(redis-server redis-tools libhiredis-dev fio gnuplot-nox)
 fi
 if [[ "${1:-}" == "--rdma" ]]; then
   # scripts/rxe-vm.sh (the Soft-RoCE VM of `make test-rdma`): qemu boots Debian's
