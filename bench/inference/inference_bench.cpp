@@ -44,7 +44,7 @@ struct settings {
   std::vector<std::string> configs{"tcp", "shm"};
   std::vector<std::string> cases;  // empty: all
   int runs = 3;
-  double seconds = 0.3;
+  double seconds = 0.5;
   std::string apps_dir;
 };
 
@@ -56,7 +56,7 @@ void usage() {
       "lmcache: 32 MiB puts one at a time, gets in batches of 4; small: 4 KiB in batches of 32\n"
       "and single gets at 1 and 8 in flight) against a mooncake_client owner, with a raw TCP\n"
       "pump / memcpy / Redis (libhiredis, pipelined) measured in the same run. Default: 3 runs\n"
-      "of 0.3 s per measurement (< 5 min); --quick: 2 runs of 0.12 s (< 1.5 min).\n");
+      "of 0.5 s per measurement (< 5 min); --quick: 2 runs of 0.12 s (< 1.5 min).\n");
 }
 
 std::vector<std::string> split(const std::string& s) {
