@@ -145,16 +145,16 @@ mc::task<void> ours_put(C& c, env& e, work::data& d, bool one_at_a_time) {
 template <class C>
 mc::task<void> ours_get(C& c, work::data& d) {
   auto& keys = d.keys();
+  std::vector<mc::result<std::size_t>> rs;
   if constexpr (has_parts<C>) {
-    if (d.dims().pieces > 1) {
-      check_all(co_await c.batch_get_parts(keys, d.dst_pieces()), keys, "batch_get_parts");
-      co_return;
-    }
+    if (d.dims().pieces > 1) rs = co_await c.batch_get_parts(keys, d.dst_pieces());
   }
-  std::vector<std::span<std::byte>> bufs;
-  for (auto& ps : d.dst_pieces()) bufs.push_back(ps[0]);
-  auto rs = co_await c.batch_get(keys, std::move(bufs));
-  check_all(rs, keys, "batch_get");
+  if (rs.empty()) {
+    std::vector<std::span<std::byte>> bufs;
+    for (auto& ps : d.dst_pieces()) bufs.push_back(ps[0]);
+    rs = co_await c.batch_get(keys, std::move(bufs));
+  }
+  check_all(rs, keys, d.dims().pieces > 1 ? "batch_get_parts" : "batch_get");
   for (std::size_t k = 0; k < rs.size(); ++k)
     if (*rs[k] != d.dims().value) fail("batch_get " + keys[k] + ": wrong size");
 }
