@@ -1,6 +1,9 @@
 @0xb03237009fa2c1b6;
-# ClientRpcService: what one P2P client asks of another. Metadata only: the
-# bytes move through the TransferEngine, described by RemoteBuffer.
+# ClientRpcService: what one P2P client asks of another. Bulk bytes move
+# through the TransferEngine, described by RemoteBuffer; values up to the
+# inline threshold (default 64 KiB) travel inside the RPC itself (ReadItem
+# inlineMax / ItemResult data, WriteItem data): one round trip, no
+# registration, no transfer connection.
 
 struct RemoteBuffer {
   endpoint @0 :Text;     # host:port of the requester's TransferEngine
@@ -14,22 +17,36 @@ struct RemoteBuffer {
 # transfer endpoint the master has for that id (the descriptor's endpoint must
 # equal it, else ACCESS_DENIED), or, without an id, to this RPC connection's
 # own peer IP with the descriptor's port: never to an arbitrary host:port.
+#
+# Where a value's bytes are: `dest`/`src` (one buffer), or `pieces` (scatter /
+# gather: the value's bytes in order, piece after piece; every piece names the
+# same endpoint; then `dest`/`src` is unset), or inline (below). The
+# descriptors' total length must equal the value's size.
 struct ReadItem {
   key @0 :Text;
   dest @1 :RemoteBuffer;  # the requester's registered buffer, exactly the value's size
   clientId @2 :Text;
+  pieces @3 :List(RemoteBuffer);
+  # > 0: the requester accepts the value inside the reply (ItemResult.data)
+  # when its size is at most this (and within the owner's inline limit and
+  # the reply's budget); then no transfer happens. Without a descriptor and
+  # a larger value the item fails with INVALID_PARAMS and the value's size.
+  inlineMax @4 :UInt64;
 }
 
 struct WriteItem {
   key @0 :Text;
   src @1 :RemoteBuffer;   # the requester's registered buffer holding the value
   clientId @2 :Text;
+  pieces @3 :List(RemoteBuffer);
+  data @4 :Data;          # non-empty: the value itself (src and pieces unset)
 }
 
 struct ItemResult {
   code @0 :Int32;         # 0 or an mc::errc value (an unknown value reads as RPC_FAIL)
-  size @1 :UInt64;        # the value's size (reads: must equal dest.length, else the
-                          # requester fails the read with RPC_FAIL; also on INVALID_PARAMS)
+  size @1 :UInt64;        # the value's size (reads: must equal the descriptors' total, else
+                          # the requester fails the read with RPC_FAIL; also on INVALID_PARAMS)
+  data @2 :Data;          # reads with inlineMax: the value (exactly `size` bytes)
 }
 
 interface ClientService {

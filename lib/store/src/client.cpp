@@ -72,6 +72,7 @@ result<std::unique_ptr<client>> client::start(mc::runtime::runtime& rt, client_o
       p->arena_regions.push_back(std::move(*reg));
 
   p->dm = std::make_unique<data_manager>(*p->backend, *p->engine, p->opts.lock_shard_count);
+  p->inflight = std::make_unique<async_semaphore>(p->opts.max_inflight_bytes);
   auto* raw = p.get();
   // Before the observer can fire (a remote write may evict as soon as the RPC server runs).
   p->notice_timer = std::make_shared<boost::asio::steady_timer>(rt.executor(0));
@@ -229,6 +230,14 @@ client_stats client::stats() const {
                    s.resyncs.load(r),
                    s.superseded_drops.load(r),
                    s.stale_publishes.load(r)};
+  out.batch_calls = s.batch_calls.load(r);
+  out.batch_keys = s.batch_keys.load(r);
+  out.batch_rpcs = s.batch_rpcs.load(r);
+  out.inline_reads = s.inline_reads.load(r);
+  out.inline_writes = s.inline_writes.load(r);
+  out.remote_read_bytes = s.remote_read_bytes.load(r);
+  out.publish_batches = s.publish_batches.load(r);
+  out.publishes = s.publishes.load(r);
   if (auto& sc = impl_->service_counters) {
     auto refused = sc->snapshot();
     out.service_overloaded = refused.overloaded;

@@ -3,6 +3,7 @@
 #include "mc/master/master_client.hpp"
 #include "mc/rpc/server.hpp"
 #include "mc/runtime/async_mutex.hpp"
+#include "mc/runtime/async_semaphore.hpp"
 #include "mc/runtime/gate.hpp"
 #include "mc/runtime/runtime.hpp"
 #include "mc/store/client.hpp"
@@ -20,6 +21,13 @@
 #include <unordered_map>
 
 namespace mc::store {
+
+/// Errors after which a read is worth trying on another replica.
+inline bool worth_another_replica(const boost::system::error_code& ec) {
+  return mc::is(ec, errc::object_not_found) || mc::is(ec, errc::timeout) || mc::is(ec, errc::rpc_fail) ||
+         mc::is(ec, errc::transfer_fail) || mc::is(ec, errc::shutting_down) || mc::is(ec, errc::invalid_params) ||
+         mc::is(ec, errc::overloaded);
+}
 
 struct client::impl {
   impl(mc::runtime::runtime& r, client_options o);
@@ -66,9 +74,26 @@ struct client::impl {
   std::unordered_map<std::string, mc::master::key_info> routes;
   static constexpr std::size_t max_routes = 65536;
 
+  /// Transferred bytes of this client's remote gets/puts in flight (options().max_inflight_bytes).
+  std::unique_ptr<async_semaphore> inflight;
+
+  // Group commit of publishes: concurrent commit hooks queue their item; the
+  // one that takes publish_flush sends everything queued in one addReplicas
+  // and hands each waiter its result.
+  struct pending_publish {
+    mc::master::publish_item item;
+    std::optional<result<void>> outcome;  // set by the flusher, under publish_mu
+  };
+  std::mutex publish_mu;
+  std::vector<std::shared_ptr<pending_publish>> publish_queue;  // guarded by publish_mu
+  mc::async_mutex publish_flush;
+  static constexpr std::size_t publish_batch_max = 4096;
+
   struct counters {
     std::atomic<std::uint64_t> local_hits{0}, remote_hits{0}, misses{0}, fallbacks{0}, route_cache_hits{0},
         master_errors{0};
+    std::atomic<std::uint64_t> batch_calls{0}, batch_keys{0}, batch_rpcs{0}, inline_reads{0}, inline_writes{0},
+        remote_read_bytes{0}, publish_batches{0}, publishes{0};
     std::atomic<std::uint64_t> notices_sent{0}, notice_batches{0}, notice_overflows{0}, resyncs{0},
         superseded_drops{0}, stale_publishes{0};
   } stats;
@@ -93,10 +118,28 @@ struct client::impl {
   std::optional<mc::master::key_info> cached_route(const std::string& key);
   void cache_route(const std::string& key, const mc::master::key_info& info);
   void forget_route(const std::string& key);
-  task<result<mc::master::key_info>> route(const std::string& key);
 
-  task<result<void>> put_remote(const std::string& key, std::span<const std::byte> value, const std::string& target);
-  task<result<std::size_t>> get_remote(const std::string& key, std::span<std::byte> buf);
+  /// Sends one flush of queued publishes (under publish_flush).
+  task<void> flush_publishes();
+
+  // The batch data path (client_batch.cpp).
+  struct get_item;
+  struct put_item;
+  task<std::vector<result<std::size_t>>> get_many(std::vector<std::string> keys,
+                                                  std::vector<std::vector<std::span<std::byte>>> pieces,
+                                                  bool probe_local = true);
+  task<void> get_remote_many(std::vector<get_item*> items);
+  task<void> fetch_routes(std::vector<get_item*>& items);
+  task<void> read_from_owner(std::string endpoint, std::vector<get_item*> items);
+  task<void> read_wave(std::string endpoint, std::vector<get_item*> items);
+  task<std::vector<result<void>>> put_many(std::vector<std::string> keys,
+                                           std::vector<std::vector<std::span<const std::byte>>> values,
+                                           put_options opts);
+  task<void> write_wave(std::string endpoint, std::vector<put_item*> items);
+  /// Registers caller memory for one request (a fresh token: revoking it on
+  /// return makes a late transfer from a peer we gave up on impossible).
+  result<std::vector<mc::transfer::region>> register_for(const std::vector<std::span<std::byte>>& pieces,
+                                                         std::uint64_t size, mc::transfer::region_access access);
 };
 
 }  // namespace mc::store

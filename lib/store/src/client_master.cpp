@@ -13,27 +13,70 @@ constexpr std::size_t republish_batch = 1024;
 }  // namespace
 
 task<result<void>> client::impl::publish(const std::string& key, std::uint64_t size, std::uint64_t version) {
-  std::vector<mc::master::publish_item> item{{key, size, version}};
-  auto r = co_await master.add_replicas(id, std::move(item), mc::master::publish_kind::put, epoch.load());
-  if (!r) {
+  // Group commit: queue the item; whoever holds publish_flush sends every
+  // queued item in one addReplicas. Concurrent puts (a batch) thus cost one
+  // or two master calls, not one each.
+  auto mine = std::make_shared<pending_publish>();
+  mine->item = {key, size, version};
+  {
+    std::lock_guard lk(publish_mu);
+    publish_queue.push_back(mine);
+  }
+  for (;;) {
+    auto g = co_await publish_flush.lock();
+    if (!g) co_return g.error();
+    {
+      std::lock_guard lk(publish_mu);
+      if (mine->outcome) co_return std::move(*mine->outcome);
+    }
+    co_await flush_publishes();
+  }
+}
+
+task<void> client::impl::flush_publishes() {
+  std::vector<std::shared_ptr<pending_publish>> batch;
+  {
+    std::lock_guard lk(publish_mu);
+    auto n = std::min(publish_queue.size(), publish_batch_max);
+    batch.assign(publish_queue.begin(), publish_queue.begin() + static_cast<std::ptrdiff_t>(n));
+    publish_queue.erase(publish_queue.begin(), publish_queue.begin() + static_cast<std::ptrdiff_t>(n));
+  }
+  if (batch.empty()) co_return;
+  std::vector<mc::master::publish_item> items;
+  items.reserve(batch.size());
+  for (auto& p : batch) items.push_back(p->item);
+  stats.publish_batches.fetch_add(1, relaxed);
+  stats.publishes.fetch_add(batch.size(), relaxed);
+  auto r = co_await master.add_replicas(id, std::move(items), mc::master::publish_kind::put, epoch.load());
+  std::vector<result<void>> outcomes(batch.size());
+  if (!r || r->size() != batch.size()) {
     stats.master_errors.fetch_add(1, relaxed);
-    co_return r.error();
+    for (auto& o : outcomes) o = r ? make_error_code(errc::rpc_fail) : r.error();
+  } else {
+    bool reregister = false;
+    for (std::size_t k = 0; k < batch.size(); ++k) {
+      auto& one = (*r)[k];
+      if (!one && mc::is(one.error(), errc::client_not_found)) {
+        reregister = true;
+      } else if (!one && mc::is(one.error(), errc::invalid_version)) {
+        // The master has a newer entry of ours (a later put's publish overtook
+        // this one) or this copy was already superseded: it stays unroutable.
+        // Drop it unless a newer local value replaced it meanwhile.
+        stats.stale_publishes.fetch_add(1, relaxed);
+        (void)backend->drop_superseded(batch[k]->item.key, batch[k]->item.version);
+      } else {
+        outcomes[k] = one;
+      }
+    }
+    if (reregister) {
+      registered = false;
+      auto reg = co_await register_with_master(true);  // republishes everything held, these included
+      for (std::size_t k = 0; k < batch.size(); ++k)
+        if (!(*r)[k] && mc::is((*r)[k].error(), errc::client_not_found)) outcomes[k] = reg;
+    }
   }
-  auto& one = r->front();
-  if (!one && mc::is(one.error(), errc::client_not_found)) {
-    registered = false;
-    if (auto reg = co_await register_with_master(true); !reg) co_return reg;
-    co_return result<void>{};  // republished with everything else
-  }
-  if (!one && mc::is(one.error(), errc::invalid_version)) {
-    // The master has a newer entry of ours (a later put's publish overtook
-    // this one) or this copy was already superseded: it stays unroutable.
-    // Drop it unless a newer local value replaced it meanwhile.
-    stats.stale_publishes.fetch_add(1, relaxed);
-    (void)backend->drop_superseded(key, version);
-    co_return result<void>{};
-  }
-  co_return one;
+  std::lock_guard lk(publish_mu);
+  for (std::size_t k = 0; k < batch.size(); ++k) batch[k]->outcome = std::move(outcomes[k]);
 }
 
 void client::impl::on_removed(const std::string& key, std::uint64_t version, removal_reason why) {

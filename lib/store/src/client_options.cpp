@@ -57,6 +57,17 @@ mc::config::option_set make_option_set(client_options& o) {
            "OVERLOADED", 1, std::uint64_t{1} << 32)
       .add_size("max_inflight_bytes_per_peer", &o.limits.max_inflight_bytes_per_peer,
                 "bytes of peer read/write items in flight from one peer IP; more fail with OVERLOADED")
+      .add_size("max_inline_value_bytes", &o.limits.max_inline_value_bytes,
+                "largest value this node answers inside an RPC reply or accepts inside a write request")
+      .add_size("max_inline_reply_bytes", &o.limits.max_inline_reply_bytes,
+                "inline value bytes in one RPC reply at most (the rest of a batch is transferred)")
+      .add_size("inline_threshold", &o.inline_threshold,
+                "remote gets and puts of values up to this size travel inside the RPC (no registration, no "
+                "transfer connection); 0 = off; at most max_inline_value_bytes")
+      .add_size("max_inflight_bytes", &o.max_inflight_bytes,
+                "bytes this client's remote gets and puts move through the TransferEngine at once (a batch "
+                "waits for room; a larger single value runs alone)")
+      .add("max_batch_keys", &o.max_batch_keys, "most keys one batch call accepts", 1, std::uint64_t{1} << 24)
       .env("MOONCAKE_DM_LOCK_SHARD_COUNT", "dm_lock_shard_count")
       .allow_file_key("tiers");
   return s;
@@ -94,6 +105,12 @@ std::string resolve(client_options& o, const mc::config::option_set& parsed) {
   if (o.limits.max_remote_write_bytes == 0) return "max_remote_write_bytes must be positive";
   if (o.limits.max_inflight_bytes_per_connection == 0 || o.limits.max_inflight_bytes_per_peer == 0)
     return "max_inflight_bytes_per_connection and max_inflight_bytes_per_peer must be positive";
+  if (o.limits.max_inline_value_bytes > (std::uint64_t{32} << 20) ||
+      o.limits.max_inline_reply_bytes > (std::uint64_t{32} << 20))
+    return "max_inline_value_bytes and max_inline_reply_bytes must be at most 32 MiB (the RPC message limit is 64 MiB)";
+  if (o.inline_threshold > o.limits.max_inline_value_bytes)
+    return "inline_threshold must be at most max_inline_value_bytes";
+  if (o.max_inflight_bytes == 0) return "max_inflight_bytes must be positive";
   if (!o.tiered_backend_config.empty()) {
     auto t = parse_tiers_json(o.tiered_backend_config);
     if (!t) return "tiered_backend_config: " + t.error().message;

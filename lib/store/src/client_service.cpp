@@ -182,12 +182,51 @@ class admission {
 struct item_request {
   std::string key;
   std::string client_id;
-  mc::transfer::remote_buffer buffer;
+  remote_pieces pieces;           // where the bytes are (requester's memory); empty: inline
+  std::uint64_t inline_max = 0;   // reads: accept the value inline up to this
+  std::span<const std::byte> data;  // writes: the value inside the request (lives with the call)
+  bool malformed = false;         // both a single buffer and pieces, or too many pieces
 };
 
 template <class R>
-item_request read_item(R r, mc::transfer::remote_buffer b) {
-  return {r.getKey(), r.getClientId(), std::move(b)};
+item_request common_item(R r) {
+  item_request item{r.getKey(), r.getClientId(), {}, 0, {}, false};
+  auto pieces = r.getPieces();
+  if (pieces.size() > max_value_pieces) {
+    item.malformed = true;
+    return item;
+  }
+  for (auto p : pieces) item.pieces.push_back(to_remote(p));
+  return item;
+}
+
+item_request read_request(ReadItem::Reader r) {
+  auto item = common_item(r);
+  item.inline_max = r.getInlineMax();
+  if (r.hasDest() && r.getDest().getLength() > 0) {
+    if (!item.pieces.empty()) item.malformed = true;
+    else item.pieces.push_back(to_remote(r.getDest()));
+  }
+  return item;
+}
+
+item_request write_request(WriteItem::Reader r) {
+  auto item = common_item(r);
+  auto d = r.getData();
+  item.data = {reinterpret_cast<const std::byte*>(d.begin()), d.size()};
+  if (r.hasSrc() && r.getSrc().getLength() > 0) {
+    if (!item.pieces.empty()) item.malformed = true;
+    else item.pieces.push_back(to_remote(r.getSrc()));
+  }
+  if (!item.data.empty() && !item.pieces.empty()) item.malformed = true;
+  return item;
+}
+
+/// The bytes an item may move (what it is admitted for).
+std::uint64_t item_bytes(const item_request& item) {
+  if (!item.data.empty()) return item.data.size();
+  auto total = total_length(item.pieces);
+  return std::max(total.value_or(0), item.inline_max);
 }
 
 /// One object per RPC connection (it knows the connection's peer), on that
@@ -240,7 +279,7 @@ class client_service_impl final : public mc::rpc::service<ClientService> {
     return admission(&load_, s_.get(), &conn_.remote_address, bytes);
   }
 
-  /// Where the transfer of an item may go (see client_service.hpp).
+  /// Where the transfer of one buffer may go (see client_service.hpp).
   task<result<mc::transfer::remote_buffer>> resolve(const std::string& client_id, mc::transfer::remote_buffer b) {
     if (b.endpoint.empty()) co_return fail(errc::invalid_params);
     if (client_id.empty()) {
@@ -258,91 +297,154 @@ class client_service_impl final : public mc::rpc::service<ClientService> {
     co_return b;
   }
 
-  /// Admits, resolves and runs one item. The admission was taken by the
-  /// caller (before any item of a batch ran) and ends with the item.
-  task<item_outcome> run_one(op kind, item_request item, admission ticket, clock::time_point deadline) {
-    if (!ticket) {
-      s_->counters->overloaded.fetch_add(1, std::memory_order_relaxed);
-      co_return refused(errc::overloaded);
+  /// Resolves every piece of an item (each must pass; the registration is
+  /// cached, so pieces after the first cost no master call).
+  task<result<void>> resolve_all(item_request& item) {
+    for (auto& p : item.pieces) {
+      auto where = co_await resolve(item.client_id, std::move(p));
+      if (!where) {
+        if (mc::is(where.error(), errc::access_denied))
+          s_->counters->access_denied.fetch_add(1, std::memory_order_relaxed);
+        co_return where.error();
+      }
+      p = std::move(*where);
     }
-    auto where = co_await resolve(item.client_id, std::move(item.buffer));
-    if (!where) {
-      if (mc::is(where.error(), errc::access_denied))
-        s_->counters->access_denied.fetch_add(1, std::memory_order_relaxed);
-      co_return item_outcome{where.error().value(), 0};
-    }
-    auto left = std::max<mc::duration>(deadline - clock::now(), mc::duration::zero());
-    if (kind == op::read) {
-      std::uint64_t size = 0;
-      auto r = co_await s_->dm.read_remote(item.key, std::move(*where), left, &size);
-      co_return item_outcome{r ? 0 : r.error().value(), size};
-    }
-    auto size = where->length;
-    co_return outcome_of(co_await s_->dm.write_remote(item.key, std::move(*where), left), size);
+    co_return result<void>{};
   }
 
   /// Checks that need no work, then the admission.
   admission admit_item(op kind, const item_request& item) {
-    if (kind == op::write && item.buffer.length > s_->opts.limits.max_remote_write_bytes) return {};
-    return admit(item.buffer.length);
+    auto& l = s_->opts.limits;
+    if (item.malformed) return {};
+    if (kind == op::write && item_bytes(item) > l.max_remote_write_bytes) return {};
+    if (kind == op::write && item.data.size() > l.max_inline_value_bytes) return {};
+    auto bytes = item.pieces.empty() ? std::min(item.inline_max, l.max_inline_value_bytes) : item_bytes(item);
+    return admit(bytes);
   }
 
-  task<item_outcome> single(op kind, item_request item, std::uint32_t timeout_ms) {
-    auto deadline = clock::now() + request_timeout(timeout_ms);
-    auto ticket = admit_item(kind, item);
-    co_return co_await run_one(kind, std::move(item), std::move(ticket), deadline);
+  item_outcome refuse(const item_request& item) {
+    if (item.malformed) return refused(errc::invalid_params);
+    s_->counters->overloaded.fetch_add(1, std::memory_order_relaxed);
+    return refused(errc::overloaded);
+  }
+
+  /// Runs one admitted write item (the admission ends with it).
+  task<item_outcome> run_write(item_request item, admission ticket, clock::time_point deadline) {
+    if (!ticket) co_return refuse(item);
+    if (!item.data.empty()) {  // inline: the value is in the request
+      auto size = item.data.size();
+      co_return outcome_of(co_await s_->dm.put(item.key, item.data), size);
+    }
+    if (auto r = co_await resolve_all(item); !r) co_return item_outcome{r.error().value(), 0};
+    auto size = total_length(item.pieces).value_or(0);
+    auto left = std::max<mc::duration>(deadline - clock::now(), mc::duration::zero());
+    co_return outcome_of(co_await s_->dm.write_remote_parts(item.key, std::move(item.pieces), left), size);
+  }
+
+  /// Runs read items: admitted and resolved ones go to the DataManager in one
+  /// read_remote_batch (one transfer batch for this requester); the results,
+  /// inline values included, are written into `slot(i)` (called once per item).
+  template <class Slot>
+  task<void> run_reads(std::vector<item_request> items, Slot slot, clock::time_point deadline) {
+    std::vector<admission> tickets;
+    tickets.reserve(items.size());
+    for (auto& item : items) tickets.push_back(admit_item(op::read, item));
+    std::vector<item_outcome> early(items.size());
+    std::vector<bool> decided(items.size(), false);
+    // Items of one batch name one requester: the first resolved piece asks
+    // the master, the others hit the cache.
+    std::vector<remote_read_item> batch;
+    std::vector<std::size_t> index;
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      if (!tickets[i]) {
+        early[i] = refuse(items[i]);
+        decided[i] = true;
+        continue;
+      }
+      if (auto r = co_await resolve_all(items[i]); !r) {
+        early[i] = item_outcome{r.error().value(), 0};
+        decided[i] = true;
+        continue;
+      }
+      batch.push_back({std::move(items[i].key), std::move(items[i].pieces), items[i].inline_max});
+      index.push_back(i);
+    }
+    auto& l = s_->opts.limits;
+    auto left = std::max<mc::duration>(deadline - clock::now(), mc::duration::zero());
+    auto out = co_await s_->dm.read_remote_batch(std::move(batch), left, l.max_inline_value_bytes,
+                                                 l.max_inline_reply_bytes);
+    for (std::size_t i = 0; i < items.size(); ++i)
+      if (decided[i]) set_result(slot(i), early[i]);
+    for (std::size_t k = 0; k < out.size(); ++k) {
+      ItemResult::Builder b = slot(index[k]);
+      auto& o = out[k];
+      set_result(b, item_outcome{o.value ? 0 : o.value.error().value(), o.size});
+      if (!o.value || !o.inline_value) continue;
+      // Copied once, from the tier straight into the reply message.
+      auto data = b.initData(static_cast<unsigned>(o.size));
+      auto r = co_await o.inline_value->read_into({reinterpret_cast<std::byte*>(data.begin()), data.size()});
+      if (!r) {
+        b.setCode(r.error().value());
+        b.disownData();
+      }
+    }
   }
 
   task<result<void>> do_read(ReadRemoteDataContext ctx) {
     auto p = ctx.getParams();
-    auto item = p.getItem();
-    auto o = co_await single(op::read, read_item(item, to_remote(item.getDest())), p.getTimeoutMs());
-    set_result(ctx.getResults().initResult(), o);
+    auto deadline = clock::now() + request_timeout(p.getTimeoutMs());
+    std::vector<item_request> items;
+    items.push_back(read_request(p.getItem()));
+    auto results = ctx.getResults();
+    co_await run_reads(std::move(items), [results](std::size_t) mutable { return results.initResult(); }, deadline);
     co_return result<void>{};
   }
 
   task<result<void>> do_write(WriteRemoteDataContext ctx) {
     auto p = ctx.getParams();
-    auto item = p.getItem();
-    auto o = co_await single(op::write, read_item(item, to_remote(item.getSrc())), p.getTimeoutMs());
+    auto deadline = clock::now() + request_timeout(p.getTimeoutMs());
+    auto item = write_request(p.getItem());
+    auto ticket = admit_item(op::write, item);
+    auto o = co_await run_write(std::move(item), std::move(ticket), deadline);
     set_result(ctx.getResults().initResult(), o);
     co_return result<void>{};
   }
 
   // A batch is one RPC with a result per item; every item is admitted (or
-  // refused) before any runs, then they run concurrently.
-  template <class Context, class Read>
-  task<result<void>> do_batch(Context ctx, op kind, Read to_item) {
+  // refused) before any runs.
+  task<result<void>> do_batch_read(BatchReadRemoteDataContext ctx) {
     auto p = ctx.getParams();
-    auto items = p.getItems();
-    if (items.size() > max_batch_items) co_return fail(errc::invalid_params);
+    auto list = p.getItems();
+    if (list.size() > max_batch_items) co_return fail(errc::invalid_params);
+    auto deadline = clock::now() + request_timeout(p.getTimeoutMs());
+    std::vector<item_request> items;
+    items.reserve(list.size());
+    for (auto it : list) items.push_back(read_request(it));
+    auto res = ctx.getResults().initResults(list.size());
+    co_await run_reads(std::move(items), [res](std::size_t i) mutable { return res[static_cast<unsigned>(i)]; },
+                       deadline);
+    co_return result<void>{};
+  }
+
+  task<result<void>> do_batch_write(BatchWriteRemoteDataContext ctx) {
+    auto p = ctx.getParams();
+    auto list = p.getItems();
+    if (list.size() > max_batch_items) co_return fail(errc::invalid_params);
     auto deadline = clock::now() + request_timeout(p.getTimeoutMs());
     std::vector<std::pair<item_request, admission>> admitted;
-    admitted.reserve(items.size());
-    for (auto it : items) {
-      auto item = to_item(it);
-      auto ticket = admit_item(kind, item);
+    admitted.reserve(list.size());
+    for (auto it : list) {
+      auto item = write_request(it);
+      auto ticket = admit_item(op::write, item);
       admitted.emplace_back(std::move(item), std::move(ticket));
     }
-    // Items of one batch name one requester: ask the master once (if the
-    // first item was admitted), the other items then hit the cache.
-    if (admitted.size() > 1 && admitted[0].second && !admitted[0].first.client_id.empty())
-      (void)co_await s_->registrations.get(admitted[0].first.client_id);
     std::vector<task<item_outcome>> work;
     work.reserve(admitted.size());
-    for (auto& [item, ticket] : admitted) work.push_back(run_one(kind, std::move(item), std::move(ticket), deadline));
+    for (auto& [item, ticket] : admitted) work.push_back(run_write(std::move(item), std::move(ticket), deadline));
     auto out = co_await mc::when_all(std::move(work));
     auto res = ctx.getResults().initResults(static_cast<unsigned>(out.size()));
     for (unsigned i = 0; i < out.size(); ++i) set_result(res[i], out[i]);
     co_return result<void>{};
-  }
-
-  task<result<void>> do_batch_read(BatchReadRemoteDataContext ctx) {
-    return do_batch(ctx, op::read, [](ReadItem::Reader it) { return read_item(it, to_remote(it.getDest())); });
-  }
-
-  task<result<void>> do_batch_write(BatchWriteRemoteDataContext ctx) {
-    return do_batch(ctx, op::write, [](WriteItem::Reader it) { return read_item(it, to_remote(it.getSrc())); });
   }
 
   task<result<void>> do_remove(RemoveContext ctx) {

@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstring>
 #include <functional>
+#include <limits>
 
 namespace mc::store {
 
@@ -30,10 +31,6 @@ namespace {
 using clock = std::chrono::steady_clock;
 constexpr auto relaxed = std::memory_order_relaxed;
 
-mc::duration remaining(clock::time_point deadline) {
-  auto now = clock::now();
-  return deadline > now ? deadline - now : mc::duration::zero();
-}
 }  // namespace
 
 result<std::size_t> parse_lock_shard_count(std::string_view text) {
@@ -54,6 +51,9 @@ data_manager::data_manager(tiered_backend& backend, mc::transfer::engine& engine
   lock_shards = std::clamp<std::size_t>(lock_shards, 1, max_lock_shard_count);
   shards_.reserve(lock_shards);
   for (std::size_t i = 0; i < lock_shards; ++i) shards_.push_back(std::make_unique<shard>());
+  auto chunk = std::max<std::size_t>(backend_.staging_chunk_size(), 1);
+  staging_count_ = std::max<std::size_t>(backend_.staging_region().size() / chunk, 1);
+  pipelines_ = std::make_unique<async_semaphore>(std::max<std::size_t>(staging_count_ / 2, 1));
 }
 
 data_manager::~data_manager() = default;
@@ -142,6 +142,75 @@ task<result<std::size_t>> data_manager::get(const std::string& key, std::span<st
   co_return h->size();
 }
 
+task<result<read_handle>> data_manager::pin(const std::string& key) {
+  if (auto r = check_key(key); !r) co_return r.error();
+  result<read_handle> h = fail(errc::object_not_found);
+  {
+    auto lock = co_await lock_shared(key);  // only to take the handle
+    if (!lock) co_return lock.error();
+    h = backend_.get(key);
+  }
+  co_return h;
+}
+
+task<result<void>> data_manager::put_parts(const std::string& key, std::vector<std::span<const std::byte>> pieces) {
+  if (auto r = check_key(key); !r) co_return r;
+  if (pieces.empty() || pieces.size() > max_value_pieces) co_return fail(errc::invalid_params);
+  std::uint64_t total = 0;
+  for (auto& p : pieces) {
+    if (p.size() > std::numeric_limits<std::uint64_t>::max() - total) co_return fail(errc::invalid_params);
+    total += p.size();
+  }
+  if (total == 0) co_return fail(errc::invalid_params);
+  auto h = co_await backend_.allocate(static_cast<std::size_t>(total));
+  if (!h) co_return h.error();
+  if (h->tier() == tier_type::dram) {
+    auto dst = h->data();
+    std::size_t off = 0;
+    for (auto& p : pieces) {
+      if (!p.empty()) std::memcpy(dst.data() + off, p.data(), p.size());
+      off += p.size();
+    }
+  } else {
+    // Other tiers take whole aligned chunks: gather through a staging buffer.
+    std::size_t piece = 0, within = 0;
+    for (std::uint64_t off = 0; off < total;) {
+      auto st = co_await backend_.acquire_staging(static_cast<std::size_t>(total - off));
+      if (!st) co_return st.error();
+      auto chunk = st->data();
+      std::size_t filled = 0;
+      while (filled < chunk.size()) {
+        auto n = std::min(chunk.size() - filled, pieces[piece].size() - within);
+        if (n > 0) std::memcpy(chunk.data() + filled, pieces[piece].data() + within, n);
+        filled += n;
+        within += n;
+        if (within == pieces[piece].size()) ++piece, within = 0;
+      }
+      if (auto w = co_await h->write(chunk); !w) co_return w;
+      off += chunk.size();
+    }
+  }
+  co_return co_await commit_and_publish(key, std::move(*h), total);
+}
+
+task<result<std::size_t>> data_manager::get_parts(const std::string& key, std::vector<std::span<std::byte>> pieces) {
+  if (pieces.size() > max_value_pieces) co_return fail(errc::invalid_params);
+  auto h = co_await pin(key);
+  if (!h) co_return h.error();
+  const std::uint64_t size = h->size();
+  std::uint64_t room = 0;
+  for (auto& p : pieces) room += p.size();  // <= max_value_pieces spans: no overflow in practice
+  if (room < size) co_return fail(errc::buffer_overflow);
+  std::uint64_t off = 0;
+  for (auto& p : pieces) {
+    if (off == size) break;
+    auto n = static_cast<std::size_t>(std::min<std::uint64_t>(p.size(), size - off));
+    if (auto r = co_await h->read_into(p.first(n), off); !r) co_return r.error();
+    off += n;
+  }
+  co_return static_cast<std::size_t>(size);
+}
+
 result<std::uint64_t> data_manager::size_of(const std::string& key) const {
   auto h = backend_.get(key);
   if (!h) return h.error();
@@ -157,100 +226,22 @@ task<result<void>> data_manager::remove(const std::string& key) {
   co_return backend_.remove(key);
 }
 
-task<result<std::uint64_t>> data_manager::read_remote(const std::string& key, mc::transfer::remote_buffer dest,
-                                                      mc::duration timeout, std::uint64_t* actual_size) {
-  auto deadline = clock::now() + timeout;
-  if (auto r = check_key(key); !r) co_return r.error();
-  // Step 2/3: the tier's handle pins the value; the shared key lock is held
-  // only to take it (never across the transfer).
-  result<read_handle> h = fail(errc::object_not_found);
-  {
-    auto lock = co_await lock_shared(key);
-    if (!lock) co_return lock.error();
-    h = backend_.get(key);
-  }
-  if (!h) co_return h.error();
-  const std::uint64_t size = h->size();
-  if (actual_size) *actual_size = size;
-  if (dest.length != size || dest.endpoint.empty()) co_return fail(errc::invalid_params);
-
-  result<void> r;
-  if (h->tier() == tier_type::dram) {
-    // Step 5: TransferEngine WRITE straight from the tier into the requester.
-    r = co_await engine_.write(h->data(), dest, remaining(deadline));
-  } else {
-    // Step 4: not in DRAM: stage chunk by chunk through a temporary DRAM buffer.
-    for (std::uint64_t off = 0; off < size && r;) {
-      auto st = co_await backend_.acquire_staging(static_cast<std::size_t>(size - off));
-      if (!st) {
-        r = st.error();
-        break;
-      }
-      auto chunk = st->data();
-      r = co_await h->read_into(chunk, off);
-      if (!r) break;
-      auto part = dest;
-      part.address += off;
-      part.length = chunk.size();
-      r = co_await engine_.write(chunk, part, remaining(deadline));
-      off += chunk.size();
-    }
-  }
+void data_manager::count_read(const result<std::uint64_t>& r) {
   if (!r) {
     counters_->remote_errors.fetch_add(1, relaxed);
-    co_return r.error();
+    return;
   }
   counters_->remote_reads.fetch_add(1, relaxed);
-  counters_->remote_read_bytes.fetch_add(size, relaxed);
-  co_return size;  // step 6
+  counters_->remote_read_bytes.fetch_add(*r, relaxed);
 }
 
-task<result<void>> data_manager::write_remote(const std::string& key, mc::transfer::remote_buffer src,
-                                              mc::duration timeout) {
-  auto deadline = clock::now() + timeout;
-  if (auto r = check_key(key); !r) co_return r;
-  if (src.length == 0 || src.endpoint.empty()) co_return fail(errc::invalid_params);
-  // Step 4: space from the TieredBackend; the handle frees it unless committed.
-  // No key lock: the allocation is invisible until the commit (step 8), and
-  // concurrent writers of one key simply commit in turn.
-  auto h = co_await backend_.allocate(static_cast<std::size_t>(src.length));
-  if (!h) co_return h.error();
-  result<void> r;
-  if (h->tier() == tier_type::dram) {
-    // Step 6: TransferEngine READ from the requester straight into the tier.
-    r = co_await engine_.read(h->data(), src, remaining(deadline));
-  } else {
-    // Steps 5-7: through a temporary DRAM buffer, then into the tier.
-    for (std::uint64_t off = 0; off < src.length && r;) {
-      auto st = co_await backend_.acquire_staging(static_cast<std::size_t>(src.length - off));
-      if (!st) {
-        r = st.error();
-        break;
-      }
-      auto chunk = st->data();
-      auto part = src;
-      part.address += off;
-      part.length = chunk.size();
-      r = co_await engine_.read(chunk, part, remaining(deadline));
-      if (!r) break;
-      r = co_await h->write(chunk);
-      off += chunk.size();
-    }
-  }
+void data_manager::count_write(const result<void>& r, std::uint64_t bytes) {
   if (!r) {
     counters_->remote_errors.fetch_add(1, relaxed);
-    co_return r;  // RAII: `h` releases the allocation, the old value is untouched
-  }
-  // Steps 8-9: commit (exclusive lock, atomic replace) and publish, shielded
-  // from cancellation.
-  auto c = co_await commit_and_publish(key, std::move(*h), src.length);
-  if (!c && !backend_.exists(key)) {
-    counters_->remote_errors.fetch_add(1, relaxed);
-    co_return c;
+    return;
   }
   counters_->remote_writes.fetch_add(1, relaxed);
-  counters_->remote_write_bytes.fetch_add(src.length, relaxed);
-  co_return c;
+  counters_->remote_write_bytes.fetch_add(bytes, relaxed);
 }
 
 data_manager_stats data_manager::stats() const {

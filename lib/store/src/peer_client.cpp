@@ -5,6 +5,7 @@
 #include "mc/store/client_service.hpp"
 
 #include <algorithm>
+#include <cstring>
 
 namespace mc::store {
 namespace {
@@ -16,14 +17,49 @@ void fill(RemoteBuffer::Builder b, const mc::transfer::remote_buffer& r) {
   b.setToken(r.token);
 }
 
-// A read's reply: success only with exactly the length we asked for.
-peer_read_result read_result(ItemResult::Reader r, std::uint64_t asked) {
+std::uint64_t room_of(const std::vector<std::span<std::byte>>& local) {
+  std::uint64_t n = 0;
+  for (auto& l : local) n += l.size();
+  return n;
+}
+
+/// Copies an inline answer into the caller's pieces (the caller checked the room).
+void scatter(kj::ArrayPtr<const kj::byte> data, const std::vector<std::span<std::byte>>& local) {
+  std::size_t at = 0;
+  for (auto& l : local) {
+    if (at == data.size()) break;
+    auto n = std::min(l.size(), data.size() - at);
+    std::memcpy(l.data(), data.begin() + at, n);
+    at += n;
+  }
+}
+
+// A read's reply: a transferred value only with exactly the length we asked
+// for; an inline one only within what we allowed and have room for.
+peer_read_result read_result(ItemResult::Reader r, const peer_read& asked) {
   peer_read_result out;
   out.size_hint = r.getSize();
   auto code = from_wire_code(r.getCode());
-  if (!code) out.value = code.error();
-  else if (r.getSize() != asked) out.value = make_error_code(errc::rpc_fail);
-  else out.value = asked;
+  if (!code) {
+    out.value = code.error();
+    return out;
+  }
+  if (r.hasData()) {
+    auto data = r.getData();
+    if (asked.inline_max == 0 || data.size() != r.getSize() || data.size() > asked.inline_max ||
+        data.size() > room_of(asked.local)) {
+      out.value = make_error_code(errc::rpc_fail);
+      return out;
+    }
+    scatter(data, asked.local);
+    out.value = data.size();
+    out.inlined = true;
+    return out;
+  }
+  std::uint64_t want = 0;
+  for (auto& d : asked.dest) want += d.length;
+  if (asked.dest.empty() || r.getSize() != want) out.value = make_error_code(errc::rpc_fail);
+  else out.value = want;
   return out;
 }
 
@@ -47,45 +83,63 @@ result<void> from_wire_code(std::int32_t code) noexcept {
 
 task<peer_read_result> peer_client::read_remote(std::string rpc_endpoint, std::string key,
                                                 mc::transfer::remote_buffer dest) {
-  auto c = co_await connect_peer(rpc_endpoint);
-  if (!c) co_return peer_read_result{c.error(), 0};
-  auto req = c->readRemoteDataRequest();
-  auto item = req.initItem();
-  item.setKey(key);
-  item.setClientId(requester_id_);
-  fill(item.initDest(), dest);
-  req.setTimeoutMs(timeout_ms(timeout_));
-  auto r = co_await mc::rpc::call(req.send(), timeout_);
+  std::vector<peer_read> one(1);
+  one[0].key = std::move(key);
+  one[0].dest.push_back(std::move(dest));
+  auto r = co_await read_batch(std::move(rpc_endpoint), std::move(one));
   if (!r) co_return peer_read_result{r.error(), 0};
-  co_return read_result(r->getResult(), dest.length);
+  co_return std::move(r->front());
 }
 
 task<result<void>> peer_client::write_remote(std::string rpc_endpoint, std::string key,
                                              mc::transfer::remote_buffer src) {
-  auto c = co_await connect_peer(rpc_endpoint);
-  if (!c) co_return c.error();
-  auto req = c->writeRemoteDataRequest();
-  auto item = req.initItem();
-  item.setKey(key);
-  item.setClientId(requester_id_);
-  fill(item.initSrc(), src);
-  req.setTimeoutMs(timeout_ms(timeout_));
-  auto r = co_await mc::rpc::call(req.send(), timeout_);
+  std::vector<peer_write> one(1);
+  one[0].key = std::move(key);
+  one[0].src.push_back(std::move(src));
+  auto r = co_await write_batch(std::move(rpc_endpoint), std::move(one));
   if (!r) co_return r.error();
-  co_return from_wire_code(r->getResult().getCode());
+  co_return std::move(r->front());
 }
 
 task<result<std::vector<peer_read_result>>> peer_client::batch_read_remote(std::string rpc_endpoint,
                                                                            std::vector<peer_item> items) {
+  std::vector<peer_read> reads(items.size());
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    reads[i].key = std::move(items[i].key);
+    reads[i].dest.push_back(std::move(items[i].buffer));
+  }
+  co_return co_await read_batch(std::move(rpc_endpoint), std::move(reads));
+}
+
+task<result<std::vector<result<void>>>> peer_client::batch_write_remote(std::string rpc_endpoint,
+                                                                        std::vector<peer_item> items) {
+  std::vector<peer_write> writes(items.size());
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    writes[i].key = std::move(items[i].key);
+    writes[i].src.push_back(std::move(items[i].buffer));
+  }
+  co_return co_await write_batch(std::move(rpc_endpoint), std::move(writes));
+}
+
+task<result<std::vector<peer_read_result>>> peer_client::read_batch(std::string rpc_endpoint,
+                                                                    std::vector<peer_read> items) {
+  if (items.empty()) co_return std::vector<peer_read_result>{};
   if (items.size() > max_batch_items) co_return fail(errc::invalid_params);
   auto c = co_await connect_peer(rpc_endpoint);
   if (!c) co_return c.error();
   auto req = c->batchReadRemoteDataRequest();
   auto list = req.initItems(static_cast<unsigned>(items.size()));
   for (unsigned i = 0; i < items.size(); ++i) {
-    list[i].setKey(items[i].key);
+    auto& it = items[i];
+    list[i].setKey(it.key);
     list[i].setClientId(requester_id_);
-    fill(list[i].initDest(), items[i].buffer);
+    list[i].setInlineMax(it.inline_max);
+    if (it.dest.size() == 1) {
+      fill(list[i].initDest(), it.dest[0]);
+    } else if (!it.dest.empty()) {
+      auto pieces = list[i].initPieces(static_cast<unsigned>(it.dest.size()));
+      for (unsigned k = 0; k < it.dest.size(); ++k) fill(pieces[k], it.dest[k]);
+    }
   }
   req.setTimeoutMs(timeout_ms(timeout_));
   auto r = co_await mc::rpc::call(req.send(), timeout_);
@@ -94,21 +148,37 @@ task<result<std::vector<peer_read_result>>> peer_client::batch_read_remote(std::
   if (results.size() != items.size()) co_return fail(errc::rpc_fail);  // checked before use
   std::vector<peer_read_result> out;
   out.reserve(items.size());
-  for (unsigned i = 0; i < results.size(); ++i) out.push_back(read_result(results[i], items[i].buffer.length));
+  for (unsigned i = 0; i < results.size(); ++i) out.push_back(read_result(results[i], items[i]));
   co_return out;
 }
 
-task<result<std::vector<result<void>>>> peer_client::batch_write_remote(std::string rpc_endpoint,
-                                                                        std::vector<peer_item> items) {
+task<result<std::vector<result<void>>>> peer_client::write_batch(std::string rpc_endpoint,
+                                                                 std::vector<peer_write> items) {
+  if (items.empty()) co_return std::vector<result<void>>{};
   if (items.size() > max_batch_items) co_return fail(errc::invalid_params);
   auto c = co_await connect_peer(rpc_endpoint);
   if (!c) co_return c.error();
   auto req = c->batchWriteRemoteDataRequest();
   auto list = req.initItems(static_cast<unsigned>(items.size()));
   for (unsigned i = 0; i < items.size(); ++i) {
-    list[i].setKey(items[i].key);
+    auto& it = items[i];
+    list[i].setKey(it.key);
     list[i].setClientId(requester_id_);
-    fill(list[i].initSrc(), items[i].buffer);
+    if (!it.data.empty()) {
+      std::size_t total = 0;
+      for (auto& d : it.data) total += d.size();
+      auto data = list[i].initData(static_cast<unsigned>(total));
+      std::size_t at = 0;
+      for (auto& d : it.data) {
+        if (!d.empty()) std::memcpy(data.begin() + at, d.data(), d.size());
+        at += d.size();
+      }
+    } else if (it.src.size() == 1) {
+      fill(list[i].initSrc(), it.src[0]);
+    } else if (!it.src.empty()) {
+      auto pieces = list[i].initPieces(static_cast<unsigned>(it.src.size()));
+      for (unsigned k = 0; k < it.src.size(); ++k) fill(pieces[k], it.src[k]);
+    }
   }
   req.setTimeoutMs(timeout_ms(timeout_));
   auto r = co_await mc::rpc::call(req.send(), timeout_);

@@ -71,6 +71,15 @@ struct client_stats {
   std::uint64_t resyncs = 0;           ///< full re-publishes of the key set (registration, overflow)
   std::uint64_t superseded_drops = 0;  ///< local copies dropped: a newer write elsewhere superseded them
   std::uint64_t stale_publishes = 0;   ///< publishes the master refused as older than what it had
+  /// Batches (batch_get / batch_put and their _parts forms, batch_exists).
+  std::uint64_t batch_calls = 0;
+  std::uint64_t batch_keys = 0;
+  std::uint64_t batch_rpcs = 0;        ///< peer batch RPCs those batches sent (fan-out: per owner and split)
+  std::uint64_t inline_reads = 0;      ///< remote reads answered inside the RPC reply
+  std::uint64_t inline_writes = 0;     ///< remote writes that carried the value inside the RPC
+  std::uint64_t remote_read_bytes = 0; ///< value bytes remote reads brought in (inline or transferred)
+  std::uint64_t publish_batches = 0;   ///< addReplicas calls publishes went out in (group commit)
+  std::uint64_t publishes = 0;         ///< keys those calls published
   /// Peer request items this node's ClientRpcService refused with OVERLOADED
   /// (over max_remote_write_bytes or an in-flight limit).
   std::uint64_t service_overloaded = 0;
@@ -121,7 +130,7 @@ class client {
   /// for, or an unknown error code, is rpc_fail; nothing is ever written past
   /// the value's size in `buf`.
   task<result<std::size_t>> get(std::string key, std::span<std::byte> buf);
-  /// One result per item, in order; items run concurrently.
+  /// One result per item, in order (see "Batch semantics" below).
   task<std::vector<result<void>>> batch_put(std::vector<std::string> keys,
                                             std::vector<std::span<const std::byte>> values, put_options opts);
   task<std::vector<result<void>>> batch_put(std::vector<std::string> keys,
@@ -130,6 +139,60 @@ class client {
   }
   task<std::vector<result<std::size_t>>> batch_get(std::vector<std::string> keys,
                                                    std::vector<std::span<std::byte>> bufs);
+
+  // ---- Scatter-gather and batch forms (the inference data path) -----------
+  //
+  // Batch semantics (every batch form):
+  // - One result per key, in input order; a key's failure affects no other.
+  // - At most options().max_batch_keys keys per call; more (or keys and
+  //   buffers of different counts) fail every key with invalid_params.
+  // - Duplicate keys are independent items (each gets its own result; a get
+  //   reads the same value twice, puts of one key commit in some order).
+  // - Gets: local keys are served from the tiers; the others with ONE master
+  //   lookup (routes cached), grouped by owner: ONE batch RPC per owner
+  //   (split only to fit max_batch_items / the inline reply budget / the
+  //   in-flight byte cap), which the owner serves with one transfer batch.
+  //   Values up to inline_threshold come back inside the reply (no
+  //   registration, no transfer connection); inline and transferred values
+  //   to one owner share the round trip. A key whose owner fails is retried
+  //   on its next replica; a stale route is refreshed once.
+  // - Puts: local placement commits each value and publishes the batch in
+  //   group commits (one addReplicas per wave); remote placement asks the
+  //   master for ONE write route for the whole batch (or uses opts.target)
+  //   and sends ONE batch RPC to it (split as above); values up to
+  //   inline_threshold travel inside the request.
+  // - Transferred bytes in flight are capped (max_inflight_bytes): a batch
+  //   waits for room, the wait counts against the deadline, a single value
+  //   larger than the cap runs alone.
+  // - Cancelling the awaiting coroutine cancels every RPC in flight; keys not
+  //   done then report cancelled (or the error their RPC ended with); caller
+  //   buffers are released safely (no late write lands after the call).
+
+  /// put() of a value gathered from `pieces` (in order; any sizes and
+  /// addresses; the value is their concatenation). Errors as put();
+  /// invalid_params for no piece, more than max_value_pieces or an empty total.
+  task<result<void>> put_parts(std::string key, std::vector<std::span<const std::byte>> pieces, put_options opts);
+  task<result<void>> put_parts(std::string key, std::vector<std::span<const std::byte>> pieces) {
+    return put_parts(std::move(key), std::move(pieces), put_options{});
+  }
+  /// get() scattered into `pieces`: the value fills them in order from the
+  /// first; bytes past the value stay untouched. Returns the value's size.
+  /// Errors as get(); buffer_overflow when the pieces hold less than the value
+  /// (nothing is written); invalid_params for more than max_value_pieces.
+  task<result<std::size_t>> get_parts(std::string key, std::vector<std::span<std::byte>> pieces);
+  /// Batch forms of put_parts / get_parts (see "Batch semantics" above).
+  task<std::vector<result<void>>> batch_put_parts(std::vector<std::string> keys,
+                                                  std::vector<std::vector<std::span<const std::byte>>> values,
+                                                  put_options opts);
+  task<std::vector<result<void>>> batch_put_parts(std::vector<std::string> keys,
+                                                  std::vector<std::vector<std::span<const std::byte>>> values) {
+    return batch_put_parts(std::move(keys), std::move(values), put_options{});
+  }
+  task<std::vector<result<std::size_t>>> batch_get_parts(std::vector<std::string> keys,
+                                                         std::vector<std::vector<std::span<std::byte>>> pieces);
+  /// exists() for many keys: local ones answered here, the others with ONE
+  /// master lookup. Per key: true / false, or the lookup's error.
+  task<std::vector<result<bool>>> batch_exists(std::vector<std::string> keys);
   /// Whether any client (this one included) holds `key`.
   task<result<bool>> exists(std::string key);
   /// Removes `key` everywhere it is held. object_not_found if nowhere.

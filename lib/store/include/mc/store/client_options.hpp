@@ -26,6 +26,12 @@ struct service_limits {
   /// Items and bytes in flight from one peer IP (all its connections).
   std::uint64_t max_inflight_keys_per_peer = 4096;
   std::uint64_t max_inflight_bytes_per_peer = std::uint64_t{8} << 30;
+  /// Largest value this node answers inside an RPC reply (or accepts inside a
+  /// write request); larger ones need a transfer descriptor.
+  std::uint64_t max_inline_value_bytes = std::uint64_t{1} << 20;
+  /// Inline value bytes in one reply at most (the rest of a batch then goes
+  /// through the TransferEngine); well below the RPC message limit (64 MiB).
+  std::uint64_t max_inline_reply_bytes = std::uint64_t{16} << 20;
 };
 
 struct client_options {
@@ -61,6 +67,15 @@ struct client_options {
   std::uint64_t http_max_connections = 128; ///< more HTTP connections are closed at accept
   std::chrono::milliseconds drain_grace{0}; ///< on SIGTERM: /health answers 503 this long before stopping
   service_limits limits;                    ///< what peers may make this node do (max_* flags)
+  /// Values up to this size travel inside the RPC (remote gets and remote
+  /// puts): one round trip, no registration, no transfer connection. 0 = off.
+  /// At most limits.max_inline_value_bytes.
+  std::uint64_t inline_threshold = 64 << 10;
+  /// Bytes this client's remote gets and puts move through the TransferEngine
+  /// at once (a batch waits for room; one value larger than this runs alone).
+  std::uint64_t max_inflight_bytes = std::uint64_t{256} << 20;
+  /// Most keys one batch call accepts (invalid_params for every key beyond).
+  std::uint64_t max_batch_keys = 65536;
 };
 
 /// Binds `o` to an option set (flags, file keys, environment variables).

@@ -15,16 +15,20 @@
 /// run in their own coroutine on the caller's executor, tracked by a gate
 /// that close() waits for): a value is never committed without its hook.
 #include "mc/runtime/async_mutex.hpp"
+#include "mc/runtime/async_semaphore.hpp"
 #include "mc/runtime/deadline.hpp"
 #include "mc/runtime/error.hpp"
 #include "mc/runtime/gate.hpp"
 #include "mc/runtime/task.hpp"
 #include "mc/transfer/types.hpp"
 
+#include "mc/store/tiered_backend.hpp"
+
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -35,8 +39,6 @@ class engine;
 
 namespace mc::store {
 
-class tiered_backend;
-class write_handle;
 
 /// Default and bounds of MOONCAKE_DM_LOCK_SHARD_COUNT.
 inline constexpr std::size_t default_lock_shard_count = 1024;
@@ -47,6 +49,37 @@ result<std::size_t> parse_lock_shard_count(std::string_view text);
 
 /// Longest key accepted anywhere in the store.
 inline constexpr std::size_t max_key_bytes = 4096;
+/// Most pieces one value may be scattered into / gathered from.
+inline constexpr std::size_t max_value_pieces = 4096;
+
+/// A value's bytes in a peer's registered memory, in order, piece after piece
+/// (scatter-gather). One piece is the plain case.
+using remote_pieces = std::vector<mc::transfer::remote_buffer>;
+
+/// Sum of the pieces' lengths; nullopt when it overflows or a piece is empty.
+std::optional<std::uint64_t> total_length(const remote_pieces& pieces) noexcept;
+
+/// One item of read_remote_batch().
+struct remote_read_item {
+  std::string key;
+  /// Where the value goes (the requester's memory, already checked by the
+  /// caller); may be empty when inline_max > 0.
+  remote_pieces dest;
+  /// > 0: the value may instead be returned inline (pinned, see
+  /// remote_read_outcome::inline_value) when its size is at most this.
+  std::uint64_t inline_max = 0;
+};
+
+/// The outcome of one item of read_remote_batch().
+struct remote_read_outcome {
+  /// The value's size, or the item's error.
+  result<std::uint64_t> value = std::uint64_t{0};
+  /// The value's actual size whenever it was found (also on invalid_params).
+  std::uint64_t size = 0;
+  /// Set when the value is answered inline: the pinned value (the caller
+  /// copies it into the reply with read_into); nothing was transferred.
+  std::optional<read_handle> inline_value;
+};
 
 struct data_manager_stats {
   std::uint64_t remote_reads = 0;
@@ -86,9 +119,18 @@ class data_manager {
   /// close(); nothing stored), and the commit hook's error (the value then
   /// stays stored).
   task<result<void>> put(const std::string& key, std::span<const std::byte> value);
+  /// Local put of a value gathered from `pieces` (in order; any sizes, any
+  /// addresses). Errors as put() (invalid_params also for no piece, more than
+  /// max_value_pieces, or an empty total).
+  task<result<void>> put_parts(const std::string& key, std::vector<std::span<const std::byte>> pieces);
   /// Local get into `dst` (must hold the value). Returns the value's size.
   /// Errors: object_not_found, buffer_overflow (dst too small; nothing copied).
   task<result<std::size_t>> get(const std::string& key, std::span<std::byte> dst);
+  /// Local get scattered into `pieces` in order (the value fills them from the
+  /// first; bytes past the value stay untouched). Returns the value's size.
+  /// Errors: object_not_found, buffer_overflow (the pieces hold less than the
+  /// value; nothing copied), invalid_params (more than max_value_pieces).
+  task<result<std::size_t>> get_parts(const std::string& key, std::vector<std::span<std::byte>> pieces);
   /// Size of a locally held value.
   result<std::uint64_t> size_of(const std::string& key) const;
   bool exists(const std::string& key) const;
@@ -103,6 +145,22 @@ class data_manager {
   /// the size is still returned through `actual_size`). Returns the size.
   task<result<std::uint64_t>> read_remote(const std::string& key, mc::transfer::remote_buffer dest,
                                           mc::duration timeout, std::uint64_t* actual_size = nullptr);
+  /// The batch form of the remote read, one result per item in order. Values
+  /// answered inline (size <= the item's inline_max, <= `inline_limit` each,
+  /// while their running total stays <= `inline_budget`; decided in item
+  /// order) are returned pinned, untransferred. Every DRAM-resident value
+  /// goes out in ONE TransferEngine batch (all pieces of all items, sliced
+  /// over the pooled connections); values in other tiers stream through two
+  /// staging buffers each (the SSD read of chunk k+1 overlaps the send of
+  /// chunk k). Per item: object_not_found, invalid_params (no destination for
+  /// a non-inline value, or the destination's total length differs from the
+  /// value's size: `size` tells it), and the transfer's errors.
+  task<std::vector<remote_read_outcome>> read_remote_batch(std::vector<remote_read_item> items,
+                                                           mc::duration timeout, std::uint64_t inline_limit,
+                                                           std::uint64_t inline_budget);
+  /// The spec's remote write with the value gathered from `src` pieces (in
+  /// order). Errors as write_remote().
+  task<result<void>> write_remote_parts(const std::string& key, remote_pieces src, mc::duration timeout);
   /// The spec's remote write (steps 2-9): allocate, TransferEngine READ from
   /// `src` (through staging for non-DRAM tiers), then commit under the
   /// exclusive lock and run the commit hook (shielded from cancellation). On
@@ -120,6 +178,11 @@ class data_manager {
  private:
   task<result<void>> commit_and_publish(const std::string& key, write_handle h, std::uint64_t size);
   task<result<void>> finish_commit(std::string key, write_handle h, std::uint64_t size, gate_holder g);
+  task<result<read_handle>> pin(const std::string& key);
+  task<result<void>> send_staged(const read_handle& h, const remote_pieces& dest, std::chrono::steady_clock::time_point deadline);
+  task<result<void>> receive_staged(write_handle& h, const remote_pieces& src, std::chrono::steady_clock::time_point deadline);
+  void count_read(const result<std::uint64_t>& r);
+  void count_write(const result<void>& r, std::uint64_t bytes);
 
   struct shard;
   struct counters;
@@ -133,6 +196,12 @@ class data_manager {
   std::unique_ptr<counters> counters_;
   commit_hook on_commit_;
   gate gate_;
+  // Values streamed from a non-DRAM tier use two staging buffers each: at
+  // most half the staging pool's buffers run such pipelines at once (so a
+  // pipeline waiting for its second buffer always gets one); with one
+  // staging buffer in all, pipelines run single-buffered.
+  std::size_t staging_count_ = 1;
+  std::unique_ptr<async_semaphore> pipelines_;
 };
 
 /// Validates a key: non-empty and at most max_key_bytes (invalid_key otherwise).

@@ -18,6 +18,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -30,11 +31,35 @@ struct peer_item {
 };
 
 /// Result of a remote read: the value's size on success (always equal to the
-/// descriptor's length). On INVALID_PARAMS because of a size mismatch,
-/// `size_hint` carries the size the peer claims (untrusted: informational only).
+/// descriptors' total length, or for an inline answer at most inline_max and
+/// the room in `local`). On INVALID_PARAMS because of a size mismatch (or a
+/// value too large for an inline-only read), `size_hint` carries the size the
+/// peer claims (untrusted: informational only).
 struct peer_read_result {
   result<std::uint64_t> value = std::uint64_t{0};
   std::uint64_t size_hint = 0;
+  bool inlined = false;  ///< the value came inside the reply (copied into `local`)
+};
+
+/// One read of read_batch().
+struct peer_read {
+  std::string key;
+  /// Where the owner transfers the value (registered memory, in order; the
+  /// total must be the value's size). Empty: inline only.
+  std::vector<mc::transfer::remote_buffer> dest;
+  /// > 0: the owner may answer with the value inside the reply when it is at
+  /// most this big; it is then copied into `local` (in order), which must hold
+  /// at least inline_max bytes.
+  std::uint64_t inline_max = 0;
+  std::vector<std::span<std::byte>> local;
+};
+
+/// One write of write_batch(): the value either in registered memory the
+/// owner READs (`src`, in order) or inside the request (`data`, in order).
+struct peer_write {
+  std::string key;
+  std::vector<mc::transfer::remote_buffer> src;
+  std::vector<std::span<const std::byte>> data;
 };
 
 class peer_client {
@@ -57,6 +82,15 @@ class peer_client {
                                                                 std::vector<peer_item> items);
   task<result<std::vector<result<void>>>> batch_write_remote(std::string rpc_endpoint,
                                                              std::vector<peer_item> items);
+  /// The general batch read: one RPC for every item, one result per item (or
+  /// one error for the whole call: too many items, connection, timeout, a
+  /// reply of the wrong shape). Inline answers are checked (size equal to the
+  /// data, within inline_max and `local`) and copied once into `local`; a
+  /// transferred value's size must equal its descriptors' total. Anything
+  /// else is RPC_FAIL for that item, and nothing is written past the value.
+  task<result<std::vector<peer_read_result>>> read_batch(std::string rpc_endpoint, std::vector<peer_read> items);
+  /// The general batch write, one result per item (or one error for the call).
+  task<result<std::vector<result<void>>>> write_batch(std::string rpc_endpoint, std::vector<peer_write> items);
   /// Size of `key` held by the peer.
   task<result<std::uint64_t>> query(std::string rpc_endpoint, std::string key);
   /// Removes `key` held by the peer.
