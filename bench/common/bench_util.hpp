@@ -73,7 +73,8 @@ struct target {
 };
 
 /// Like report(), plus the target: the table line ends in "target >= R:
-/// met" / "missed", the JSON line carries "target":">= R" and "met":true|false.
+/// met" / "missed", the JSON line carries "target":">= R", "met":true|false
+/// and every run's value ("run_values", "baseline_run_values").
 /// Returns whether the target was met (false without a baseline).
 inline bool report_target(const row& r, const target& t) {
   double v = median(r.runs);
@@ -89,9 +90,16 @@ inline bool report_target(const row& r, const target& t) {
   std::printf("\n");
   std::printf("{\"bench\":\"%s\",\"case\":\"%s\",\"metric\":\"%s\",\"unit\":\"%s\",\"value\":%.4f"
               ",\"baseline\":\"%s\",\"baseline_value\":%.4f,\"runs\":%zu,\"spread\":%.4f"
-              ",\"target\":\"%s\",\"met\":%s}\n",
+              ",\"target\":\"%s\",\"met\":%s",
               r.bench.c_str(), r.case_name.c_str(), r.metric.c_str(), r.unit.c_str(), v, r.baseline.c_str(), b,
               r.runs.size(), s, goal, met ? "true" : "false");
+  // Every run's value, ours and the baseline's (the spread's raw data).
+  for (const auto* xs : {&r.runs, &r.baseline_runs}) {
+    std::printf(",\"%s\":[", xs == &r.runs ? "run_values" : "baseline_run_values");
+    for (std::size_t i = 0; i < xs->size(); ++i) std::printf("%s%.4f", i ? "," : "", (*xs)[i]);
+    std::printf("]");
+  }
+  std::printf("}\n");
   std::fflush(stdout);
   return met;
 }

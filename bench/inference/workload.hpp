@@ -5,6 +5,8 @@
 #include "baselines.hpp"
 
 #include <cstddef>
+#include <cstring>
+#include <functional>
 #include <cstdint>
 #include <span>
 #include <string>
