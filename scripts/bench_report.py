@@ -338,6 +338,13 @@ def report(args):
     failed = [p for p in programs if p.get("hung_at_exit") or p.get("exit", 0) != 0
               or p.get("results", 0) < p.get("expected", 0)]
     L += ["## Summary", ""] + summary_table(rows) + [""]
+    targeted = [r for r in rows if "target" in r]
+    if targeted:
+        missed = [r for r in targeted if not r.get("met")]
+        L += [f"Targets (issue 14, `inference_bench`): {len(targeted) - len(missed)} of {len(targeted)} met"
+              + (": missed " + ", ".join(f"{r['case']} {r['metric']} vs {r.get('baseline')} "
+                                         f"({ratio(r) or 0:.2f}, target {r['target']})" for r in missed)
+                 if missed else "") + ".", ""]
     key = key_table(rows)
     if key:
         L += ["Key results:", ""] + key + [""]
