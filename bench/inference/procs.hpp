@@ -3,6 +3,7 @@
 // never outlives the benchmark, even when it crashes), stop by PID only, wait
 // for a TCP port to answer.
 #include <chrono>
+#include <cstdint>
 #include <csignal>
 #include <string>
 #include <thread>
