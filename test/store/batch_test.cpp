@@ -1,0 +1,331 @@
+// The inference data path: batches grouped by owner (one RPC per owner),
+// scatter-gather values, inline small values, bounded bytes in flight,
+// group-committed publishes, batch_exists. Results per key, byte-exact.
+#include "mc/store/client.hpp"
+#include "mc/store/tiered_backend.hpp"
+#include "store_fixture.hpp"
+
+#include <algorithm>
+#include <numeric>
+
+using mc::test::bytes_of;
+using mc::test::cluster;
+using mc::test::random_bytes;
+using mc::test::writable;
+
+namespace {
+
+using mut_pieces = std::vector<std::span<std::byte>>;
+using const_pieces = std::vector<std::span<const std::byte>>;
+
+mc::task<std::vector<mc::result<std::size_t>>> batch_get(mc::store::client& c, std::vector<std::string> keys,
+                                                         std::vector<mut_pieces> pieces) {
+  co_return co_await c.batch_get_parts(std::move(keys), std::move(pieces));
+}
+mc::task<std::vector<mc::result<void>>> batch_put(mc::store::client& c, std::vector<std::string> keys,
+                                                  std::vector<const_pieces> values, mc::store::put_options o) {
+  co_return co_await c.batch_put_parts(std::move(keys), std::move(values), std::move(o));
+}
+mc::task<mc::result<void>> put(mc::store::client& c, std::string key, const std::vector<std::uint8_t>& v) {
+  co_return co_await c.put(std::move(key), bytes_of(v));
+}
+mc::task<std::vector<mc::result<bool>>> exists(mc::store::client& c, std::vector<std::string> keys) {
+  co_return co_await c.batch_exists(std::move(keys));
+}
+
+mut_pieces one_piece(std::vector<std::uint8_t>& v) { return {writable(v)}; }
+
+/// Cuts `buf` into pieces of random sizes (1 .. max_piece) and returns them
+/// in a shuffled memory order (piece k of the value is not next to k + 1).
+mut_pieces random_pieces(std::vector<std::uint8_t>& buf, std::size_t max_piece, std::uint64_t seed) {
+  std::vector<std::pair<std::size_t, std::size_t>> cuts;  // [offset, length) in buf
+  std::size_t off = 0;
+  std::uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
+  while (off < buf.size()) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    auto n = std::min<std::size_t>(buf.size() - off, 1 + x % max_piece);
+    cuts.emplace_back(off, n);
+    off += n;
+  }
+  // Value order = a permutation of memory order.
+  std::vector<std::size_t> order(cuts.size());
+  std::iota(order.begin(), order.end(), 0);
+  for (std::size_t i = order.size(); i > 1; --i) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    std::swap(order[i - 1], order[x % i]);
+  }
+  mut_pieces out;
+  for (auto k : order) out.emplace_back(reinterpret_cast<std::byte*>(buf.data()) + cuts[k].first, cuts[k].second);
+  return out;
+}
+
+/// The bytes of `pieces` concatenated in order.
+std::vector<std::uint8_t> gather(const mut_pieces& pieces, std::size_t n) {
+  std::vector<std::uint8_t> out;
+  for (auto& p : pieces)
+    for (auto b : p) {
+      if (out.size() == n) return out;
+      out.push_back(static_cast<std::uint8_t>(b));
+    }
+  return out;
+}
+
+const_pieces to_const(const mut_pieces& p) {
+  const_pieces out;
+  for (auto& s : p) out.emplace_back(s.data(), s.size());
+  return out;
+}
+
+}  // namespace
+
+TEST_SUITE("store batch") {
+  TEST_CASE("a batch mixing local, remote, missing, too-small and bad keys across three nodes: one result each") {
+    cluster cl;
+    auto& a = cl.add("a");
+    auto& b = cl.add("b");
+    auto& c = cl.add("c");
+    auto small_a = random_bytes(1000, 1), big_a = random_bytes(3 * (1 << 20) + 5, 2);
+    auto small_b = random_bytes(65'536, 3), big_b = random_bytes((1 << 20) + 7, 4), mine = random_bytes(77, 5);
+    auto tight = random_bytes(5000, 6);
+    REQUIRE(cl.on(0, put(a, "a/small", small_a)));
+    REQUIRE(cl.on(0, put(a, "a/big", big_a)));
+    REQUIRE(cl.on(0, put(a, "a/tight", tight)));
+    REQUIRE(cl.on(1, put(b, "b/small", small_b)));
+    REQUIRE(cl.on(1, put(b, "b/big", big_b)));
+    REQUIRE(cl.on(2, put(c, "c/mine", mine)));
+    std::vector<std::vector<std::uint8_t>> out{std::vector<std::uint8_t>(small_a.size()),
+                                               std::vector<std::uint8_t>(big_a.size() + 9, 0xCD),
+                                               std::vector<std::uint8_t>(small_b.size()),
+                                               std::vector<std::uint8_t>(big_b.size()),
+                                               std::vector<std::uint8_t>(mine.size()),
+                                               std::vector<std::uint8_t>(10),
+                                               std::vector<std::uint8_t>(4999, 0xEE),
+                                               std::vector<std::uint8_t>(10)};
+    std::vector<std::string> keys{"a/small", "a/big", "b/small", "b/big", "c/mine", "missing", "a/tight", ""};
+    std::vector<mut_pieces> pieces;
+    for (auto& o : out) pieces.push_back(one_piece(o));
+    auto before = c.stats();
+    auto r = cl.on(2, batch_get(c, keys, pieces));
+    auto after = c.stats();
+    REQUIRE(r.size() == keys.size());
+    REQUIRE(r[0].has_value());
+    CHECK(std::equal(small_a.begin(), small_a.end(), out[0].begin()));
+    REQUIRE(r[1].has_value());
+    CHECK(*r[1] == big_a.size());
+    CHECK(std::equal(big_a.begin(), big_a.end(), out[1].begin()));
+    CHECK(out[1][big_a.size()] == 0xCD);  // nothing past the value
+    REQUIRE(r[2].has_value());
+    CHECK(out[2] == small_b);
+    REQUIRE(r[3].has_value());
+    CHECK(out[3] == big_b);
+    REQUIRE(r[4].has_value());
+    CHECK(out[4] == mine);
+    REQUIRE_FALSE(r[5].has_value());
+    CHECK(mc::is(r[5].error(), mc::errc::object_not_found));
+    REQUIRE_FALSE(r[6].has_value());
+    CHECK(mc::is(r[6].error(), mc::errc::buffer_overflow));
+    CHECK(std::all_of(out[6].begin(), out[6].end(), [](auto v) { return v == 0xEE; }));
+    REQUIRE_FALSE(r[7].has_value());
+    CHECK(mc::is(r[7].error(), mc::errc::invalid_key));
+    // One RPC per owner (a and b), small values inline in the same round trip.
+    CHECK(after.batch_rpcs - before.batch_rpcs == 2);
+    CHECK(after.inline_reads - before.inline_reads == 2);
+    CHECK(after.local_hits - before.local_hits == 1);
+    // Nothing else changed: the owners still serve every value.
+    std::vector<std::uint8_t> again(big_b.size());
+    auto r2 = cl.on(0, batch_get(a, {"b/big"}, {one_piece(again)}));
+    REQUIRE(r2[0].has_value());
+    CHECK(again == big_b);
+  }
+
+  TEST_CASE("scatter-gather round trips with random piece sizes, in any memory order, local and remote") {
+    cluster cl;
+    auto& a = cl.add("a");
+    auto& b = cl.add("b");
+    auto& c = cl.add("c", {}, "tcp");
+    std::uint64_t seed = 100;
+    for (std::size_t n : {1ul, 4095ul, 65'537ul, 2'000'003ul}) {
+      auto v = random_bytes(n, seed++);
+      auto src = v;  // pieces point into a copy: gathered in a shuffled order
+      auto src_pieces = random_pieces(src, 40'000, seed++);
+      // The value is the pieces' concatenation: write the value into them in that order.
+      std::size_t at = 0;
+      for (auto& p : src_pieces)
+        for (auto& byte : p) byte = static_cast<std::byte>(v[at++]);
+      auto key = mc::test::numbered("sg/", n);
+      // Local put gathered on a; remote put gathered from a into b.
+      REQUIRE(cl.on(0, batch_put(a, {key}, {to_const(src_pieces)}, {}))[0]);
+      mc::store::put_options remote;
+      remote.where = mc::store::placement::remote;
+      remote.target = b.rpc_endpoint();
+      REQUIRE(cl.on(0, batch_put(a, {key + "/r"}, {to_const(src_pieces)}, remote))[0]);
+      for (const auto& k : {key, key + "/r"}) {
+        std::vector<std::uint8_t> dst(n + 3, 0x5A);
+        auto dst_pieces = random_pieces(dst, 30'000, seed++);
+        auto r = cl.on(2, batch_get(c, {k}, {dst_pieces}));
+        REQUIRE_MESSAGE(r[0].has_value(), k << ": " << r[0].error().message());
+        CHECK(*r[0] == n);
+        auto got = gather(dst_pieces, n);
+        CHECK(mc::test::checksum(got.data(), n) == mc::test::checksum(v.data(), n));
+        CHECK(got == v);
+      }
+      // Local scatter on the holder.
+      std::vector<std::uint8_t> dst(n, 0);
+      auto dst_pieces = random_pieces(dst, 7000, seed++);
+      auto r = cl.on(0, batch_get(a, {key}, {dst_pieces}));
+      REQUIRE(r[0].has_value());
+      CHECK(gather(dst_pieces, n) == v);
+    }
+    // Pieces holding one byte less than the value fail that key only.
+    auto v = random_bytes(100'001, 9);
+    REQUIRE(cl.on(0, put(a, "short", v)));
+    REQUIRE(cl.on(0, put(a, "fine", v)));
+    std::vector<std::uint8_t> s1(50'000, 1), s2(50'000, 2), ok(100'001);
+    auto r = cl.on(2, batch_get(c, {"short", "fine"}, {{writable(s1), writable(s2)}, one_piece(ok)}));
+    REQUIRE_FALSE(r[0].has_value());
+    CHECK(mc::is(r[0].error(), mc::errc::buffer_overflow));
+    CHECK(std::all_of(s1.begin(), s1.end(), [](auto x) { return x == 1; }));
+    REQUIRE(r[1].has_value());
+    CHECK(ok == v);
+  }
+
+  TEST_CASE("the inline threshold: threshold - 1 and threshold come back inside the reply, threshold + 1 is transferred") {
+    cluster cl;
+    auto& a = cl.add("a");
+    auto& b = cl.add("b");
+    const auto t = b.options().inline_threshold;
+    REQUIRE(t == 64 * 1024);
+    for (std::size_t n : {t - 1, t, t + 1}) {
+      auto v = random_bytes(n, n);
+      auto key = mc::test::numbered("inl/", n);
+      REQUIRE(cl.on(0, put(a, key, v)));
+      std::vector<std::uint8_t> out(n + 1, 0x11);
+      auto before = b.stats();
+      auto r = cl.on(1, batch_get(b, {key}, {one_piece(out)}));
+      auto after = b.stats();
+      REQUIRE(r[0].has_value());
+      CHECK(std::equal(v.begin(), v.end(), out.begin()));
+      CHECK(out[n] == 0x11);
+      CHECK(after.inline_reads - before.inline_reads == (n <= t ? 1u : 0u));
+      CHECK(after.batch_rpcs - before.batch_rpcs == 1);
+    }
+    // Remote puts of small values travel inside the request.
+    auto v = random_bytes(t, 5);
+    mc::store::put_options remote;
+    remote.where = mc::store::placement::remote;
+    remote.target = a.rpc_endpoint();
+    auto before = b.stats();
+    REQUIRE(cl.on(1, batch_put(b, {"inl/put"}, {{bytes_of(v)}}, remote))[0]);
+    CHECK(b.stats().inline_writes - before.inline_writes == 1);
+    std::vector<std::uint8_t> out(t);
+    REQUIRE(cl.on(0, batch_get(a, {"inl/put"}, {one_piece(out)}))[0]);
+    CHECK(out == v);
+  }
+
+  TEST_CASE("a batch whose owner is gone: the other owner's keys still succeed, the dead owner's fail") {
+    cluster cl;
+    auto& a = cl.add("a");
+    auto& b = cl.add("b");
+    auto& c = cl.add("c");
+    auto va = random_bytes(300'000, 1), vb = random_bytes(300'000, 2);
+    REQUIRE(cl.on(0, put(a, "on-a", va)));
+    REQUIRE(cl.on(1, put(b, "on-b", vb)));
+    std::vector<std::uint8_t> oa(va.size()), ob(vb.size());
+    auto warm = cl.on(2, batch_get(c, {"on-a", "on-b"}, {one_piece(oa), one_piece(ob)}));  // routes cached
+    REQUIRE(warm[0].has_value());
+    REQUIRE(warm[1].has_value());
+    b.stop();
+    std::fill(oa.begin(), oa.end(), 0);
+    auto r = cl.on(2, batch_get(c, {"on-a", "on-b", "on-a"}, {one_piece(oa), one_piece(ob), one_piece(oa)}));
+    REQUIRE(r[0].has_value());
+    CHECK(oa == va);
+    CHECK_FALSE(r[1].has_value());
+    REQUIRE(r[2].has_value());  // a duplicate key is an independent item
+  }
+
+  TEST_CASE("bounded bytes in flight: a batch larger than the cap waits for room and stays byte-exact") {
+    cluster cl;
+    auto& a = cl.add("a");
+    auto& b = cl.add("b", {}, "auto", [](mc::store::client_options& o) { o.max_inflight_bytes = 3 << 20; });
+    std::vector<std::string> keys;
+    std::vector<std::vector<std::uint8_t>> vals, outs;
+    for (int i = 0; i < 12; ++i) {
+      vals.push_back(random_bytes((1 << 20) + 13 * static_cast<std::size_t>(i), 40 + static_cast<std::uint64_t>(i)));
+      keys.push_back(mc::test::numbered("cap/", static_cast<std::size_t>(i)));
+      REQUIRE(cl.on(0, put(a, keys.back(), vals.back())));
+      outs.emplace_back(vals.back().size());
+    }
+    vals.push_back(random_bytes((5 << 20) + 1, 99));  // one value larger than the cap runs alone
+    keys.push_back("cap/big");
+    REQUIRE(cl.on(0, put(a, keys.back(), vals.back())));
+    outs.emplace_back(vals.back().size());
+    std::vector<mut_pieces> pieces;
+    for (auto& o : outs) pieces.push_back(one_piece(o));
+    auto before = b.stats();
+    auto r = cl.on(1, batch_get(b, keys, pieces));
+    for (std::size_t i = 0; i < keys.size(); ++i) {
+      REQUIRE_MESSAGE(r[i].has_value(), keys[i]);
+      CHECK(outs[i] == vals[i]);
+    }
+    CHECK(b.stats().batch_rpcs - before.batch_rpcs >= 5);  // split into waves under the cap
+  }
+
+  TEST_CASE("batch puts publish in group commits; batch_exists is one lookup; too many keys are refused") {
+    cluster cl;
+    auto& a = cl.add("a");
+    auto& b = cl.add("b");
+    std::vector<std::string> keys;
+    std::vector<std::vector<std::uint8_t>> vals;
+    std::vector<const_pieces> pieces;
+    for (int i = 0; i < 64; ++i) {
+      keys.push_back(mc::test::numbered("gc/", static_cast<std::size_t>(i)));
+      vals.push_back(random_bytes(4096 + static_cast<std::size_t>(i), static_cast<std::uint64_t>(i)));
+    }
+    for (auto& v : vals) pieces.push_back({bytes_of(v)});
+    auto before = a.stats();
+    auto r = cl.on(0, batch_put(a, keys, pieces, {}));
+    for (auto& x : r) REQUIRE(x.has_value());
+    auto after = a.stats();
+    CHECK(after.publishes - before.publishes == 64);
+    CHECK(after.publish_batches - before.publish_batches < 64);
+    auto probe = keys;
+    probe.push_back("gc/none");
+    probe.push_back("");
+    auto e = cl.on(1, exists(b, probe));
+    REQUIRE(e.size() == 66);
+    for (int i = 0; i < 64; ++i) {
+      REQUIRE(e[static_cast<std::size_t>(i)].has_value());
+      CHECK(*e[static_cast<std::size_t>(i)]);
+    }
+    REQUIRE(e[64].has_value());
+    CHECK_FALSE(*e[64]);
+    CHECK_FALSE(e[65].has_value());
+    // More than max_batch_keys: every key is refused, nothing is read.
+    auto& c = cl.add("c", {}, "auto", [](mc::store::client_options& o) { o.max_batch_keys = 2; });
+    std::vector<std::uint8_t> o1(10), o2(10), o3(10);
+    auto refused = cl.on(2, batch_get(c, {"gc/0", "gc/1", "gc/2"}, {one_piece(o1), one_piece(o2), one_piece(o3)}));
+    for (auto& x : refused) CHECK((!x.has_value() && mc::is(x.error(), mc::errc::invalid_params)));
+  }
+
+  TEST_CASE("SSD-resident values in a batch stream through double-buffered staging, byte-exact") {
+    cluster cl;
+    auto& a = cl.add("a", R"({"tiers":[{"type":"SSD","capacity":"96MiB","priority":10,"path":"@DIR@"}]})");
+    auto& b = cl.add("b");
+    std::vector<std::string> keys;
+    std::vector<std::vector<std::uint8_t>> vals, outs;
+    for (std::size_t n : {std::size_t{9 * (1 << 20) + 4097}, std::size_t{4 << 20}, std::size_t{70'001}}) {
+      keys.push_back(mc::test::numbered("ssd/", n));
+      vals.push_back(random_bytes(n, n));
+      REQUIRE(cl.on(0, put(a, keys.back(), vals.back())));
+      outs.emplace_back(n);
+    }
+    REQUIRE(a.backend().get(keys[0])->tier() == mc::store::tier_type::ssd);
+    std::vector<mut_pieces> pieces;
+    for (auto& o : outs) pieces.push_back(one_piece(o));
+    auto r = cl.on(1, batch_get(b, keys, pieces));
+    for (std::size_t i = 0; i < keys.size(); ++i) {
+      REQUIRE_MESSAGE(r[i].has_value(), keys[i] << ": " << r[i].error().message());
+      CHECK(mc::test::checksum(outs[i].data(), outs[i].size()) == mc::test::checksum(vals[i].data(), vals[i].size()));
+    }
+  }
+}
