@@ -43,6 +43,7 @@ constexpr bool parts_api = has_parts<mc::store::client>;
 struct settings {
   std::vector<std::string> configs{"tcp", "shm"};
   std::vector<std::string> cases;  // empty: all
+  std::size_t vllm_pieces = 64;    // pieces per 2 MiB vllm value
   int runs = 3;
   double seconds = 0.5;
   std::string apps_dir;
@@ -51,12 +52,14 @@ struct settings {
 void usage() {
   std::printf(
       "usage: inference_bench [--quick] [--configs tcp,shm] [--cases sglang,vllm,lmcache,small]\n"
-      "                       [--runs N] [--seconds S] [--apps DIR]\n"
+      "                       [--runs N] [--seconds S] [--apps DIR] [--vllm-pieces N]\n"
       "Connector-shaped batches (sglang: 128 x 1 MiB; vllm: 64 x 2 MiB in 64 x 32 KiB pieces;\n"
       "lmcache: 32 MiB puts one at a time, gets in batches of 4; small: 4 KiB in batches of 32\n"
       "and single gets at 1 and 8 in flight) against a mooncake_client owner, with a raw TCP\n"
       "pump / memcpy / Redis (libhiredis, pipelined) measured in the same run. Default: 3 runs\n"
-      "of 0.5 s per measurement (< 5 min); --quick: 2 runs of 0.12 s (< 1.5 min).\n");
+      "of 0.5 s per measurement (< 5 min); --quick: 2 runs of 0.12 s (< 1.5 min).\n"
+      "--vllm-pieces N: pieces per vllm value (a power of two, 1..512; default 64; cases\n"
+      "named vllm_pN when not 64), to see what the per-piece cost is.\n");
 }
 
 std::vector<std::string> split(const std::string& s) {
@@ -242,7 +245,7 @@ void run_big(env& e, const big_case& bc) {
   std::unique_ptr<base::pump> pump;
   if (e.tcp()) pump = std::make_unique<base::pump>(e.pump_port, streams);
   const double mib = static_cast<double>(bc.shape.bytes()) / (1 << 20);
-  const bool contig = bc.name == "vllm" && !parts_api;
+  const bool contig = bc.name.starts_with("vllm") && !parts_api;
   for (bool put : {true, false}) {
     std::vector<double> ours, floor, red;
     auto src = work::data::flat(d.src_pieces()), dst = work::data::flat(d.dst_pieces());
@@ -419,7 +422,9 @@ bool wanted(const settings& s, const std::string& c) {
 void run_config(env& e) {
   const std::vector<big_case> big{
       {"sglang", {128, 1u << 20, 1}, false},
-      {"vllm", {64, 2u << 20, parts_api ? 64u : 1u}, false},
+      {e.s.vllm_pieces == 64 ? "vllm" : "vllm_p" + std::to_string(e.s.vllm_pieces),
+       {64, 2u << 20, parts_api ? e.s.vllm_pieces : 1u},
+       false},
       {"lmcache", {4, 32u << 20, 1}, true},
   };
   // Small values first: after the big batches have freed hundreds of MiB
@@ -430,7 +435,7 @@ void run_config(env& e) {
     run_single_gets(e);
   }
   for (auto& bc : big)
-    if (wanted(e.s, bc.name)) run_big(e, bc);
+    if (wanted(e.s, bc.name.substr(0, bc.name.find('_')))) run_big(e, bc);
 }
 
 }  // namespace
@@ -525,6 +530,12 @@ bool parse(int argc, char** argv, settings& s) {
       s.configs = split(next());
     } else if (a == "--cases") {
       s.cases = split(next());
+    } else if (a == "--vllm-pieces") {
+      s.vllm_pieces = std::stoul(next());
+      if (s.vllm_pieces == 0 || s.vllm_pieces > 512 || (s.vllm_pieces & (s.vllm_pieces - 1)) != 0) {
+        std::fprintf(stderr, "inference_bench: --vllm-pieces takes a power of two in 1..512\n");
+        return false;
+      }
     } else if (a == "--runs") {
       s.runs = std::max(1, std::stoi(next()));
     } else if (a == "--seconds") {
