@@ -29,6 +29,10 @@ struct service_limits {
   /// Largest value this node answers inside an RPC reply (or accepts inside a
   /// write request); larger ones need a transfer descriptor.
   std::uint64_t max_inline_value_bytes = std::uint64_t{1} << 20;
+  /// Transfer bytes this node serves (remote reads and writes of all peers)
+  /// at once; items past it wait for room within their deadline (then
+  /// TIMEOUT), and one item larger than this runs alone.
+  std::uint64_t max_serving_bytes = std::uint64_t{1} << 30;
   /// Inline value bytes in one reply at most (the rest of a batch then goes
   /// through the TransferEngine); well below the RPC message limit (64 MiB).
   std::uint64_t max_inline_reply_bytes = std::uint64_t{16} << 20;
