@@ -320,8 +320,10 @@ class engine {
   /// well-behaved peer checks the lease before every <= 1 MiB chunk. Such
   /// revocations are counted in engine_stats::revoked_with_grants. In-flight
   /// transfers that target the region fail (the initiator sees access_denied
-  /// or transfer_fail); bytes already moved stay. Errors: out_of_range
-  /// (unknown token).
+  /// or transfer_fail); bytes already moved stay. Every registration derived
+  /// from it (register_within) is revoked with it. On RDMA a top-level
+  /// region's MR is deregistered; a derived one has none (see fence() for
+  /// its late-write guarantee). Errors: out_of_range (unknown token).
   mc::result<void> unregister_memory(std::uint64_t token);
 
   /// Random nonzero 64-bit id of this engine, drawn at construction. The
