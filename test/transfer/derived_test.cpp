@@ -10,6 +10,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cstring>
 #include <thread>
 #include <unordered_set>
 
@@ -91,6 +93,48 @@ TEST_SUITE("transfer_derived") {
       REQUIRE(t.rt.block_on(t.a->write(cbytes(payload), parent->describe(1001, payload.size()))).has_value());
       CHECK(mc::test::checksum(target.data() + 1001, payload.size()) ==
             mc::test::checksum(payload.data(), payload.size()));
+    }
+  }
+
+  TEST_CASE("revoking a derived registration while writes stream into it: nothing lands after the revocation") {
+    // TCP and in-process (same-host grants have the documented lease residual).
+    for (auto force : {transport_kind::tcp, transport_kind::in_process}) {
+      CAPTURE(to_string(force));
+      auto o = loopback_options(force);
+      o.slice_size = 64 * 1024;
+      two_engines t(o, loopback_options(force));
+      std::vector<std::uint8_t> target(16u << 20, 0);
+      auto parent = t.b->register_memory(target.data(), target.size());
+      REQUIRE(parent);
+      const std::size_t off = 1234567, n = (12u << 20) + 5;
+      auto child = t.b->register_within(*parent, off, n, region_access::remote_write);
+      REQUIRE(child);
+      auto src = mc::test::random_bytes(n, 31);
+      std::atomic<int> started{0};
+      auto writer = [](engine* e, std::span<const std::byte> s, remote_buffer d,
+                       std::atomic<int>* started) -> mc::task<int> {
+        int failures = 0;
+        for (int i = 0; i < 50; ++i) {
+          started->fetch_add(1);
+          auto w = co_await e->write(s, d);
+          if (!w) {
+            if (!mc::is(w.error(), mc::errc::access_denied) && !mc::is(w.error(), mc::errc::transfer_fail))
+              co_return -1;
+            ++failures;
+          }
+        }
+        co_return failures;
+      };
+      std::thread w([&] { CHECK(t.rt.block_on(writer(t.a.get(), cbytes(src), child->describe(), &started), 0) > 0); });
+      while (started.load() < 2) std::this_thread::yield();
+      child->reset();
+      // From here on nothing may land in the child's range.
+      std::memset(target.data() + off, 0x77, n);
+      w.join();
+      CHECK(std::all_of(target.begin() + off, target.begin() + off + n, [](auto b) { return b == 0x77; }));
+      // The parent is untouched by the child's revocation.
+      REQUIRE(t.rt.block_on(t.a->write(cbytes(src).first(4096), parent->describe(0, 4096))).has_value());
+      CHECK(std::equal(src.begin(), src.begin() + 4096, target.begin()));
     }
   }
 
