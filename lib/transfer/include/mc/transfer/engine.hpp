@@ -304,9 +304,12 @@ class engine {
   /// registration is impossible on RDMA too: a new QP validates derived
   /// tokens before using them (see register_within). TCP, same-host and
   /// in-process need no fence (the target checks every request's token), so
-  /// with protocol "tcp" it only counts. Never waits for the peer; hops once
-  /// to each runtime thread (outbound QPs). Thread-safe. Errors:
-  /// invalid_params (empty endpoint), shutting_down.
+  /// with protocol "tcp" it only counts. Cost: every other transfer the peer
+  /// is running into this engine on those QPs fails too (transfer_fail), so
+  /// fence only when giving up on a transfer (timeout, cancel), not per
+  /// request. Never waits for the peer; hops once to each runtime thread
+  /// (outbound QPs). Thread-safe. Errors: invalid_params (empty endpoint),
+  /// shutting_down.
   mc::task<mc::result<void>> fence(std::string peer_endpoint);
 
   /// Unregisters by token. Returns at once (never waits for a peer or the
