@@ -361,4 +361,23 @@ TEST_SUITE("store batch") {
     other.join();
     CHECK(a.stats().service_overloaded == 0);
   }
+
+  TEST_CASE("gets into memory the caller registered use tokens derived from that registration") {
+    cluster cl;
+    auto& a = cl.add("a");
+    auto& b = cl.add("b", {}, "tcp");
+    auto v = random_bytes(300'007, 8);
+    REQUIRE(cl.on(0, put(a, "reg/k", v)));
+    std::vector<std::uint8_t> mem(1 << 20, 0);
+    auto reg = b.register_buffer(writable(mem));
+    REQUIRE(reg.has_value());
+    auto regions0 = b.engine().stats().registered_regions;
+    auto derived0 = b.engine().stats().derived_registrations;
+    mut_pieces into{std::span<std::byte>(reinterpret_cast<std::byte*>(mem.data()) + 4096, v.size())};
+    auto r = cl.on(1, batch_get(b, {"reg/k"}, {into}));
+    REQUIRE(r[0].has_value());
+    CHECK(std::equal(v.begin(), v.end(), mem.begin() + 4096));
+    CHECK(b.engine().stats().derived_registrations == derived0 + 1);
+    CHECK(b.engine().stats().registered_regions == regions0);  // the child is gone again
+  }
 }

@@ -69,6 +69,9 @@ mc::config::option_set make_option_set(client_options& o) {
       .add_size("max_inflight_bytes", &o.max_inflight_bytes,
                 "bytes this client's remote gets and puts move through the TransferEngine at once (a batch "
                 "waits for room; a larger single value runs alone)")
+      .add_size("rdma_bounce_bytes", &o.rdma_bounce_bytes,
+                "protocol rdma: a bounce arena registered once for unregistered caller memory (0 = register "
+                "per call)")
       .add("max_batch_keys", &o.max_batch_keys, "most keys one batch call accepts", 1, std::uint64_t{1} << 24)
       .env("MOONCAKE_DM_LOCK_SHARD_COUNT", "dm_lock_shard_count")
       .allow_file_key("tiers");

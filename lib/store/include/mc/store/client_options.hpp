@@ -78,6 +78,11 @@ struct client_options {
   /// Bytes this client's remote gets and puts move through the TransferEngine
   /// at once (a batch waits for room; one value larger than this runs alone).
   std::uint64_t max_inflight_bytes = std::uint64_t{256} << 20;
+  /// Protocol "rdma": a bounce arena of this many bytes (1 MiB slots) is
+  /// registered once; gets and puts of caller memory that is not inside a
+  /// registration (register_buffer) go through it instead of an ibv_reg_mr
+  /// per call. 0 = off (a registration per call).
+  std::uint64_t rdma_bounce_bytes = std::uint64_t{64} << 20;
   /// Most keys one batch call accepts (invalid_params for every key beyond).
   std::uint64_t max_batch_keys = 65536;
 };
