@@ -43,15 +43,22 @@ keys0=$(metric "$M" "mc_master_keys ")
 random_file v1 4097
 check "PUT /kv/k1 on A" bash -c "${C[*]} -f -X PUT --data-binary @v1 '$A/kv/k1' | grep -q '\"size\":4097'"
 check "a put raises mc_master_keys" test "$(metric "$M" "mc_master_keys ")" -eq $((keys0 + 1))
+b_remote0=$(metric "$B" 'mc_client_gets_total{result="remote_hit"}')
+b_inline0=$(metric "$B" 'mc_client_inline_reads_total ')
+check "GET /kv/k1 on B (held by A) returns the value" bash -c "${C[*]} -f '$B/kv/k1' -o got1 && cmp -s v1 got1"
+check "...inside the RPC reply (4097 bytes <= the 64 KiB inline threshold)" bash -c "
+  test $(metric "$B" 'mc_client_inline_reads_total ') -gt $b_inline0 &&
+  test $(metric "$B" 'mc_client_gets_total{result="remote_hit"}') -gt $b_remote0"
+# A value above the inline threshold moves through the TransferEngine.
+random_file vbig 100001
+check "PUT /kv/kbig on A" bash -c "${C[*]} -f -X PUT --data-binary @vbig '$A/kv/kbig' | grep -q '\"size\":100001'"
 a_tx0=$(metric "$A" 'mc_transfer_bytes_total{')
 b_served0=$(metric "$B" 'mc_transfer_served_bytes_total{')
-b_remote0=$(metric "$B" 'mc_client_gets_total{result="remote_hit"}')
-check "GET /kv/k1 on B (held by A) returns the value" bash -c "${C[*]} -f '$B/kv/k1' -o got1 && cmp -s v1 got1"
-check "the remote get moved >= 4097 bytes on A's engine" \
-  test "$(metric "$A" 'mc_transfer_bytes_total{')" -ge $((a_tx0 + 4097))
-check "...and raised B's served bytes + remote hits" bash -c "
-  test $(metric "$B" 'mc_transfer_served_bytes_total{') -ge $((b_served0 + 4097)) &&
-  test $(metric "$B" 'mc_client_gets_total{result="remote_hit"}') -gt $b_remote0"
+check "GET /kv/kbig on B (held by A) returns the value" bash -c "${C[*]} -f '$B/kv/kbig' -o gotbig && cmp -s vbig gotbig"
+check "the remote get moved >= 100001 bytes on A's engine" \
+  test "$(metric "$A" 'mc_transfer_bytes_total{')" -ge $((a_tx0 + 100001))
+check "...and raised B's served bytes" \
+  test "$(metric "$B" 'mc_transfer_served_bytes_total{')" -ge $((b_served0 + 100001))
 check "RPC metrics count master calls per method (client side on B)" \
   test "$(metric "$B" 'mc_rpc_calls_total{method="Master.getReplicaList",side="client"}')" -gt 0
 # The first heartbeat leaves one heartbeat_interval (1 s) after start: wait for it.
@@ -73,6 +80,7 @@ families_present() {
   page=$("${C[@]}" "$1/metrics") || return 1
   for f in mc_client_removal_notices_total mc_client_notice_batches_total mc_client_notice_overflows_total \
     mc_client_resyncs_total mc_client_superseded_drops_total mc_client_stale_publishes_total \
+    mc_client_batch_calls_total mc_client_batch_rpcs_total mc_client_inline_reads_total mc_client_publish_batches_total \
     mc_transfer_same_host_fallbacks_total mc_transfer_revoked_with_grants_total mc_transfer_same_host_grants_held \
     'mc_store_refused_total{reason="overloaded"}' 'mc_store_refused_total{reason="access_denied"}'; do
     grep -q "^# TYPE ${f%%\{*} " <<<"$page" || { echo "no TYPE line for $f"; return 1; }

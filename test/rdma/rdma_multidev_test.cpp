@@ -142,6 +142,37 @@ TEST_SUITE("rdma_multidev") {
     CHECK(p1 > 1000);
   }
 
+  TEST_CASE("a derived registration uses its parent's MRs on both devices; fence(peer) kills the QPs of both") {
+    two_engines e(options(both()), options(both()));
+    std::vector<std::uint8_t> target(6u << 20, 0x19);
+    auto parent = e.b->register_memory(target.data(), target.size());
+    REQUIRE(parent);
+    CHECK(e.b->stats().rdma_memory_registrations == 2);  // one MR per device
+    const std::size_t off = 12345, n = (4u << 20) + 3;
+    auto child = e.b->register_within(*parent, off, n, region_access::remote_read_write);
+    REQUIRE(child);
+    const auto b0 = dev_bytes(*e.a, 0), b1 = dev_bytes(*e.a, 1);
+    auto payload = mc::test::random_bytes(n, 77);
+    REQUIRE(run(e, e.a->write(cbytes(payload), child->describe())).has_value());
+    CHECK(mc::test::checksum(target.data() + off, n) == mc::test::checksum(payload.data(), n));
+    std::vector<std::uint8_t> back(n);
+    REQUIRE(run(e, e.a->read(bytes(back), child->describe())).has_value());
+    CHECK(mc::test::checksum(back.data(), n) == mc::test::checksum(payload.data(), n));
+    CHECK(dev_bytes(*e.a, 0) - b0 > (1u << 20));  // device 1 used the rkey rdma_rkey gave for the child
+    CHECK(dev_bytes(*e.a, 1) - b1 > (1u << 20));
+    CHECK(e.b->stats().rdma_memory_registrations == 2);  // none for the child
+    const auto d = child->describe();
+    child->reset();
+    REQUIRE(run(e, e.b->fence(e.a->endpoint())).has_value());
+    CHECK(e.b->stats().fenced_queue_pairs >= 2);
+    auto late = mc::test::random_bytes(n, 78);
+    auto w = run(e, e.a->write(cbytes(late), d, 20s));
+    REQUIRE_FALSE(w.has_value());
+    CHECK(mc::test::checksum(target.data() + off, n) == mc::test::checksum(payload.data(), n));
+    REQUIRE(run(e, e.a->write(cbytes(late), parent->describe(0, n))).has_value());  // reconnects
+    CHECK(mc::test::checksum(target.data(), n) == mc::test::checksum(late.data(), n));
+  }
+
   TEST_CASE("a batch of mixed READs and WRITEs is spread over both devices") {
     two_engines e(options(both()), options(both()));
     constexpr std::size_t k = 32, n = 100003;

@@ -3,9 +3,11 @@
 #include "mc/runtime/when_all.hpp"
 #include "transfer_fixture.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <sstream>
 #include <thread>
 
@@ -245,5 +247,131 @@ TEST_SUITE("rdma_transfer") {
     CHECK((mc::is(result.error(), mc::errc::transfer_fail) || mc::is(result.error(), mc::errc::timeout)));
     CHECK(took < 30s);
     a.stop();
+  }
+}
+
+// Derived registrations (engine::register_within) and the late-write fence.
+TEST_SUITE("rdma_derived") {
+  TEST_CASE("derived registrations round-trip over RDMA without a memory registration of their own") {
+    two_engines e(rdma_options(true), rdma_options(false));
+    std::vector<std::uint8_t> target((4u << 20) + 77);
+    auto parent = e.b->register_memory(target.data(), target.size());
+    REQUIRE(parent);
+    CHECK(e.b->stats().rdma_memory_registrations == 1);
+    std::vector<std::uint8_t> src(3u << 20), back(3u << 20);
+    auto sreg = e.a->register_memory(src.data(), src.size());
+    auto breg = e.a->register_memory(back.data(), back.size());
+    REQUIRE(sreg);
+    REQUIRE(breg);
+    const auto regs_a = e.a->stats().rdma_memory_registrations;
+    std::uint64_t seed = 40, off = 5;
+    const std::size_t sizes[] = {1, 4099, 65537, (1u << 20) + 3, (3u << 20) - 1};
+    for (auto n : sizes) {
+      CAPTURE(n);
+      auto child = e.b->register_within(*parent, off, n, region_access::remote_read_write);
+      REQUIRE(child);
+      CHECK((child->token() & 0xffffffffu) == (parent->token() & 0xffffffffu));  // the parent's rkey
+      CHECK(child->token() != parent->token());
+      auto payload = mc::test::random_bytes(n, seed++);
+      std::memcpy(src.data(), payload.data(), n);
+      REQUIRE(run(e, e.a->write(std::as_bytes(std::span(src.data(), n)), child->describe())).has_value());
+      CHECK(mc::test::checksum(target.data() + off, n) == mc::test::checksum(payload.data(), n));
+      std::memset(back.data(), 0, n);
+      REQUIRE(run(e, e.a->read(std::as_writable_bytes(std::span(back.data(), n)), child->describe())).has_value());
+      CHECK(mc::test::checksum(back.data(), n) == mc::test::checksum(payload.data(), n));
+      off = (off * 7 + n) % (1u << 20);
+    }
+    CHECK(rdma_ops(*e.a) == 2 * std::size(sizes));
+    CHECK(e.b->stats().rdma_memory_registrations == 1);  // no ibv_reg_mr per child
+    CHECK(e.b->stats().derived_registrations == std::size(sizes));
+    CHECK(e.a->stats().rdma_memory_registrations == regs_a);
+  }
+
+  TEST_CASE("a derived registration is refused over RDMA outside its range, beyond its access and once revoked") {
+    two_engines e(rdma_options(true), rdma_options(false));
+    std::vector<std::uint8_t> target(1u << 20, 0x6b);
+    auto parent = e.b->register_memory(target.data(), target.size());
+    REQUIRE(parent);
+    auto ro = e.b->register_within(*parent, 0, 8192, region_access::remote_read);
+    auto c = e.b->register_within(*parent, 65536, 8192, region_access::remote_read_write);
+    REQUIRE(ro);
+    REQUIRE(c);
+    std::vector<std::uint8_t> buf(8193, 1);
+    auto past = c->describe();
+    past.length += 1;  // inside the parent's MR, one byte past the child
+    auto w1 = run(e, e.a->write(cbytes(buf), past, 20s));
+    REQUIRE_FALSE(w1.has_value());
+    CHECK(mc::is(w1.error(), mc::errc::access_denied));
+    auto w2 = run(e, e.a->write(cbytes(buf).first(8192), ro->describe(), 20s));  // the MR allows it, the child not
+    REQUIRE_FALSE(w2.has_value());
+    CHECK(mc::is(w2.error(), mc::errc::access_denied));
+    const auto dc = c->describe();
+    c->reset();
+    auto w3 = run(e, e.a->write(cbytes(buf).first(8192), dc, 20s));  // a QP that never validated it
+    REQUIRE_FALSE(w3.has_value());
+    CHECK(mc::is(w3.error(), mc::errc::access_denied));
+    CHECK(std::all_of(target.begin(), target.end(), [](auto b) { return b == 0x6b; }));
+    // The parent still works.
+    REQUIRE(run(e, e.a->write(cbytes(buf).first(8192), parent->describe(0, 8192), 20s)).has_value());
+    CHECK(target[0] == 1);
+  }
+
+  TEST_CASE("fence(peer): a QP that validated a derived registration before its revocation writes no more") {
+    auto ob = rdma_options(false);
+    ob.connections_per_peer = 1;
+    auto oa = rdma_options(true);
+    oa.connections_per_peer = 1;  // one QP: the write after the revocation reuses it
+    two_engines e(oa, ob);
+    std::vector<std::uint8_t> target(1u << 20, 0x21);
+    auto parent = e.b->register_memory(target.data(), target.size());
+    REQUIRE(parent);
+    auto c1 = e.b->register_within(*parent, 4096, 65536, region_access::remote_write);
+    auto c2 = e.b->register_within(*parent, 131072, 65536, region_access::remote_write);
+    REQUIRE(c1);
+    REQUIRE(c2);
+    const auto d1 = c1->describe();
+    auto first = mc::test::random_bytes(65536, 1), late = mc::test::random_bytes(65536, 2);
+    REQUIRE(run(e, e.a->write(cbytes(first), d1, 20s)).has_value());  // validated on the pooled QP
+    c1->reset();
+    SUBCASE("without the fence the NIC, which checks only the parent's rkey, lets the validated QP write") {
+      // The hazard the fence exists for (documented in lib/transfer/README.md).
+      CHECK(run(e, e.a->write(cbytes(late), d1, 20s)).has_value());
+      CHECK(mc::test::checksum(target.data() + 4096, 65536) == mc::test::checksum(late.data(), 65536));
+    }
+    SUBCASE("a fence for another endpoint leaves the peer's QP alone") {
+      REQUIRE(run(e, e.b->fence("10.255.255.1:1")).has_value());
+      CHECK(e.b->stats().fenced_queue_pairs == 0);
+      CHECK(run(e, e.a->write(cbytes(first), parent->describe(0, 65536), 20s)).has_value());
+    }
+    SUBCASE("after fence(peer) the late write fails and nothing lands; a new transfer reconnects") {
+      REQUIRE(run(e, e.b->fence(e.a->endpoint())).has_value());
+      CHECK(e.b->stats().fences == 1);
+      CHECK(e.b->stats().fenced_queue_pairs >= 1);
+      auto w = run(e, e.a->write(cbytes(late), d1, 20s));
+      REQUIRE_FALSE(w.has_value());
+      CHECK((mc::is(w.error(), mc::errc::transfer_fail) || mc::is(w.error(), mc::errc::access_denied)));
+      CHECK(mc::test::checksum(target.data() + 4096, 65536) == mc::test::checksum(first.data(), 65536));
+      // Retried by the caller on a fresh QP: the revoked child is refused, the sibling works.
+      auto again = run(e, e.a->write(cbytes(late), d1, 20s));
+      REQUIRE_FALSE(again.has_value());
+      CHECK(mc::is(again.error(), mc::errc::access_denied));
+      CHECK(mc::test::checksum(target.data() + 4096, 65536) == mc::test::checksum(first.data(), 65536));
+      REQUIRE(run(e, e.a->write(cbytes(late), c2->describe(), 20s)).has_value());
+      CHECK(mc::test::checksum(target.data() + 131072, 65536) == mc::test::checksum(late.data(), 65536));
+    }
+  }
+
+  TEST_CASE("fence(peer) on the initiator drops its own QPs to that peer; the next transfer reconnects") {
+    two_engines e(rdma_options(true), rdma_options(false));
+    std::vector<std::uint8_t> target(1u << 20);
+    auto reg = e.b->register_memory(target.data(), target.size());
+    REQUIRE(reg);
+    auto payload = mc::test::random_bytes(300001, 3);
+    REQUIRE(run(e, e.a->write(cbytes(payload), reg->describe(0, payload.size()))).has_value());
+    REQUIRE(run(e, e.a->fence(e.b->endpoint())).has_value());
+    CHECK(e.a->stats().fenced_queue_pairs >= 1);
+    std::vector<std::uint8_t> back(payload.size());
+    REQUIRE(run(e, e.a->read(bytes(back), reg->describe(0, back.size()))).has_value());
+    CHECK(back == payload);
   }
 }

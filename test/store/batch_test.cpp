@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <thread>
 
 using mc::test::bytes_of;
 using mc::test::cluster;
@@ -327,5 +328,56 @@ TEST_SUITE("store batch") {
       REQUIRE_MESSAGE(r[i].has_value(), keys[i] << ": " << r[i].error().message());
       CHECK(mc::test::checksum(outs[i].data(), outs[i].size()) == mc::test::checksum(vals[i].data(), vals[i].size()));
     }
+  }
+
+  TEST_CASE("an owner over its serving cap makes items wait for room instead of refusing them") {
+    cluster cl;
+    auto& a = cl.add("a", {}, "auto", [](mc::store::client_options& o) { o.limits.max_serving_bytes = 2 << 20; });
+    auto& b = cl.add("b");
+    auto& c = cl.add("c", {}, "tcp");
+    std::vector<std::string> keys;
+    std::vector<std::vector<std::uint8_t>> vals;
+    for (int i = 0; i < 8; ++i) {
+      keys.push_back(mc::test::numbered("srv/", static_cast<std::size_t>(i)));
+      vals.push_back(random_bytes((1 << 20) + static_cast<std::size_t>(i) * 101, 300 + static_cast<std::uint64_t>(i)));
+      REQUIRE(cl.on(0, put(a, keys.back(), vals.back())));
+    }
+    vals.push_back(random_bytes(3 << 20, 399));  // larger than the cap: runs alone
+    keys.push_back("srv/big");
+    REQUIRE(cl.on(0, put(a, keys.back(), vals.back())));
+    auto reader = [&](std::size_t node, mc::store::client& cli) {
+      std::vector<std::vector<std::uint8_t>> outs;
+      std::vector<mut_pieces> pieces;
+      for (auto& v : vals) outs.emplace_back(v.size());
+      for (auto& o : outs) pieces.push_back(one_piece(o));
+      auto r = cl.on(node, batch_get(cli, keys, pieces));
+      for (std::size_t i = 0; i < keys.size(); ++i) {  // CHECK: this runs on two threads
+        CHECK_MESSAGE(r[i].has_value(), keys[i]);
+        if (r[i]) CHECK(outs[i] == vals[i]);
+      }
+    };
+    std::thread other([&] { reader(2, c); });
+    reader(1, b);
+    other.join();
+    CHECK(a.stats().service_overloaded == 0);
+  }
+
+  TEST_CASE("gets into memory the caller registered use tokens derived from that registration") {
+    cluster cl;
+    auto& a = cl.add("a");
+    auto& b = cl.add("b", {}, "tcp");
+    auto v = random_bytes(300'007, 8);
+    REQUIRE(cl.on(0, put(a, "reg/k", v)));
+    std::vector<std::uint8_t> mem(1 << 20, 0);
+    auto reg = b.register_buffer(writable(mem));
+    REQUIRE(reg.has_value());
+    auto regions0 = b.engine().stats().registered_regions;
+    auto derived0 = b.engine().stats().derived_registrations;
+    mut_pieces into{std::span<std::byte>(reinterpret_cast<std::byte*>(mem.data()) + 4096, v.size())};
+    auto r = cl.on(1, batch_get(b, {"reg/k"}, {into}));
+    REQUIRE(r[0].has_value());
+    CHECK(std::equal(v.begin(), v.end(), mem.begin() + 4096));
+    CHECK(b.engine().stats().derived_registrations == derived0 + 1);
+    CHECK(b.engine().stats().registered_regions == regions0);  // the child is gone again
   }
 }

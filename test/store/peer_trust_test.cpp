@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <mutex>
 
 using namespace std::chrono_literals;
 using mc::test::bytes_of;
@@ -19,13 +20,20 @@ using mc::test::writable;
 
 namespace {
 
-enum class lie { wrong_size, huge_size, unknown_code, short_batch, honest_code };
+enum class lie { wrong_size, huge_size, unknown_code, short_batch, honest_code, inline_overflow, silent };
+
+/// What a silent liar saw: the requester's transfer descriptors.
+struct seen_descriptors {
+  std::mutex mu;
+  std::vector<mc::transfer::remote_buffer> dest;
+};
 
 /// Answers every read with `mode`'s lie, without transferring anything.
 class lying_service final : public mc::rpc::service<ClientService> {
  public:
-  lying_service(mc::executor ex, std::shared_ptr<std::atomic<lie>> mode, std::shared_ptr<std::atomic<int>> calls)
-      : service(std::move(ex)), mode_(std::move(mode)), calls_(std::move(calls)) {}
+  lying_service(mc::executor ex, std::shared_ptr<std::atomic<lie>> mode, std::shared_ptr<std::atomic<int>> calls,
+                std::shared_ptr<seen_descriptors> seen)
+      : service(std::move(ex)), mode_(std::move(mode)), calls_(std::move(calls)), seen_(std::move(seen)) {}
 
   kj::Promise<void> readRemoteData(ReadRemoteDataContext ctx) override {
     ++*calls_;
@@ -35,9 +43,26 @@ class lying_service final : public mc::rpc::service<ClientService> {
   kj::Promise<void> batchReadRemoteData(BatchReadRemoteDataContext ctx) override {
     ++*calls_;
     auto items = ctx.getParams().getItems();
+    if (mode_->load() == lie::silent) {  // keep the descriptors, never answer
+      std::lock_guard lk(seen_->mu);
+      for (auto it : items) {
+        auto d = it.getDest();
+        seen_->dest.push_back({d.getEndpoint(), d.getAddress(), d.getLength(), d.getToken(), 0});
+      }
+      return kj::NEVER_DONE;
+    }
     unsigned n = mode_->load() == lie::short_batch ? items.size() - 1 : items.size();
     auto out = ctx.getResults().initResults(n);
-    for (unsigned i = 0; i < n; ++i) fill(out[i], items[i].getDest().getLength());
+    for (unsigned i = 0; i < n; ++i) {
+      if (mode_->load() == lie::inline_overflow) {  // more inline bytes than the requester allowed
+        auto extra = items[i].getInlineMax() + 100;
+        out[i].setSize(extra);
+        auto d = out[i].initData(static_cast<unsigned>(extra));
+        std::fill(d.begin(), d.end(), 0x77);
+        continue;
+      }
+      fill(out[i], items[i].getDest().getLength());
+    }
     return kj::READY_NOW;
   }
   kj::Promise<void> query(QueryContext ctx) override {
@@ -53,16 +78,20 @@ class lying_service final : public mc::rpc::service<ClientService> {
       case lie::huge_size: b.setCode(0), b.setSize(std::uint64_t{1} << 62); break;
       case lie::unknown_code: b.setCode(-123456), b.setSize(asked); break;
       case lie::short_batch: b.setCode(0), b.setSize(asked); break;
-      case lie::honest_code: b.setCode(static_cast<std::int32_t>(mc::errc::object_not_found)); break;
+      case lie::honest_code:
+      case lie::inline_overflow:  // (batch reads handle these two themselves)
+      case lie::silent: b.setCode(static_cast<std::int32_t>(mc::errc::object_not_found)); break;
     }
   }
   std::shared_ptr<std::atomic<lie>> mode_;
   std::shared_ptr<std::atomic<int>> calls_;
+  std::shared_ptr<seen_descriptors> seen_;
 };
 
 struct liar {
   std::shared_ptr<std::atomic<lie>> mode = std::make_shared<std::atomic<lie>>(lie::wrong_size);
   std::shared_ptr<std::atomic<int>> calls = std::make_shared<std::atomic<int>>(0);
+  std::shared_ptr<seen_descriptors> seen = std::make_shared<seen_descriptors>();
   std::unique_ptr<mc::rpc::server> server;
 
   explicit liar(mc::runtime::runtime& rt) {
@@ -71,7 +100,7 @@ struct liar {
     so.threads = 1;
     server = std::make_unique<mc::rpc::server>(rt, so);
     server->add_service(mc::store::client_service_name,
-                        mc::rpc::make_service<lying_service>(mode, calls));
+                        mc::rpc::make_service<lying_service>(mode, calls, seen));
     REQUIRE(server->start());
   }
   std::string endpoint() const { return "127.0.0.1:" + std::to_string(server->port()); }
@@ -161,6 +190,59 @@ TEST_SUITE("peer trust") {
     CHECK(mc::is(q.error(), mc::errc::rpc_fail));
     CHECK(std::all_of(b1.begin(), b1.end(), [](std::uint8_t x) { return x == 0x11; }));
     CHECK(std::all_of(b2.begin(), b2.end(), [](std::uint8_t x) { return x == 0x22; }));
+    c.nodes[1].rt->block_on(l.server->stop_async());
+  }
+
+  TEST_CASE("an owner answering late can never write into the caller's buffer after the get returned; an "
+            "inline answer larger than allowed is refused") {
+    mc::test::cluster c;
+    auto& a = c.add("A", {}, "auto", [](mc::store::client_options& o) { o.rpc_timeout = 300ms; });
+    auto& b = c.add("B");
+    liar l(*c.nodes[1].rt);
+    mc::master::master_client m(c.master_address(), 5s);
+    mc::master::client_info info;
+    info.client_id = "liar";
+    info.rpc_endpoint = l.endpoint();
+    info.transfer_endpoint = "127.0.0.1:9";
+    info.capacity = 1 << 30;
+    const std::uint64_t big = 200'001, small = 1000;
+    auto reg = c.on(0, [&]() -> mc::task<mc::result<void>> {
+      if (auto r = co_await m.register_client(info); !r) co_return r;
+      std::vector<mc::master::publish_item> items{{"late", big, 1}, {"tiny", small, 1}};
+      auto r = co_await m.add_replicas("liar", std::move(items));
+      if (!r) co_return r.error();
+      co_return r->front();
+    }());
+    REQUIRE(reg.has_value());
+
+    l.mode->store(lie::silent);
+    std::vector<std::uint8_t> buf(big, 0xAB);
+    auto r = c.on(0, a.get("late", writable(buf)));
+    REQUIRE(r.has_error());
+    CHECK((mc::is(r.error(), mc::errc::timeout) || mc::is(r.error(), mc::errc::rpc_fail)));
+    std::vector<mc::transfer::remote_buffer> seen;
+    {
+      std::lock_guard lk(l.seen->mu);
+      seen = l.seen->dest;
+    }
+    REQUIRE_FALSE(seen.empty());
+    // The "owner" now writes into the descriptor it was given: refused, the
+    // caller's buffer stays as it was.
+    auto junk = random_bytes(big, 5);
+    for (auto& d : seen) {
+      REQUIRE(d.length == big);
+      auto w = c.on(1, b.engine().write(bytes_of(junk), d, 2s));
+      REQUIRE(w.has_error());
+      CHECK(mc::is(w.error(), mc::errc::access_denied));
+    }
+    CHECK(std::all_of(buf.begin(), buf.end(), [](std::uint8_t x) { return x == 0xAB; }));
+
+    l.mode->store(lie::inline_overflow);
+    std::vector<std::uint8_t> tiny(small + 50, 0xCD);
+    auto t = c.on(0, a.get("tiny", writable(tiny)));
+    REQUIRE(t.has_error());
+    CHECK(mc::is(t.error(), mc::errc::rpc_fail));
+    CHECK(std::all_of(tiny.begin(), tiny.end(), [](std::uint8_t x) { return x == 0xCD; }));
     c.nodes[1].rt->block_on(l.server->stop_async());
   }
 }

@@ -92,6 +92,28 @@ void ordering_metrics(exposition& e, const mc::store::client_stats& cs) {
            static_cast<double>(cs.superseded_drops));
   e.single("mc_client_stale_publishes_total", "counter",
            "Publishes the master refused as older than the version it had.", static_cast<double>(cs.stale_publishes));
+  e.single("mc_client_publish_batches_total", "counter",
+           "addReplicas calls publishes went out in (concurrent puts are group-committed).",
+           static_cast<double>(cs.publish_batches));
+  e.single("mc_client_publishes_total", "counter", "Keys published to the master.",
+           static_cast<double>(cs.publishes));
+}
+
+/// The batch data path: calls, keys, per-owner fan-out, inline values.
+void batch_metrics(exposition& e, const mc::store::client_stats& cs) {
+  e.single("mc_client_batch_calls_total", "counter", "Batch calls (batch_get / batch_put / _parts / batch_exists).",
+           static_cast<double>(cs.batch_calls));
+  e.single("mc_client_batch_keys_total", "counter", "Keys those batch calls carried.",
+           static_cast<double>(cs.batch_keys));
+  e.single("mc_client_batch_rpcs_total", "counter",
+           "Peer batch RPCs sent (one per owner per batch, more when split to fit the limits).",
+           static_cast<double>(cs.batch_rpcs));
+  e.single("mc_client_inline_reads_total", "counter", "Remote reads answered inside the RPC reply.",
+           static_cast<double>(cs.inline_reads));
+  e.single("mc_client_inline_writes_total", "counter", "Remote writes that carried the value inside the RPC.",
+           static_cast<double>(cs.inline_writes));
+  e.single("mc_client_remote_read_bytes_total", "counter", "Value bytes remote reads brought in.",
+           static_cast<double>(cs.remote_read_bytes));
 }
 
 void tier_metrics(exposition& e, const std::vector<mc::store::tier_usage>& tiers) {
@@ -136,6 +158,7 @@ response metrics(const server& s, client& c) {
            static_cast<double>(cs.route_cache_hits));
   e.single("mc_client_master_errors_total", "counter", "Failed calls to the master.",
            static_cast<double>(cs.master_errors));
+  batch_metrics(e, cs);
   ordering_metrics(e, cs);
 
   auto d = c.data().stats();

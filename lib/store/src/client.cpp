@@ -73,6 +73,15 @@ result<std::unique_ptr<client>> client::start(mc::runtime::runtime& rt, client_o
 
   p->dm = std::make_unique<data_manager>(*p->backend, *p->engine, p->opts.lock_shard_count);
   p->inflight = std::make_unique<async_semaphore>(p->opts.max_inflight_bytes);
+  if (p->rdma() && p->opts.rdma_bounce_bytes > 0) {
+    auto arena = detail::bounce_arena::create(*p->engine, static_cast<std::size_t>(p->opts.rdma_bounce_bytes), 1 << 20);
+    if (!arena) {
+      say("rdma bounce arena: " + arena.error().message());
+      p->engine->stop();
+      return arena.error();
+    }
+    p->bounce = std::move(*arena);
+  }
   auto* raw = p.get();
   // Before the observer can fire (a remote write may evict as soon as the RPC server runs).
   p->notice_timer = std::make_shared<boost::asio::steady_timer>(rt.executor(0));

@@ -74,20 +74,64 @@ struct client::impl::put_item {
   result<void> out = fail(errc::rpc_fail);
 };
 
-result<std::vector<mc::transfer::region>> client::impl::register_for(const std::vector<std::span<std::byte>>& pieces,
-                                                                     std::uint64_t size,
-                                                                     mc::transfer::region_access access) {
-  std::vector<mc::transfer::region> regions;
+/// `pieces` cut to exactly `size` bytes.
+template <class Span>
+std::vector<Span> trimmed(const std::vector<Span>& pieces, std::uint64_t size) {
+  std::vector<Span> out;
   for (auto& p : pieces) {
     if (size == 0) break;
     auto n = static_cast<std::size_t>(std::min<std::uint64_t>(p.size(), size));
-    if (n == 0) continue;
-    auto r = engine->register_memory(p.data(), n, access);
-    if (!r) return r.error();
-    regions.push_back(std::move(*r));
+    if (n > 0) out.push_back(p.first(n));
     size -= n;
   }
-  return regions;
+  return out;
+}
+
+std::uint64_t client::impl::transfer_cap() const noexcept {
+  // On RDMA a wave also fits the bounce arena, so that large batches of
+  // unregistered memory wait for slots rather than registering.
+  if (bounce && rdma()) return std::min<std::uint64_t>(opts.max_inflight_bytes, bounce->capacity());
+  return opts.max_inflight_bytes;
+}
+
+bool client::impl::needs_bounce(const std::vector<std::span<std::byte>>& pieces, std::uint64_t size,
+                                mc::transfer::region_access access) const {
+  if (!bounce || !rdma() || size > bounce->capacity()) return false;
+  for (auto& p : trimmed(pieces, size))
+    if (!engine->find_registration(p.data(), p.size(), access)) return true;
+  return false;
+}
+
+result<client::impl::exposure> client::impl::expose(const std::vector<std::span<std::byte>>& pieces,
+                                                    std::uint64_t size, mc::transfer::region_access access,
+                                                    const std::vector<std::span<std::byte>>& slots) {
+  exposure e;
+  const auto& use = slots.empty() ? pieces : slots;
+  auto cut = trimmed(use, size);
+  // Inside a long-lived registration (the caller's, or the bounce arena):
+  // a derived token, no registration cost.
+  for (auto& p : cut) {
+    auto r = engine->register_within(p.data(), p.size(), access);
+    if (!r) {
+      if (!mc::is(r.error(), errc::out_of_range) || !slots.empty()) return r.error();
+      e.regions.clear();
+      break;
+    }
+    e.regions.push_back(std::move(*r));
+  }
+  if (e.regions.size() == cut.size()) {
+    e.derived = true;
+    return e;
+  }
+  // Not registered: a registration per piece for this request (TCP and
+  // same-host: a registry insert, no system call; RDMA without the bounce
+  // arena: ibv_reg_mr).
+  for (auto& p : cut) {
+    auto r = engine->register_memory(p.data(), p.size(), access);
+    if (!r) return r.error();
+    e.regions.push_back(std::move(*r));
+  }
+  return e;
 }
 
 task<std::vector<result<std::size_t>>> client::impl::get_many(std::vector<std::string> keys,
@@ -216,7 +260,7 @@ task<void> client::impl::get_remote_many(std::vector<get_item*> items) {
 task<void> client::impl::read_from_owner(std::string endpoint, std::vector<get_item*> items) {
   const auto threshold = opts.inline_threshold;
   auto waves = waves_of(
-      items, opts.limits.max_inline_reply_bytes, opts.max_inflight_bytes,
+      items, opts.limits.max_inline_reply_bytes, transfer_cap(),
       [threshold](const get_item& it) { return !it.no_inline && it.size() <= threshold; },
       [](const get_item& it) { return it.size(); });
   if (waves.size() == 1) {
@@ -234,6 +278,7 @@ task<void> client::impl::read_from_owner(std::string endpoint, std::vector<get_i
 
 task<void> client::impl::read_wave(std::string endpoint, std::vector<get_item*> items) {
   const auto threshold = opts.inline_threshold;
+  const auto access = mc::transfer::region_access::remote_write;
   auto failed = [&](get_item* it, const boost::system::error_code& ec) {
     if (!worth_another_replica(ec)) {
       it->finish(ec);
@@ -245,31 +290,68 @@ task<void> client::impl::read_wave(std::string endpoint, std::vector<get_item*> 
     if (mc::is(ec, errc::object_not_found) || mc::is(ec, errc::invalid_params)) it->stale = true;
     if (mc::is(ec, errc::invalid_params)) it->no_inline = true;
   };
+  const std::string owner_transfer = items.front()->route->replicas[items.front()->replica].transfer_endpoint;
+  // Which items are inline, which need bounce slots (RDMA, unregistered memory).
+  std::vector<bool> inl(items.size()), bounced(items.size());
+  std::size_t slots_needed = 0;
+  for (std::size_t k = 0; k < items.size(); ++k) {
+    auto* it = items[k];
+    inl[k] = !it->no_inline && threshold > 0 && it->size() <= threshold;
+    bounced[k] = !inl[k] && needs_bounce(it->pieces, it->size(), access);
+    if (!bounced[k]) continue;
+    auto n = static_cast<std::size_t>((it->size() + bounce->slot_bytes() - 1) / bounce->slot_bytes());
+    if (slots_needed + n > bounce->slot_count()) bounced[k] = false;  // the arena is full: registered instead
+    else slots_needed += n;
+  }
+  detail::bounce_lease lease;  // released last: after any fence
+  if (slots_needed > 0) {
+    auto l = co_await mc::with_deadline(bounce->acquire_slots(slots_needed), opts.rpc_timeout);
+    if (!l) {
+      for (std::size_t k = 0; k < items.size(); ++k)
+        if (bounced[k]) items[k]->finish(l.error());
+    } else {
+      lease = std::move(*l);
+    }
+  }
   std::uint64_t transfer_bytes = 0;
+  bool derived = false;
   std::vector<peer_read> reads;
   std::vector<get_item*> sent;
+  std::vector<std::vector<std::span<std::byte>>> slots_of;  // per sent item (empty: no bounce)
   // Registrations live until the RPC has returned (or failed): afterwards
   // their tokens are gone and no late transfer can land in caller memory.
-  std::vector<std::vector<mc::transfer::region>> regions;
-  for (auto* it : items) {
+  std::vector<exposure> exposed;
+  std::size_t next_slot = 0;
+  for (std::size_t k = 0; k < items.size(); ++k) {
+    auto* it = items[k];
+    if (it->done) continue;
     peer_read r;
     r.key = it->key;
     const auto size = it->size();
-    if (!it->no_inline && threshold > 0 && size <= threshold) {
+    std::vector<std::span<std::byte>> slots;
+    if (inl[k]) {
       r.inline_max = std::min(it->room, threshold);
       r.local = it->pieces;
     } else {
-      auto regs = register_for(it->pieces, size, mc::transfer::region_access::remote_write);
-      if (!regs) {
-        it->finish(regs.error());
+      if (bounced[k]) {
+        auto n = static_cast<std::size_t>((size + bounce->slot_bytes() - 1) / bounce->slot_bytes());
+        slots.assign(lease.pieces().begin() + static_cast<std::ptrdiff_t>(next_slot),
+                     lease.pieces().begin() + static_cast<std::ptrdiff_t>(next_slot + n));
+        next_slot += n;
+      }
+      auto e = expose(it->pieces, size, access, slots);
+      if (!e) {
+        it->finish(e.error());
         continue;
       }
-      for (auto& g : *regs) r.dest.push_back(g.describe());
-      regions.push_back(std::move(*regs));
+      derived = derived || e->derived;
+      for (auto& g : e->regions) r.dest.push_back(g.describe());
+      exposed.push_back(std::move(*e));
       transfer_bytes += size;
     }
     reads.push_back(std::move(r));
     sent.push_back(it);
+    slots_of.push_back(std::move(slots));
   }
   if (sent.empty()) co_return;
   // Waiting for room counts against the call's deadline (rpc_timeout).
@@ -280,8 +362,12 @@ task<void> client::impl::read_wave(std::string endpoint, std::vector<get_item*> 
   }
   stats.batch_rpcs.fetch_add(1, relaxed);
   auto r = co_await peers.read_batch(std::move(endpoint), std::move(reads));
-  regions.clear();
+  exposed.clear();  // every token of this request is revoked here
   if (!r) {
+    // We give up while the owner may still be transferring: on RDMA a token
+    // derived from a long-lived MR is not enough, fence the owner's queue
+    // pairs before the memory (caller's or bounce slots) is reused.
+    if (derived && rdma() && !owner_transfer.empty()) (void)co_await engine->fence(owner_transfer);
     for (auto* it : sent) failed(it, r.error());
     co_return;
   }
@@ -290,6 +376,11 @@ task<void> client::impl::read_wave(std::string endpoint, std::vector<get_item*> 
     if (!one.value) {
       failed(sent[k], one.value.error());
       continue;
+    }
+    if (!slots_of[k].empty()) {  // bounce slots -> the caller's pieces
+      std::vector<std::span<const std::byte>> from;
+      for (auto& s : trimmed(slots_of[k], *one.value)) from.emplace_back(s.data(), s.size());
+      detail::copy_pieces(from, sent[k]->pieces);
     }
     stats.remote_hits.fetch_add(1, relaxed);
     stats.remote_read_bytes.fetch_add(*one.value, relaxed);
@@ -332,7 +423,7 @@ task<std::vector<result<void>>> client::impl::put_many(std::vector<std::string> 
       total += it.size;
     }
   }
-  std::string endpoint = popts.target;
+  std::string endpoint = popts.target, transfer_endpoint;
   if (!valid.empty() && endpoint.empty()) {
     auto r = co_await master.write_route(total, id);  // one route for the whole batch
     if (!r) {
@@ -340,19 +431,20 @@ task<std::vector<result<void>>> client::impl::put_many(std::vector<std::string> 
       valid.clear();
     } else {
       endpoint = r->rpc_endpoint;
+      transfer_endpoint = r->transfer_endpoint;
     }
   }
   if (!valid.empty()) {
     const auto threshold = opts.inline_threshold;
     auto waves = waves_of(
-        valid, opts.limits.max_inline_reply_bytes, opts.max_inflight_bytes,
+        valid, opts.limits.max_inline_reply_bytes, transfer_cap(),
         [threshold](const put_item& it) { return it.size <= threshold; }, [](const put_item& it) { return it.size; });
     std::vector<task<result<void>>> work;
     for (auto& w : waves)
-      work.push_back([](impl* self, std::string ep, std::vector<put_item*> g) -> task<result<void>> {
-        co_await self->write_wave(std::move(ep), std::move(g));
+      work.push_back([](impl* self, std::string ep, std::string tx, std::vector<put_item*> g) -> task<result<void>> {
+        co_await self->write_wave(std::move(ep), std::move(tx), std::move(g));
         co_return result<void>{};
-      }(this, endpoint, std::move(w)));
+      }(this, endpoint, transfer_endpoint, std::move(w)));
     (void)co_await mc::when_all(std::move(work));
   }
   out.reserve(n);
@@ -360,28 +452,79 @@ task<std::vector<result<void>>> client::impl::put_many(std::vector<std::string> 
   co_return out;
 }
 
-task<void> client::impl::write_wave(std::string endpoint, std::vector<put_item*> items) {
+task<void> client::impl::write_wave(std::string endpoint, std::string transfer_endpoint,
+                                    std::vector<put_item*> items) {
   const auto threshold = opts.inline_threshold;
+  const auto access = mc::transfer::region_access::remote_read;
+  // On RDMA, derived tokens (and bounce slots) need a fence when we give up:
+  // only with the target's transfer endpoint known; else a registration per call.
+  const bool may_derive = !rdma() || !transfer_endpoint.empty();
+  auto mutable_of = [](const std::vector<std::span<const std::byte>>& ps) {
+    std::vector<std::span<std::byte>> out;
+    for (auto& p : ps) out.emplace_back(const_cast<std::byte*>(p.data()), p.size());
+    return out;
+  };
+  std::vector<bool> bounced(items.size());
+  std::size_t slots_needed = 0;
+  for (std::size_t k = 0; k < items.size(); ++k) {
+    auto* it = items[k];
+    bounced[k] = may_derive && it->size > threshold && needs_bounce(mutable_of(it->pieces), it->size, access);
+    if (!bounced[k]) continue;
+    auto n = static_cast<std::size_t>((it->size + bounce->slot_bytes() - 1) / bounce->slot_bytes());
+    if (slots_needed + n > bounce->slot_count()) bounced[k] = false;  // the arena is full: registered instead
+    else slots_needed += n;
+  }
+  detail::bounce_lease lease;  // released last: after any fence
+  if (slots_needed > 0) {
+    auto l = co_await mc::with_deadline(bounce->acquire_slots(slots_needed), opts.rpc_timeout);
+    if (!l) {
+      for (std::size_t k = 0; k < items.size(); ++k)
+        if (bounced[k]) items[k]->out = l.error();
+    } else {
+      lease = std::move(*l);
+    }
+  }
   std::uint64_t transfer_bytes = 0;
+  bool derived = false;
   std::vector<peer_write> writes;
   std::vector<put_item*> sent;
-  std::vector<std::vector<mc::transfer::region>> regions;  // until the RPC returned
-  for (auto* it : items) {
+  std::vector<exposure> exposed;  // until the RPC returned
+  std::size_t next_slot = 0;
+  for (std::size_t k = 0; k < items.size(); ++k) {
+    auto* it = items[k];
+    if (bounced[k] && !lease.pieces().size()) continue;  // no slots: failed above
     peer_write w;
     w.key = it->key;
     if (it->size <= threshold) {
       w.data = it->pieces;
     } else {
-      // The owner READs the value out of our memory: registered for this call only.
-      std::vector<std::span<std::byte>> mutable_pieces;
-      for (auto& p : it->pieces) mutable_pieces.emplace_back(const_cast<std::byte*>(p.data()), p.size());
-      auto regs = register_for(mutable_pieces, it->size, mc::transfer::region_access::remote_read);
-      if (!regs) {
-        it->out = regs.error();
+      // The owner READs the value out of our memory (or bounce slots holding a copy).
+      std::vector<std::span<std::byte>> slots;
+      if (bounced[k]) {
+        auto n = static_cast<std::size_t>((it->size + bounce->slot_bytes() - 1) / bounce->slot_bytes());
+        slots.assign(lease.pieces().begin() + static_cast<std::ptrdiff_t>(next_slot),
+                     lease.pieces().begin() + static_cast<std::ptrdiff_t>(next_slot + n));
+        next_slot += n;
+        detail::copy_pieces(it->pieces, slots);
+      }
+      auto e = may_derive ? expose(mutable_of(it->pieces), it->size, access, slots) : result<exposure>(exposure{});
+      if (e && !may_derive) {
+        for (auto& p : trimmed(mutable_of(it->pieces), it->size)) {
+          auto g = engine->register_memory(p.data(), p.size(), access);
+          if (!g) {
+            e = g.error();
+            break;
+          }
+          e->regions.push_back(std::move(*g));
+        }
+      }
+      if (!e) {
+        it->out = e.error();
         continue;
       }
-      for (auto& g : *regs) w.src.push_back(g.describe());
-      regions.push_back(std::move(*regs));
+      derived = derived || e->derived;
+      for (auto& g : e->regions) w.src.push_back(g.describe());
+      exposed.push_back(std::move(*e));
       transfer_bytes += it->size;
     }
     writes.push_back(std::move(w));
@@ -395,7 +538,8 @@ task<void> client::impl::write_wave(std::string endpoint, std::vector<put_item*>
   }
   stats.batch_rpcs.fetch_add(1, relaxed);
   auto r = co_await peers.write_batch(std::move(endpoint), std::move(writes));
-  regions.clear();
+  exposed.clear();
+  if (!r && derived && rdma() && !transfer_endpoint.empty()) (void)co_await engine->fence(transfer_endpoint);
   for (std::size_t k = 0; k < sent.size(); ++k) {
     if (!r) {
       sent[k]->out = r.error();

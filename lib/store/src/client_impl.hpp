@@ -11,6 +11,7 @@
 #include "mc/store/data_manager.hpp"
 #include "mc/store/peer_client.hpp"
 #include "mc/store/tiered_backend.hpp"
+#include "bounce_arena.hpp"
 
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -21,6 +22,10 @@
 #include <unordered_map>
 
 namespace mc::store {
+
+namespace detail {
+class bounce_arena;
+}
 
 /// Errors after which a read is worth trying on another replica.
 inline bool worth_another_replica(const boost::system::error_code& ec) {
@@ -135,11 +140,30 @@ struct client::impl {
   task<std::vector<result<void>>> put_many(std::vector<std::string> keys,
                                            std::vector<std::vector<std::span<const std::byte>>> values,
                                            put_options opts);
-  task<void> write_wave(std::string endpoint, std::vector<put_item*> items);
-  /// Registers caller memory for one request (a fresh token: revoking it on
-  /// return makes a late transfer from a peer we gave up on impossible).
-  result<std::vector<mc::transfer::region>> register_for(const std::vector<std::span<std::byte>>& pieces,
-                                                         std::uint64_t size, mc::transfer::region_access access);
+  task<void> write_wave(std::string endpoint, std::string transfer_endpoint, std::vector<put_item*> items);
+
+  /// RDMA only: the registered bounce arena for caller memory that is not
+  /// inside a registration (null on TCP / same-host, or when disabled).
+  std::unique_ptr<detail::bounce_arena> bounce;
+  bool rdma() const noexcept { return opts.protocol == "rdma"; }
+  /// Transferred bytes per wave (max_inflight_bytes; on RDMA also the bounce arena).
+  std::uint64_t transfer_cap() const noexcept;
+  /// How one item's bytes are exposed to its owner for one request: fresh
+  /// tokens (revoked when the request ends, so a late transfer from a peer
+  /// we gave up on is refused), derived from a long-lived registration
+  /// (the caller's register_buffer or the bounce arena: no registration
+  /// cost) or, failing that, a registration of their own.
+  struct exposure {
+    std::vector<mc::transfer::region> regions;
+    bool derived = false;  ///< shares a long-lived MR: on RDMA giving up needs a fence
+  };
+  /// Exposes `pieces` trimmed to `size` (or `slots`, bounce slots standing
+  /// in for them, when not empty).
+  result<exposure> expose(const std::vector<std::span<std::byte>>& pieces, std::uint64_t size,
+                          mc::transfer::region_access access, const std::vector<std::span<std::byte>>& slots);
+  /// Whether these pieces need the bounce arena (RDMA, not inside registrations).
+  bool needs_bounce(const std::vector<std::span<std::byte>>& pieces, std::uint64_t size,
+                    mc::transfer::region_access access) const;
 };
 
 }  // namespace mc::store

@@ -57,6 +57,8 @@ mc::config::option_set make_option_set(client_options& o) {
            "OVERLOADED", 1, std::uint64_t{1} << 32)
       .add_size("max_inflight_bytes_per_peer", &o.limits.max_inflight_bytes_per_peer,
                 "bytes of peer read/write items in flight from one peer IP; more fail with OVERLOADED")
+      .add_size("max_serving_bytes", &o.limits.max_serving_bytes,
+                "transfer bytes this node serves for all peers at once; more wait for room within their deadline")
       .add_size("max_inline_value_bytes", &o.limits.max_inline_value_bytes,
                 "largest value this node answers inside an RPC reply or accepts inside a write request")
       .add_size("max_inline_reply_bytes", &o.limits.max_inline_reply_bytes,
@@ -67,6 +69,9 @@ mc::config::option_set make_option_set(client_options& o) {
       .add_size("max_inflight_bytes", &o.max_inflight_bytes,
                 "bytes this client's remote gets and puts move through the TransferEngine at once (a batch "
                 "waits for room; a larger single value runs alone)")
+      .add_size("rdma_bounce_bytes", &o.rdma_bounce_bytes,
+                "protocol rdma: a bounce arena registered once for unregistered caller memory (0 = register "
+                "per call)")
       .add("max_batch_keys", &o.max_batch_keys, "most keys one batch call accepts", 1, std::uint64_t{1} << 24)
       .env("MOONCAKE_DM_LOCK_SHARD_COUNT", "dm_lock_shard_count")
       .allow_file_key("tiers");
@@ -111,6 +116,7 @@ std::string resolve(client_options& o, const mc::config::option_set& parsed) {
   if (o.inline_threshold > o.limits.max_inline_value_bytes)
     return "inline_threshold must be at most max_inline_value_bytes";
   if (o.max_inflight_bytes == 0) return "max_inflight_bytes must be positive";
+  if (o.limits.max_serving_bytes == 0) return "max_serving_bytes must be positive";
   if (!o.tiered_backend_config.empty()) {
     auto t = parse_tiers_json(o.tiered_backend_config);
     if (!t) return "tiered_backend_config: " + t.error().message;

@@ -3,6 +3,8 @@
 #include "client_service.capnp.h"
 #include "mc/master/master_client.hpp"
 #include "mc/rpc/capnp.hpp"
+#include "mc/runtime/async_semaphore.hpp"
+#include "mc/runtime/deadline.hpp"
 #include "mc/runtime/when_all.hpp"
 #include "mc/store/data_manager.hpp"
 #include "mc/transfer/types.hpp"
@@ -146,10 +148,14 @@ class peer_loads {
 
 /// What every connection's service object shares.
 struct shared_state {
-  shared_state(data_manager& d, client_service_options o) : dm(d), opts(std::move(o)), registrations(opts) {}
+  shared_state(data_manager& d, client_service_options o)
+      : dm(d), opts(std::move(o)), registrations(opts), serving(opts.limits.max_serving_bytes) {}
   data_manager& dm;
   client_service_options opts;
   registration_cache registrations;
+  /// Transfer bytes this node moves for all requesters at once: items past
+  /// it wait (within their deadline) instead of failing.
+  async_semaphore serving;
   peer_loads peers;
   std::shared_ptr<client_service_counters> counters = std::make_shared<client_service_counters>();
 };
@@ -337,6 +343,8 @@ class client_service_impl final : public mc::rpc::service<ClientService> {
     }
     if (auto r = co_await resolve_all(item); !r) co_return item_outcome{r.error().value(), 0};
     auto size = total_length(item.pieces).value_or(0);
+    auto room = co_await mc::with_deadline_at(s_->serving.acquire(size), deadline);
+    if (!room) co_return item_outcome{room.error().value(), 0};
     auto left = std::max<mc::duration>(deadline - clock::now(), mc::duration::zero());
     co_return outcome_of(co_await s_->dm.write_remote_parts(item.key, std::move(item.pieces), left), size);
   }
@@ -370,6 +378,18 @@ class client_service_impl final : public mc::rpc::service<ClientService> {
       index.push_back(i);
     }
     auto& l = s_->opts.limits;
+    // Room for what may be transferred (descriptors' bytes); waiting for it
+    // counts against the request's deadline.
+    std::uint64_t transfer_bytes = 0;
+    for (auto& b : batch) transfer_bytes += total_length(b.dest).value_or(0);
+    auto room = co_await mc::with_deadline_at(s_->serving.acquire(transfer_bytes), deadline);
+    std::vector<bool> starved(batch.size(), false);
+    if (!room) {  // inline answers only: nothing is transferred without room
+      for (std::size_t k = 0; k < batch.size(); ++k) {
+        starved[k] = !batch[k].dest.empty();
+        batch[k].dest.clear();
+      }
+    }
     auto left = std::max<mc::duration>(deadline - clock::now(), mc::duration::zero());
     auto out = co_await s_->dm.read_remote_batch(std::move(batch), left, l.max_inline_value_bytes,
                                                  l.max_inline_reply_bytes);
@@ -378,6 +398,8 @@ class client_service_impl final : public mc::rpc::service<ClientService> {
     for (std::size_t k = 0; k < out.size(); ++k) {
       ItemResult::Builder b = slot(index[k]);
       auto& o = out[k];
+      if (starved[k] && !o.inline_value && o.value.has_error() && mc::is(o.value.error(), errc::invalid_params))
+        o.value = room.error();
       set_result(b, item_outcome{o.value ? 0 : o.value.error().value(), o.size});
       if (!o.value || !o.inline_value) continue;
       // Copied once, from the tier straight into the reply message.

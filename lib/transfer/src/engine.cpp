@@ -104,6 +104,7 @@ engine_impl::engine_impl(mc::runtime::runtime& rt, engine_options opts)
   if (opts_.protocol == "rdma") {
     rdma_ctx_ = make_rdma_context(opts_);  // throws when no device is usable
     rdma_ = make_rdma_transport(*this);
+    registry_->rdma_tokens = true;  // (random << 32) | rkey; derived ones marked
     registry_->on_remove = [w = std::weak_ptr<rdma_context>(rdma_ctx_)](std::uint64_t token) {
       if (auto c = w.lock()) rdma_deregister(*c, token);
     };
@@ -341,17 +342,33 @@ task<std::vector<mc::result<void>>> engine_impl::run_batch(std::vector<request> 
   co_return out;
 }
 
+task<mc::result<void>> engine_impl::fence_rdma(std::string peer) {
+  auto holder = gate_.try_enter();
+  if (!holder || stopping_) co_return fail(errc::shutting_down);
+  // Served QPs: any thread may move them to the error state (under the
+  // context's lock, which their destruction also takes).
+  std::size_t n = rdma_fence_served(*rdma_ctx_, peer);
+  // Ours to the peer live on their runtime threads: visit each.
+  for (std::size_t i = 0; i < threads_.size(); ++i)
+    n += co_await mc::run_on(rt_.executor(i), [](thread_state* ts, const std::string* p) -> task<std::size_t> {
+      co_return rdma_fence_thread(*ts, *p);
+    }(threads_[i].get(), &peer));
+  bump(counters_.fenced_qps, n);
+  co_return mc::result<void>{};
+}
+
 }  // namespace detail
 
 // ---- region ----------------------------------------------------------------
 
-region::region(std::shared_ptr<detail::registry> reg, std::uint64_t token, std::byte* base, std::size_t length,
-               std::string endpoint) noexcept
-    : registry_(std::move(reg)), token_(token), base_(base), length_(length), endpoint_(std::move(endpoint)) {}
+region::region(std::shared_ptr<detail::registry> reg, std::uint64_t token, std::uint64_t id, std::byte* base,
+               std::size_t length, std::string endpoint) noexcept
+    : registry_(std::move(reg)), token_(token), id_(id), base_(base), length_(length), endpoint_(std::move(endpoint)) {}
 
 region::region(region&& o) noexcept
     : registry_(std::move(o.registry_)),
       token_(std::exchange(o.token_, 0)),
+      id_(std::exchange(o.id_, 0)),
       base_(std::exchange(o.base_, nullptr)),
       length_(std::exchange(o.length_, 0)),
       endpoint_(std::move(o.endpoint_)) {}
@@ -361,6 +378,7 @@ region& region::operator=(region&& o) noexcept {
     reset();
     registry_ = std::move(o.registry_);
     token_ = std::exchange(o.token_, 0);
+    id_ = std::exchange(o.id_, 0);
     base_ = std::exchange(o.base_, nullptr);
     length_ = std::exchange(o.length_, 0);
     endpoint_ = std::move(o.endpoint_);
@@ -371,9 +389,12 @@ region& region::operator=(region&& o) noexcept {
 region::~region() { reset(); }
 
 void region::reset() noexcept {
-  if (token_ != 0 && registry_) (void)registry_->remove(token_);
+  // Exactly this entry: after a cascade (the parent went first) the token
+  // may in theory name a newer registration.
+  if (token_ != 0 && registry_) (void)registry_->remove(token_, id_);
   registry_.reset();
   token_ = 0;
+  id_ = 0;
   base_ = nullptr;
   length_ = 0;
 }
@@ -434,7 +455,58 @@ mc::result<region> engine::register_memory(void* addr, std::size_t len, region_a
   auto t = impl_->rdma_ctx_ ? detail::rdma_register(*impl_, addr, len, access)
                             : impl_->registry_->add(addr, len, access);
   if (!t) return t.error();
-  return region(impl_->registry_, *t, static_cast<std::byte*>(addr), len, impl_->endpoint_);
+  return region(impl_->registry_, t->token, t->id, static_cast<std::byte*>(addr), len, impl_->endpoint_);
+}
+
+mc::result<region> engine::register_within(const region& parent, std::uint64_t offset, std::uint64_t length,
+                                           region_access access) {
+  if (impl_->stopping_) return fail(errc::shutting_down);
+  if (static_cast<std::uint8_t>(access) > 3 || !parent || parent.registry_ != impl_->registry_ ||
+      offset > parent.size() || length > parent.size() - offset)
+    return fail(errc::invalid_params);
+  const auto addr = reinterpret_cast<std::uintptr_t>(parent.data()) + offset;
+  auto t = impl_->registry_->add_child(parent.token(), parent.id_, addr, length, access);
+  if (!t) return t.error();
+  detail::bump(impl_->counters_.derived);
+  return region(impl_->registry_, t->token, t->id, parent.data() + offset, length, impl_->endpoint_);
+}
+
+mc::result<region> engine::register_within(const void* addr, std::size_t len, region_access access) {
+  if (impl_->stopping_) return fail(errc::shutting_down);
+  const auto a = reinterpret_cast<std::uintptr_t>(addr);
+  if (static_cast<std::uint8_t>(access) > 3 || addr == nullptr || len == 0 || a + len < a)
+    return fail(errc::invalid_params);
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    auto p = impl_->registry_->find_containing(a, len, access);
+    if (!p) return fail(errc::out_of_range);
+    // The parent may be unregistered between the lookup and add_child
+    // (out_of_range): look again, a bounded number of times.
+    auto t = impl_->registry_->add_child(p->token, p->id, a, len, access);
+    if (t) {
+      detail::bump(impl_->counters_.derived);
+      return region(impl_->registry_, t->token, t->id, static_cast<std::byte*>(const_cast<void*>(addr)), len,
+                    impl_->endpoint_);
+    }
+    if (!mc::is(t.error(), errc::out_of_range)) return t.error();
+  }
+  return fail(errc::out_of_range);
+}
+
+std::optional<registration_info> engine::find_registration(const void* addr, std::size_t len,
+                                                           region_access need) const {
+  auto p = impl_->registry_->find_containing(reinterpret_cast<std::uintptr_t>(addr), len, need);
+  if (!p) return std::nullopt;
+  return registration_info{reinterpret_cast<std::byte*>(static_cast<std::uintptr_t>(p->base)),
+                           static_cast<std::size_t>(p->length), p->token, p->rights};
+}
+
+mc::task<mc::result<void>> engine::fence(std::string peer_endpoint) {
+  auto impl = impl_;  // keeps the internals alive while this runs
+  if (peer_endpoint.empty()) co_return fail(errc::invalid_params);
+  if (impl->stopping_) co_return fail(errc::shutting_down);
+  detail::bump(impl->counters_.fences);
+  if (!impl->rdma_ctx_ || !impl->started_) co_return mc::result<void>{};  // nothing to fence: tokens are checked
+  co_return co_await impl->fence_rdma(std::move(peer_endpoint));
 }
 
 mc::result<void> engine::unregister_memory(std::uint64_t token) { return impl_->registry_->remove(token); }
@@ -499,6 +571,10 @@ engine_stats engine::stats() const {
   s.revoked_with_grants = impl_->registry_->revoked_with_grants();
   s.same_host_grants_held = ld(c.grants_held);
   s.registered_regions = impl_->registry_->size();
+  s.derived_registrations = ld(c.derived);
+  s.rdma_memory_registrations = ld(c.rdma_regs);
+  s.fences = ld(c.fences);
+  s.fenced_queue_pairs = ld(c.fenced_qps);
   if (impl_->rdma_ctx_) detail::rdma_device_stats_of(*impl_->rdma_ctx_, s.rdma_devices);
   return s;
 }

@@ -98,7 +98,7 @@ struct engine_counters {
   std::array<atomic_counters, transport_kind_count> initiated;
   std::atomic<std::uint64_t> served_read_ops{0}, served_read_bytes{0}, served_write_ops{0},
       served_write_bytes{0}, served_rejects{0}, outbound{0}, inbound{0}, same_host_fallbacks{0},
-      grants_held{0};
+      grants_held{0}, derived{0}, rdma_regs{0}, fences{0}, fenced_qps{0};
 };
 
 inline void bump(std::atomic<std::uint64_t>& c, std::uint64_t v = 1) noexcept {
@@ -120,6 +120,10 @@ class engine_impl : public std::enable_shared_from_this<engine_impl> {
   /// Runs a batch on the calling runtime thread (which must be one of ours).
   task<std::vector<mc::result<void>>> run_batch(std::vector<request> reqs,
                                                std::chrono::steady_clock::duration timeout);
+
+  /// engine::fence with protocol "rdma": served QPs from `peer` (any
+  /// thread), then ours to `peer` on every runtime thread.
+  task<mc::result<void>> fence_rdma(std::string peer);
 
   thread_state& this_thread_state();
   bool on_own_thread() const noexcept;

@@ -259,6 +259,10 @@ class pool_map {
   void drop_idle() noexcept {
     for (auto& [k, p] : pools_) p->drop_idle();
   }
+  /// Drops the idle connections to one peer (fence).
+  void drop_idle(const std::string& endpoint) noexcept {
+    if (auto it = pools_.find(endpoint); it != pools_.end()) it->second->drop_idle();
+  }
 
  private:
   std::unordered_map<std::string, std::unique_ptr<peer_pool<Socket>>> pools_;

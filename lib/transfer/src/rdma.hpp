@@ -11,6 +11,14 @@
 // transports and mixed clusters fall back to TCP without a format change.
 // Without protocol "rdma" tokens stay fully random (TCP unchanged).
 //
+// Derived registrations (engine::register_within) have no MR of their own:
+// token = ((random 31 bits | 1 << 31) << 32) | the parent's rkey (bit 63 =
+// derived_token_bit). The NIC checks only the rkey, i.e. the parent's MR; so
+// an initiator validates a derived token's range and access with the target
+// (rdma_check on the QP's control connection) before its first READ/WRITE
+// with it on each QP, and the target's engine::fence kills every QP that
+// could still carry a request validated before a revocation.
+//
 // Several devices (engine_options::device_names lists more than one): every
 // region has an MR on every device; the token keeps device 0's rkey, the
 // rkeys on devices k > 0 are served by wire op rdma_rkey. Our device k talks
@@ -18,11 +26,13 @@
 #include "mc/runtime/error.hpp"
 #include "mc/runtime/task.hpp"
 #include "mc/transfer/engine.hpp"
+#include "registry.hpp"
 
 #include <boost/asio/ip/tcp.hpp>
 
 #include <cstdint>
 #include <memory>
+#include <string>
 
 namespace mc::transfer::detail {
 
@@ -48,7 +58,7 @@ std::unique_ptr<transport> make_rdma_transport(engine_impl& eng);
 /// the least verbs access `rights` needs (local_only: LOCAL_WRITE only;
 /// remote_read adds REMOTE_READ; remote_write adds REMOTE_WRITE) and adds the
 /// region to the registry with device 0's rkey in the low 32 bits of its token.
-mc::result<std::uint64_t> rdma_register(engine_impl& eng, void* addr, std::size_t len, region_access rights);
+mc::result<added_region> rdma_register(engine_impl& eng, void* addr, std::size_t len, region_access rights);
 /// Deregisters the MR of `token` (the registry calls it after revocation).
 void rdma_deregister(rdma_context& ctx, std::uint64_t token) noexcept;
 
@@ -58,6 +68,14 @@ void rdma_deregister(rdma_context& ctx, std::uint64_t token) noexcept;
 /// close the connection.
 task<bool> rdma_serve(engine_impl& eng, boost::asio::ip::tcp::socket& s, const header& h,
                       std::shared_ptr<void>& slot);
+
+/// engine::fence, served side: moves every served QP whose initiator
+/// announced `peer` as its endpoint (or announced none) to the error state
+/// and shuts its control connection down; returns how many. Any thread.
+std::size_t rdma_fence_served(rdma_context& ctx, const std::string& peer) noexcept;
+/// engine::fence, initiator side, on thread `ts`: moves every QP of ours to
+/// `peer` to the error state and drops the idle ones; returns how many.
+std::size_t rdma_fence_thread(thread_state& ts, const std::string& peer) noexcept;
 
 /// Appends one rdma_device_stats per opened device to `out`.
 void rdma_device_stats_of(const rdma_context& ctx, std::vector<rdma_device_stats>& out);

@@ -6,6 +6,7 @@
 #include "rdma.hpp"
 
 #include <arpa/inet.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -123,6 +124,39 @@ std::optional<std::uint32_t> rdma_context::rkey(std::uint64_t token, std::size_t
   return it->second[k]->rkey;
 }
 
+void rdma_context::add_served(const void* key, ibv_qp* qp, int fd, std::string peer) {
+  std::lock_guard lk(served_m_);
+  served_[key] = served_qp{qp, fd, std::move(peer)};
+}
+
+void rdma_context::remove_served(const void* key) noexcept {
+  std::lock_guard lk(served_m_);
+  served_.erase(key);
+}
+
+std::size_t rdma_context::fence_served(const std::string& peer) noexcept {
+  std::size_t n = 0;
+  std::lock_guard lk(served_m_);
+  for (auto it = served_.begin(); it != served_.end();) {
+    if (!it->second.peer.empty() && it->second.peer != peer) {
+      ++it;
+      continue;
+    }
+    // ERR: our NIC answers nothing on this QP any more (the peer's requests
+    // on it fail); the control connection's shutdown tells the peer at once
+    // (its transfer fails with transfer_fail, not retried) and ends the
+    // serving coroutine, which destroys the QP. Both calls are thread-safe;
+    // the QP and the descriptor stay valid while they are in the map.
+    ibv_qp_attr a{};
+    a.qp_state = IBV_QPS_ERR;
+    (void)ibv_modify_qp(it->second.qp, &a, IBV_QP_STATE);
+    ::shutdown(it->second.fd, SHUT_RDWR);
+    it = served_.erase(it);
+    ++n;
+  }
+  return n;
+}
+
 // ---- engine hooks ------------------------------------------------------------
 
 bool rdma_built() noexcept { return true; }
@@ -131,21 +165,24 @@ std::shared_ptr<rdma_context> make_rdma_context(const engine_options& opts) {
   return std::make_shared<rdma_context>(opts);
 }
 
-mc::result<std::uint64_t> rdma_register(engine_impl& eng, void* addr, std::size_t len, region_access rights) {
+mc::result<added_region> rdma_register(engine_impl& eng, void* addr, std::size_t len, region_access rights) {
   auto base = reinterpret_cast<std::uintptr_t>(addr);
   if (addr == nullptr || len == 0 || base + len < base) return fail(errc::invalid_params);
   auto mrs = eng.rdma_ctx_->reg_all(addr, len, mr_access_of(rights));
   if (!mrs) return mrs.error();
   // The token keeps device 0's rkey: TCP and single-device peers see no change.
   // attach before the token is visible to anyone: the registry's add publishes it.
+  bump(eng.counters_.rdma_regs, mrs->size());
   auto t = eng.registry_->add(addr, len, rights, mrs->front()->rkey);
   if (!t) {
     for (auto* m : *mrs) ibv_dereg_mr(m);
     return t.error();
   }
-  eng.rdma_ctx_->attach(*t, std::move(*mrs));
+  eng.rdma_ctx_->attach(t->token, std::move(*mrs));
   return t;
 }
+
+std::size_t rdma_fence_served(rdma_context& ctx, const std::string& peer) noexcept { return ctx.fence_served(peer); }
 
 void rdma_deregister(rdma_context& ctx, std::uint64_t token) noexcept { ctx.detach(token); }
 

@@ -12,15 +12,19 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <string>
 
 namespace mc::transfer::detail {
 namespace {
 
-/// Target-side QP, alive as long as its TCP connection.
+/// Target-side QP, alive as long as its TCP connection (destroyed before
+/// the connection's socket is closed: see served_conn). Listed in the
+/// context's served QPs (engine::fence) from its handshake on.
 struct passive_qp {
   std::shared_ptr<rdma_context> ctx;
   ibv_qp* qp = nullptr;
   ~passive_qp() {
+    if (ctx) ctx->remove_served(this);
     if (qp) ibv_destroy_qp(qp);
   }
 };
@@ -56,14 +60,22 @@ task<bool> rdma_serve(engine_impl& eng, tcp_socket& s, const header& h, std::sha
     if (h.length != 0) co_return false;
     if (!eng.rdma_ctx_) co_return co_await respond(s, wire_op::rdma_rkey_resp, h.request_id, errc::unsupported);
     auto rights = eng.registry_->rights(h.token);
+    auto root = eng.registry_->root_of(h.token);  // a derived region uses its root's MRs
     std::optional<std::uint32_t> rk;
-    if (rights && *rights != region_access::local_only) rk = eng.rdma_ctx_->rkey(h.token, h.address);
+    if (rights && root && *rights != region_access::local_only) rk = eng.rdma_ctx_->rkey(*root, h.address);
     co_return co_await respond(s, wire_op::rdma_rkey_resp, h.request_id, rk ? errc::ok : errc::access_denied, nullptr,
                                h.address, rk.value_or(0));
   }
-  if (h.op != wire_op::rdma_connect || h.length != qp_info_size || slot) co_return false;
+  if (h.op != wire_op::rdma_connect || h.length < qp_info_size || h.length > qp_info_size + max_announced_endpoint ||
+      slot)
+    co_return false;
   std::array<std::byte, qp_info_size> pb;
   if (!co_await recv_all(s, pb.data(), pb.size())) co_return false;
+  // The initiator's own engine endpoint (engine::fence matches on it); an
+  // initiator that announces none is fenced by every fence.
+  std::string announced(h.length - qp_info_size, '\0');
+  if (!announced.empty() && !co_await recv_all(s, reinterpret_cast<std::byte*>(announced.data()), announced.size()))
+    co_return false;
   if (!eng.rdma_ctx_) co_return co_await respond(s, wire_op::rdma_connect_resp, h.request_id, errc::unsupported);
   auto p = std::make_shared<passive_qp>();
   p->ctx = eng.rdma_ctx_;
@@ -79,6 +91,7 @@ task<bool> rdma_serve(engine_impl& eng, tcp_socket& s, const header& h, std::sha
   }
   std::array<std::byte, qp_info_size> mine;
   encode_qp_info(dev.local_info(p->qp, psn), mine.data());
+  p->ctx->add_served(p.get(), p->qp, s.native_handle(), std::move(announced));
   slot = std::move(p);
   co_return co_await respond(s, wire_op::rdma_connect_resp, h.request_id, errc::ok, mine.data(), k, n);
 }

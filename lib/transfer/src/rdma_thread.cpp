@@ -116,4 +116,18 @@ void rdma_close_thread(thread_state& ts) noexcept {
 
 void rdma_release_thread(thread_state& ts) noexcept { ts.rdma.reset(); }
 
+std::size_t rdma_fence_thread(thread_state& ts, const std::string& peer) noexcept {
+  auto* th = ts.rdma.get();
+  if (!th) return 0;
+  std::size_t n = 0;
+  for (auto* q : th->states)
+    if (q->peer == peer && !q->broken) {
+      // In use: its WRs are flushed and retried on a fresh QP; idle: dropped below.
+      q->to_error();
+      ++n;
+    }
+  for (auto& r : th->rails) r->pools.drop_idle(peer);
+  return n;
+}
+
 }  // namespace mc::transfer::detail

@@ -52,8 +52,28 @@ struct qp_state {
   /// False when the flush did not arrive in time (the state must then leak).
   bool drain() noexcept;
 
+  /// A derived token's range the target confirmed live on this QP's
+  /// control connection (rdma_transport's validate_derived).
+  struct validated {
+    std::uint64_t token = 0, address = 0, length = 0;
+    bool write = false;
+  };
+  static constexpr std::size_t max_validated = 64;  // bounded; the oldest goes first
+
+  /// True when [address, address+length) of `token` was validated here for
+  /// this direction (`write`).
+  bool is_validated(std::uint64_t token, std::uint64_t address, std::uint64_t length, bool write) const noexcept {
+    for (const auto& v : checked)
+      if (v.token == token && v.write == write && address >= v.address && length <= v.length &&
+          address - v.address <= v.length - length)
+        return true;
+    return false;
+  }
+
   rdma_thread& th;
   std::size_t dev = 0;  // rail: our device index (== the target's device index)
+  std::string peer;     // the target's engine endpoint
+  std::vector<validated> checked;
   tcp_socket ctrl;
   ibv_qp* qp = nullptr;
   boost::asio::steady_timer wake;

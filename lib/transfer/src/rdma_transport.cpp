@@ -226,10 +226,65 @@ class rdma_transport final : public transport {
     co_return true;
   }
 
+  /// Derived tokens (derived_token_bit) name a sub-range of the target's
+  /// region but carry its rkey, which is all the NIC checks. So before the
+  /// first READ/WRITE with such a token on this QP the target confirms the
+  /// item's whole range and access on the QP's control connection (rdma_check,
+  /// pipelined, one per <= 256 MiB). A refusal fails the item (access_denied).
+  /// A revoked derived region is refused here, and the target's fence kills
+  /// the QPs that validated it earlier. False: the connection is unusable.
+  task<bool> validate_derived(job& j, qp_state& q) {
+    struct ask {
+      transfer_item* it;
+      std::uint64_t offset, length, id;
+    };
+    std::vector<ask> asks;
+    std::size_t n = 0;
+    for (auto si : j.queue) {
+      if (n++ >= j.chain) break;
+      transfer_item* it = j.items[j.slices[si].item];
+      if (it->done || !(it->token & derived_token_bit) ||
+          q.is_validated(it->token, it->address, it->length, it->op == op_kind::write) ||
+          std::any_of(asks.begin(), asks.end(), [&](const ask& a) { return a.it == it; }))
+        continue;
+      for (std::uint64_t off = 0; off < it->length; off += max_wire_length)
+        asks.push_back({it, off, std::min<std::uint64_t>(max_wire_length, it->length - off), q.next_id++});
+    }
+    if (asks.empty()) co_return true;
+    std::vector<std::byte> out(asks.size() * header_size);
+    for (std::size_t i = 0; i < asks.size(); ++i) {
+      header h;
+      h.op = wire_op::rdma_check;
+      h.flags = asks[i].it->op == op_kind::write ? grant_write : 0;
+      h.request_id = asks[i].id;
+      h.address = asks[i].it->address + asks[i].offset;
+      h.length = asks[i].length;
+      h.token = asks[i].it->token;
+      header_bytes hb;
+      encode(h, hb);
+      std::memcpy(out.data() + i * header_size, hb.data(), header_size);
+    }
+    if (!co_await send_all(q.ctrl, out.data(), out.size())) co_return false;
+    for (const auto& a : asks) {
+      header_bytes rb;
+      if (!co_await recv_all(q.ctrl, rb.data(), rb.size())) co_return false;
+      auto r = decode(rb);
+      if (!r || r->op != wire_op::rdma_check_resp || r->request_id != a.id) co_return false;
+      if (r->status != 0 && !a.it->done) a.it->finish(status_to_error(r->status));
+    }
+    for (const auto& a : asks) {
+      if (a.offset != 0 || a.it->done) continue;  // one entry per item, only when every piece passed
+      if (q.checked.size() >= qp_state::max_validated) q.checked.erase(q.checked.begin());
+      q.checked.push_back({a.it->token, a.it->address, a.it->length, a.it->op == op_kind::write});
+    }
+    co_return true;
+  }
+
   /// Posts up to qp_depth slices on `q`, awaits their completions, finishes
   /// items. False when the QP is no longer usable.
   task<bool> run_chain(job& j, rdma_thread& th, qp_state& q) {
     if (q.dev > 0 && !co_await resolve_rkeys(j, th, q)) co_return false;
+    if (!co_await validate_derived(j, q)) co_return false;
     std::vector<std::uint32_t> taken;
     ibv_send_wr wrs[qp_depth];
     ibv_sge sges[qp_depth];
@@ -243,6 +298,8 @@ class rdma_transport final : public transport {
         j.queue.pop_front();
         continue;
       }
+      if ((it.token & derived_token_bit) && !q.is_validated(it.token, it.address, it.length, it.op == op_kind::write))
+        break;  // validated at the next chain
       std::uint32_t rkey = static_cast<std::uint32_t>(it.token & 0xffffffffu);
       if (q.dev > 0) {
         auto rk = th.rkeys.find(rkey_key{j.endpoint, q.dev, it.token});
@@ -396,16 +453,22 @@ class rdma_transport final : public transport {
       co_return fail(errc::transfer_fail);
     }
     const auto psn = random_psn();
-    std::array<std::byte, header_size + qp_info_size> out{};
+    st->peer = endpoint;
+    // The handshake announces our own endpoint: the target's fence(us) finds
+    // this QP by it.
+    const std::string& me = eng_.endpoint_;
+    const std::size_t announce = me.size() <= max_announced_endpoint ? me.size() : 0;
+    std::vector<std::byte> out(header_size + qp_info_size + announce);
     header h;
     h.op = wire_op::rdma_connect;
     h.request_id = st->next_id++;
-    h.length = qp_info_size;
+    h.length = qp_info_size + announce;
     h.address = rail;  // the target builds its QP on its device `rail`
     header_bytes hb;
     encode(h, hb);
     std::memcpy(out.data(), hb.data(), header_size);
     encode_qp_info(dev.local_info(st->qp, psn), out.data() + header_size);
+    std::memcpy(out.data() + header_size + qp_info_size, me.data(), announce);
     // A peer that does not speak RDMA (older version) closes the connection.
     // A peer that completed a handshake with this thread within no_rdma_ttl
     // speaks RDMA: a connection closed during the handshake means it died or

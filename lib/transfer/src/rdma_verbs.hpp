@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <mutex>
 #include <memory>
 #include <optional>
 #include <shared_mutex>
@@ -67,12 +68,30 @@ class rdma_context {
   /// rkey on device `k` of the region whose full token is `token`.
   std::optional<std::uint32_t> rkey(std::uint64_t token, std::size_t k) const;
 
+  /// Served (target-side) QPs, for engine::fence. `key` identifies the QP
+  /// (its owner), `fd` its control connection, `peer` the endpoint its
+  /// initiator announced ("" = none). remove_served before the QP is
+  /// destroyed and before `fd` is closed.
+  void add_served(const void* key, ibv_qp* qp, int fd, std::string peer);
+  void remove_served(const void* key) noexcept;
+  /// Moves the served QPs of `peer` (and those without an announced peer)
+  /// to the error state, shuts their control connections down and forgets
+  /// them; returns how many.
+  std::size_t fence_served(const std::string& peer) noexcept;
+
  private:
   std::vector<std::unique_ptr<mc::verbs::device>> devs_;
   std::unique_ptr<rdma_device_counters[]> counters_;
   mutable std::shared_mutex m_;
   std::unordered_map<std::uint64_t, std::vector<ibv_mr*>> by_token_;
   std::multimap<std::uintptr_t, const std::vector<ibv_mr*>*> by_base_;
+  struct served_qp {
+    ibv_qp* qp = nullptr;
+    int fd = -1;
+    std::string peer;
+  };
+  std::mutex served_m_;  // held for map updates and ibv_modify_qp / shutdown calls only
+  std::unordered_map<const void*, served_qp> served_;
 };
 
 }  // namespace mc::transfer::detail

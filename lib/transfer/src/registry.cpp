@@ -1,21 +1,18 @@
 #include "registry.hpp"
 
-#include <sys/random.h>
+#include "csprng.hpp"
 
 #include <time.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <stdexcept>
+#include <vector>
 
 namespace mc::transfer::detail {
 std::uint64_t random_nonzero_u64() {
-  for (;;) {
-    std::uint64_t t = 0;
-    auto n = ::getrandom(&t, sizeof t, 0);
-    if (n == static_cast<ssize_t>(sizeof t) && t != 0) return t;
-    if (n < 0 && errno != EINTR) throw std::runtime_error("transfer: getrandom failed");
-  }
+  for (;;)
+    if (auto t = csprng_u64(); t != 0) return t;
 }
 
 std::uint64_t monotonic_ns() noexcept {
@@ -37,8 +34,15 @@ void region_entry::release_grant() {
   if (grants > 0) --grants;
 }
 
-mc::result<std::uint64_t> registry::add(void* addr, std::size_t len, region_access rights,
-                                        std::optional<std::uint32_t> low32) {
+std::uint64_t registry::fresh_token(std::uint64_t mask, std::uint64_t set) const {
+  for (;;) {
+    const std::uint64_t t = (random_nonzero_u64() & mask) | set;
+    if (t != 0 && !by_token_.count(t)) return t;
+  }
+}
+
+mc::result<added_region> registry::add(void* addr, std::size_t len, region_access rights,
+                                       std::optional<std::uint32_t> low32) {
   auto base = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(addr));
   if (addr == nullptr || len == 0 || base + len < base) return fail(errc::invalid_params);
   auto e = std::make_shared<region_entry>();
@@ -46,36 +50,99 @@ mc::result<std::uint64_t> registry::add(void* addr, std::size_t len, region_acce
   e->length = len;
   e->rights = rights;
   std::unique_lock lk(m_);
-  do {
-    e->token = random_nonzero_u64();
-    if (low32) e->token = (e->token & ~0xffffffffull) | *low32;
-  } while (e->token == 0 || by_token_.count(e->token));
+  // RDMA: (random 31 bits << 32) | rkey, bit 63 clear (derived_token_bit).
+  e->token = low32 ? fresh_token(~derived_token_bit & ~0xffffffffull, *low32) : fresh_token(~0ull, 0);
+  e->root = e->token;
+  e->id = next_id_++;
   by_token_.emplace(e->token, e);
-  return e->token;
+  by_base_.emplace(e->base, e.get());
+  return added_region{e->token, e->id};
 }
 
-mc::result<void> registry::remove(std::uint64_t token) {
-  std::shared_ptr<region_entry> e;
-  {
-    std::unique_lock lk(m_);
-    auto it = by_token_.find(token);
-    if (it == by_token_.end()) return fail(errc::out_of_range);
-    e = it->second;
-    by_token_.erase(it);
-  }
+mc::result<added_region> registry::add_child(std::uint64_t parent_token, std::uint64_t parent_id, std::uint64_t addr,
+                                             std::uint64_t len, region_access rights) {
+  std::unique_lock lk(m_);
+  auto it = by_token_.find(parent_token);
+  if (it == by_token_.end() || (parent_id != 0 && it->second->id != parent_id)) return fail(errc::out_of_range);
+  region_entry& p = *it->second;
+  if (len == 0 || !p.contains(addr, len) || !grants(p.rights, rights)) return fail(errc::invalid_params);
+  auto e = std::make_shared<region_entry>();
+  e->base = addr;
+  e->length = len;
+  e->rights = rights;
+  e->parent = p.token;
+  e->root = p.root;
+  e->token = rdma_tokens ? fresh_token(~0xffffffffull, derived_token_bit | (p.token & 0xffffffffull))
+                         : fresh_token(~0ull, 0);
+  e->id = next_id_++;
+  p.children.insert(e->token);
+  by_token_.emplace(e->token, e);
+  return added_region{e->token, e->id};
+}
+
+void registry::revoke(region_entry& e) {
   {
     // Waits for a syscall / memcpy chunk in progress on another thread.
-    std::unique_lock lk(e->access);
-    e->revoked = true;
+    std::unique_lock lk(e.access);
+    e.revoked = true;
   }
-  if (on_remove) on_remove(token);
   // Revoke at once, reclaim later: outstanding same-host grants keep `e`
   // alive (shared_ptr) until released, their connection closes or their
   // lease expires; nothing here waits for a peer.
-  std::lock_guard lk(e->grant_m);
-  e->grants_closed = true;
-  if (e->grants > 0 && monotonic_ns() < e->lease_end) revoked_with_grants_.fetch_add(1, std::memory_order_relaxed);
+  std::lock_guard lk(e.grant_m);
+  e.grants_closed = true;
+  if (e.grants > 0 && monotonic_ns() < e.lease_end) revoked_with_grants_.fetch_add(1, std::memory_order_relaxed);
+}
+
+mc::result<void> registry::remove(std::uint64_t token, std::uint64_t id) {
+  std::vector<std::shared_ptr<region_entry>> gone;  // the entry, then its descendants
+  {
+    std::unique_lock lk(m_);
+    auto it = by_token_.find(token);
+    if (it == by_token_.end() || (id != 0 && it->second->id != id)) return fail(errc::out_of_range);
+    gone.push_back(it->second);
+    by_token_.erase(it);
+    const region_entry& e = *gone.front();
+    if (e.parent != 0) {
+      if (auto p = by_token_.find(e.parent); p != by_token_.end()) p->second->children.erase(e.token);
+    } else {
+      auto [b, end] = by_base_.equal_range(e.base);
+      for (; b != end; ++b)
+        if (b->second == &e) {
+          by_base_.erase(b);
+          break;
+        }
+    }
+    for (std::size_t i = 0; i < gone.size(); ++i)  // breadth first, no recursion
+      for (auto c : gone[i]->children)
+        if (auto ci = by_token_.find(c); ci != by_token_.end()) {
+          gone.push_back(ci->second);
+          by_token_.erase(ci);
+        }
+  }
+  for (auto it = gone.rbegin(); it != gone.rend(); ++it) revoke(**it);  // children first
+  if (gone.front()->parent == 0 && on_remove) on_remove(token);
   return {};
+}
+
+std::optional<containing_region> registry::find_containing(std::uint64_t addr, std::uint64_t len,
+                                                           region_access need) const {
+  if (len == 0 || addr + len < addr) return std::nullopt;
+  std::shared_lock lk(m_);
+  auto b = by_base_.upper_bound(addr);
+  for (int i = 0; i < 16 && b != by_base_.begin(); ++i) {
+    --b;
+    const region_entry& e = *b->second;
+    if (e.contains(addr, len) && grants(e.rights, need)) return containing_region{e.token, e.id, e.base, e.length, e.rights};
+  }
+  return std::nullopt;
+}
+
+std::optional<std::uint64_t> registry::root_of(std::uint64_t token) const {
+  std::shared_lock lk(m_);
+  auto it = by_token_.find(token);
+  if (it == by_token_.end()) return std::nullopt;
+  return it->second->root;
 }
 
 mc::result<std::shared_ptr<region_entry>> registry::find(std::uint64_t addr, std::uint64_t len, std::uint64_t token,

@@ -13,6 +13,7 @@
 #include <mutex>
 #include <shared_mutex>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace mc::transfer::detail {
 
@@ -25,9 +26,17 @@ namespace mc::transfer::detail {
 /// their lease (the peer checks the lease before every <= 1 MiB chunk).
 struct region_entry {
   std::uint64_t token = 0;
+  std::uint64_t id = 0;  // registry-wide serial: the RAII handle removes exactly this entry
   std::uint64_t base = 0;
   std::uint64_t length = 0;
   region_access rights = region_access::remote_read_write;
+  /// Derived registrations (registry::add_child): the parent's token, else 0.
+  std::uint64_t parent = 0;
+  /// The token of the top-level registration that owns the memory (and on
+  /// RDMA the MRs): the entry's own token, or its root ancestor's.
+  std::uint64_t root = 0;
+  /// Tokens of live derived registrations (guarded by the registry's mutex).
+  std::unordered_set<std::uint64_t> children;
 
   mutable std::shared_mutex access;
   bool revoked = false;  // guarded by access
@@ -51,11 +60,34 @@ struct region_entry {
 /// CLOCK_MONOTONIC in nanoseconds (system-wide: comparable across processes).
 std::uint64_t monotonic_ns() noexcept;
 
-/// Returns a non-zero 64-bit value from getrandom() (region tokens, the
-/// engine's instance id). Thread-safe. Throws std::runtime_error only when
-/// the kernel refuses getrandom (never on a data path: construction and
-/// registration).
+/// Returns a non-zero unpredictable 64-bit value (region tokens, the engine's
+/// instance id) from this thread's ChaCha20 generator (csprng.hpp): seeded
+/// from getrandom() once per thread, no system call per draw. Thread-safe.
+/// Throws std::runtime_error only when the kernel refuses getrandom at a
+/// thread's first draw (never on a data path: construction and registration).
 std::uint64_t random_nonzero_u64();
+
+/// Bit 63 of a derived registration's token when the registry makes RDMA
+/// tokens ((random 31 bits | this bit) << 32 | rkey): an RDMA initiator
+/// validates such a token with the target (rdma_check on the QP's control
+/// connection) before its first WRITE/READ with it on a QP, because the NIC
+/// only checks the parent's rkey. Top-level RDMA tokens have it clear.
+inline constexpr std::uint64_t derived_token_bit = 1ull << 63;
+
+/// What add() / add_child() return: the token peers use and the entry's id.
+struct added_region {
+  std::uint64_t token = 0;
+  std::uint64_t id = 0;
+};
+
+/// A top-level registration that contains a range (registry::find_containing).
+struct containing_region {
+  std::uint64_t token = 0;
+  std::uint64_t id = 0;
+  std::uint64_t base = 0;
+  std::uint64_t length = 0;
+  region_access rights = region_access::local_only;
+};
 
 /// Shared lock on a region's access while bytes move; false when revoked.
 class access_guard {
@@ -70,14 +102,36 @@ class access_guard {
 
 class registry {
  public:
-  /// Adds a region and returns its fresh random nonzero token. With
-  /// `low32` (the RDMA rkey) only the upper 32 bits are random.
-  mc::result<std::uint64_t> add(void* addr, std::size_t len, region_access rights = region_access::remote_read_write,
-                                std::optional<std::uint32_t> low32 = {});
-  /// Revokes and forgets the region. Never waits for same-host grants (see
+  /// Adds a region and returns its fresh random nonzero token and its id.
+  /// With `low32` (the RDMA rkey) only the upper 32 bits are random (bit 63
+  /// clear: see derived_token_bit).
+  mc::result<added_region> add(void* addr, std::size_t len, region_access rights = region_access::remote_read_write,
+                               std::optional<std::uint32_t> low32 = {});
+  /// Adds a derived registration of [addr, addr+len) inside the live region
+  /// `parent_token` (and, when `parent_id` != 0, exactly that entry) with
+  /// `rights` <= the parent's. Its token is fresh; when the registry makes
+  /// RDMA tokens (rdma_tokens) it keeps the parent's low 32 bits (rkey) and
+  /// sets derived_token_bit. No MR is created. Errors: out_of_range (parent
+  /// unknown or unregistered), invalid_params (empty range, range not inside
+  /// the parent, rights the parent does not grant).
+  mc::result<added_region> add_child(std::uint64_t parent_token, std::uint64_t parent_id, std::uint64_t addr,
+                                     std::uint64_t len, region_access rights);
+  /// Revokes and forgets the region and every registration derived from it
+  /// (recursively). Never waits for same-host grants (see
   /// engine::unregister_memory); waits only for a copy chunk in progress on
-  /// another thread. out_of_range if unknown.
-  mc::result<void> remove(std::uint64_t token);
+  /// another thread. `id` != 0: only when the entry is exactly that one.
+  /// out_of_range if unknown.
+  mc::result<void> remove(std::uint64_t token, std::uint64_t id = 0);
+  /// The top-level (not derived) registration with the highest base that
+  /// contains [addr, addr+len) and grants `need`, looking at the (at most
+  /// 16) nearest registrations starting at or below `addr`. O(log n).
+  std::optional<containing_region> find_containing(std::uint64_t addr, std::uint64_t len, region_access need) const;
+  /// Tokens get the RDMA layout (see add / add_child). Set once before the
+  /// first add().
+  bool rdma_tokens = false;
+  /// The token of the top-level registration owning `token`'s memory (itself
+  /// for a top-level one); nullopt when unknown.
+  std::optional<std::uint64_t> root_of(std::uint64_t token) const;
   /// The region `token` names if [addr, addr+len) lies inside it and the
   /// region grants `need`. Every refusal (unknown token, range outside the
   /// token's region, access not granted, revoked) is access_denied: a peer
@@ -90,13 +144,19 @@ class registry {
   /// Unregistrations that happened while a same-host peer held a grant.
   std::uint64_t revoked_with_grants() const noexcept { return revoked_with_grants_.load(std::memory_order_relaxed); }
 
-  /// Called by remove() after revocation (RDMA: deregisters the MR). Set
-  /// once before the first add(); must not throw.
+  /// Called by remove() after revocation of a top-level region (RDMA:
+  /// deregisters the MR; derived ones have none). Set once before the first
+  /// add(); must not throw.
   std::function<void(std::uint64_t token)> on_remove;
 
  private:
+  std::uint64_t fresh_token(std::uint64_t mask, std::uint64_t set) const;  // m_ held
+  void revoke(region_entry& e);
+
   mutable std::shared_mutex m_;
   std::unordered_map<std::uint64_t, std::shared_ptr<region_entry>> by_token_;
+  std::multimap<std::uint64_t, region_entry*> by_base_;  // top-level entries only
+  std::uint64_t next_id_ = 1;  // guarded by m_
   std::atomic<std::uint64_t> revoked_with_grants_{0};
 };
 

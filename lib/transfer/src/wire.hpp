@@ -59,7 +59,9 @@ enum class wire_op : std::uint8_t {
   shm_grant_resp = 8,
   shm_release = 9,     // request_id of the grant to release; no response
   // RDMA (issue 8), on a TCP connection that then belongs to one QP pair:
-  // rdma_connect: payload the initiator's qp_info (length = 48); address = the
+  // rdma_connect: payload the initiator's qp_info (48 bytes) followed by the
+  // initiator's own engine endpoint (0 .. max_announced_endpoint bytes, for
+  // engine::fence; length = 48 + its size); address = the
   // initiator's device index k (multi-rail: the target builds its QP on its
   // device k modulo its device count; older peers ignore it and send 0s).
   rdma_connect = 10,
@@ -72,6 +74,9 @@ enum class wire_op : std::uint8_t {
   rdma_rkey = 14,          // token + address = device index: the region's rkey on that device
   rdma_rkey_resp = 15,     // status (0, access_denied, unsupported); token = the rkey
 };
+
+/// Longest endpoint an rdma_connect may announce.
+inline constexpr std::uint64_t max_announced_endpoint = 255;
 
 inline constexpr std::uint16_t grant_write = 1;
 inline constexpr std::uint16_t grant_lease = 2;

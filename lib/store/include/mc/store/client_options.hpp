@@ -29,6 +29,10 @@ struct service_limits {
   /// Largest value this node answers inside an RPC reply (or accepts inside a
   /// write request); larger ones need a transfer descriptor.
   std::uint64_t max_inline_value_bytes = std::uint64_t{1} << 20;
+  /// Transfer bytes this node serves (remote reads and writes of all peers)
+  /// at once; items past it wait for room within their deadline (then
+  /// TIMEOUT), and one item larger than this runs alone.
+  std::uint64_t max_serving_bytes = std::uint64_t{1} << 30;
   /// Inline value bytes in one reply at most (the rest of a batch then goes
   /// through the TransferEngine); well below the RPC message limit (64 MiB).
   std::uint64_t max_inline_reply_bytes = std::uint64_t{16} << 20;
@@ -74,6 +78,11 @@ struct client_options {
   /// Bytes this client's remote gets and puts move through the TransferEngine
   /// at once (a batch waits for room; one value larger than this runs alone).
   std::uint64_t max_inflight_bytes = std::uint64_t{256} << 20;
+  /// Protocol "rdma": a bounce arena of this many bytes (1 MiB slots) is
+  /// registered once; gets and puts of caller memory that is not inside a
+  /// registration (register_buffer) go through it instead of an ibv_reg_mr
+  /// per call. 0 = off (a registration per call).
+  std::uint64_t rdma_bounce_bytes = std::uint64_t{64} << 20;
   /// Most keys one batch call accepts (invalid_params for every key beyond).
   std::uint64_t max_batch_keys = 65536;
 };

@@ -118,7 +118,18 @@ struct engine_stats {
   /// Same-host grants peers hold on our regions right now (until release,
   /// connection close or lease expiry noticed by the control server).
   std::uint64_t same_host_grants_held = 0;
+  /// Live registrations, derived ones (engine::register_within) included.
   std::uint64_t registered_regions = 0;
+  /// Derived registrations made (engine::register_within), ever.
+  std::uint64_t derived_registrations = 0;
+  /// Memory registrations with the RDMA devices (one per region and device:
+  /// ibv_reg_mr calls for register_memory), ever. Derived registrations add
+  /// none. 0 with protocol "tcp".
+  std::uint64_t rdma_memory_registrations = 0;
+  /// engine::fence calls, and the RDMA queue pairs they moved to the error
+  /// state (served ones from the peer plus ours to the peer).
+  std::uint64_t fences = 0;
+  std::uint64_t fenced_queue_pairs = 0;
   /// Protocol "rdma": one entry per opened device, in device index order.
   std::vector<rdma_device_stats> rdma_devices;
 };
@@ -139,9 +150,21 @@ struct request {
   }
 };
 
+/// A top-level registration that contains a range (engine::find_registration):
+/// where it starts, its size, its token and the access it grants. A snapshot:
+/// the registration may be gone by the time it is used.
+struct registration_info {
+  std::byte* data = nullptr;
+  std::size_t size = 0;
+  std::uint64_t token = 0;
+  region_access access = region_access::local_only;
+};
+
 /// A registration (RAII). Move-only; destruction unregisters (see
 /// engine::unregister_memory: it returns at once, never waits for a peer). May outlive
-/// its engine (then destruction only drops the bookkeeping).
+/// its engine (then destruction only drops the bookkeeping). Destroying a
+/// region unregisters exactly this registration (and what was derived from
+/// it), never a later one that happens to get the same token.
 class region {
  public:
   region() = default;
@@ -168,11 +191,12 @@ class region {
 
  private:
   friend class engine;
-  region(std::shared_ptr<detail::registry> reg, std::uint64_t token, std::byte* base,
+  region(std::shared_ptr<detail::registry> reg, std::uint64_t token, std::uint64_t id, std::byte* base,
          std::size_t length, std::string endpoint) noexcept;
 
   std::shared_ptr<detail::registry> registry_;
   std::uint64_t token_ = 0;
+  std::uint64_t id_ = 0;  // the registry entry's serial
   std::byte* base_ = nullptr;
   std::size_t length_ = 0;
   std::string endpoint_;
@@ -229,6 +253,65 @@ class engine {
   mc::result<region> register_memory(void* addr, std::size_t len,
                                      region_access access = region_access::remote_read_write);
 
+  /// Derived registration (a "child"): registers [parent.data() + offset,
+  /// + length) inside the live registration `parent` of this engine with a
+  /// fresh token of its own and `access` (at most what the parent grants).
+  /// Cheap: a hash insert, no system call, and on RDMA no ibv_reg_mr - the
+  /// child uses the parent's MR; its token keeps the parent's rkey in the
+  /// low 32 bits and has bit 63 set (the "derived" mark). Every target path
+  /// checks the child's token, range and access exactly as for any region:
+  /// TCP, same-host and in-process refuse a revoked child's requests with
+  /// access_denied; RDMA initiators validate a derived token with the target
+  /// (rdma_check over the QP's control connection) before its first use on
+  /// each queue pair, since the NIC only checks the parent's rkey (see
+  /// fence() and README "Late writes after a timeout"). The child is revoked
+  /// by its own handle, by unregister_memory(child token), and together with
+  /// its parent (unregistering a parent revokes everything derived from it;
+  /// the child handles then only drop their bookkeeping). Children may have
+  /// children. Thread-safe. Errors: invalid_params (`parent` empty or of
+  /// another engine, empty range, range not inside the parent, `access` the
+  /// parent does not grant), out_of_range (the parent was unregistered),
+  /// shutting_down.
+  mc::result<region> register_within(const region& parent, std::uint64_t offset, std::uint64_t length,
+                                     region_access access);
+  /// The same for [addr, addr + len) inside whichever top-level registration
+  /// of this engine contains it and grants `access` (find_registration), in
+  /// one step (no race with the parent's unregistration). Errors:
+  /// out_of_range (no registration contains the range with that access: the
+  /// caller registers or stages instead), invalid_params (null / empty /
+  /// overflowing range, bad access), shutting_down.
+  mc::result<region> register_within(const void* addr, std::size_t len, region_access access);
+
+  /// The top-level registration (register_memory, not derived) that contains
+  /// [addr, addr + len) and grants `need`: among regions starting at or
+  /// below `addr`, the one with the highest start, looking at the 16 nearest
+  /// (overlapping registrations beyond that are not found). nullopt when
+  /// none. Thread-safe, O(log n), no system call.
+  std::optional<registration_info> find_registration(const void* addr, std::size_t len,
+                                                     region_access need = region_access::local_only) const;
+
+  /// Late-write fence towards one peer (its engine endpoint, "host:port").
+  /// After it completes, no RDMA READ/WRITE that `peer_endpoint` initiated
+  /// through a queue pair that existed when fence() was called can touch
+  /// this engine's memory any more: every served (inbound) QP whose
+  /// initiator announced that endpoint (and every served QP of a peer that
+  /// announced none) is moved to the error state and its control
+  /// connection shut down (the peer's transfers on it fail with
+  /// transfer_fail, never retried; its next transfer handshakes a new QP),
+  /// and every QP of ours to that peer is moved to the error state and
+  /// dropped (our own transfers on them are retried on fresh QPs). Combined
+  /// with revoking the registration first, a late WRITE/READ into a derived
+  /// registration is impossible on RDMA too: a new QP validates derived
+  /// tokens before using them (see register_within). TCP, same-host and
+  /// in-process need no fence (the target checks every request's token), so
+  /// with protocol "tcp" it only counts. Cost: every other transfer the peer
+  /// is running into this engine on those QPs fails too (transfer_fail), so
+  /// fence only when giving up on a transfer (timeout, cancel), not per
+  /// request. Never waits for the peer; hops once to each runtime thread
+  /// (outbound QPs). Thread-safe. Errors: invalid_params (empty endpoint),
+  /// shutting_down.
+  mc::task<mc::result<void>> fence(std::string peer_endpoint);
+
   /// Unregisters by token. Returns at once (never waits for a peer or the
   /// network; at most for one <= 1 MiB copy chunk of this process on another
   /// thread). When it returns: no new transfer and no new same-host grant can
@@ -240,8 +323,10 @@ class engine {
   /// well-behaved peer checks the lease before every <= 1 MiB chunk. Such
   /// revocations are counted in engine_stats::revoked_with_grants. In-flight
   /// transfers that target the region fail (the initiator sees access_denied
-  /// or transfer_fail); bytes already moved stay. Errors: out_of_range
-  /// (unknown token).
+  /// or transfer_fail); bytes already moved stay. Every registration derived
+  /// from it (register_within) is revoked with it. On RDMA a top-level
+  /// region's MR is deregistered; a derived one has none (see fence() for
+  /// its late-write guarantee). Errors: out_of_range (unknown token).
   mc::result<void> unregister_memory(std::uint64_t token);
 
   /// Random nonzero 64-bit id of this engine, drawn at construction. The

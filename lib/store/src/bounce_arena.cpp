@@ -1,0 +1,103 @@
+#include "bounce_arena.hpp"
+
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cstring>
+
+namespace mc::store::detail {
+
+bounce_lease::bounce_lease(bounce_lease&& o) noexcept
+    : arena_(std::exchange(o.arena_, nullptr)), slots_(std::move(o.slots_)), pieces_(std::move(o.pieces_)),
+      units_(std::move(o.units_)) {}
+
+bounce_lease& bounce_lease::operator=(bounce_lease&& o) noexcept {
+  if (this != &o) {
+    release();
+    arena_ = std::exchange(o.arena_, nullptr);
+    slots_ = std::move(o.slots_);
+    pieces_ = std::move(o.pieces_);
+    units_ = std::move(o.units_);
+  }
+  return *this;
+}
+
+bounce_lease::~bounce_lease() { release(); }
+
+void bounce_lease::release() noexcept {
+  if (auto* a = std::exchange(arena_, nullptr)) a->give_back(slots_);
+  slots_.clear();
+  pieces_.clear();
+  units_.release();  // after the slots are back on the free list
+}
+
+result<std::unique_ptr<bounce_arena>> bounce_arena::create(mc::transfer::engine& engine, std::size_t bytes,
+                                                           std::size_t slot_bytes) {
+  if (slot_bytes == 0) return fail(errc::invalid_params);
+  auto slots = std::max<std::size_t>((bytes + slot_bytes - 1) / slot_bytes, 1);
+  auto total = slots * slot_bytes;
+  void* p = ::mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return fail(errc::internal_error);
+  std::unique_ptr<bounce_arena> a(new bounce_arena(static_cast<std::byte*>(p), slot_bytes, slots));
+  auto r = engine.register_memory(p, total, mc::transfer::region_access::remote_read_write);
+  if (!r) return r.error();
+  a->region_ = std::move(*r);
+  return a;
+}
+
+bounce_arena::bounce_arena(std::byte* base, std::size_t slot_bytes, std::size_t slots)
+    : base_(base), slot_bytes_(slot_bytes), slot_count_(slots), free_slots_(slots) {
+  free_.reserve(slots);
+  for (std::size_t i = slots; i > 0; --i) free_.push_back(static_cast<unsigned>(i - 1));
+}
+
+bounce_arena::~bounce_arena() {
+  region_.reset();  // unregistered before the memory goes
+  ::munmap(base_, slot_bytes_ * slot_count_);
+}
+
+task<result<bounce_lease>> bounce_arena::acquire(std::uint64_t bytes) {
+  if (bytes == 0 || bytes > capacity()) co_return fail(errc::invalid_params);
+  auto lease = co_await acquire_slots(static_cast<std::size_t>((bytes + slot_bytes_ - 1) / slot_bytes_));
+  if (!lease) co_return lease;
+  auto& pieces = lease->pieces_;
+  pieces.back() = pieces.back().first(static_cast<std::size_t>(bytes - (pieces.size() - 1) * slot_bytes_));
+  co_return lease;
+}
+
+task<result<bounce_lease>> bounce_arena::acquire_slots(std::size_t n) {
+  if (n == 0 || n > slot_count_) co_return fail(errc::invalid_params);
+  auto units = co_await free_slots_.acquire(n);  // all of a request's slots at once: no deadlock
+  if (!units) co_return units.error();
+  bounce_lease lease;
+  lease.arena_ = this;
+  lease.units_ = std::move(*units);
+  {
+    std::lock_guard lk(mu_);
+    for (std::size_t i = 0; i < n; ++i) {
+      lease.slots_.push_back(free_.back());
+      free_.pop_back();
+    }
+  }
+  for (auto s : lease.slots_) lease.pieces_.emplace_back(base_ + static_cast<std::size_t>(s) * slot_bytes_, slot_bytes_);
+  co_return lease;
+}
+
+void bounce_arena::give_back(const std::vector<unsigned>& slots) noexcept {
+  std::lock_guard lk(mu_);
+  for (auto s : slots) free_.push_back(s);
+}
+
+void copy_pieces(const std::vector<std::span<const std::byte>>& src, const std::vector<std::span<std::byte>>& dst) {
+  std::size_t si = 0, so = 0, di = 0, dof = 0;
+  while (si < src.size() && di < dst.size()) {
+    auto n = std::min(src[si].size() - so, dst[di].size() - dof);
+    if (n > 0) std::memcpy(dst[di].data() + dof, src[si].data() + so, n);
+    so += n;
+    dof += n;
+    if (so == src[si].size()) ++si, so = 0;
+    if (dof == dst[di].size()) ++di, dof = 0;
+  }
+}
+
+}  // namespace mc::store::detail

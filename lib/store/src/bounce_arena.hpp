@@ -1,0 +1,90 @@
+#pragma once
+// A pooled, registered bounce arena (internal to lib/store): on RDMA, caller
+// memory that is not inside a registration would otherwise need an
+// ibv_reg_mr / ibv_dereg_mr pair per call. The arena is registered ONCE;
+// a transfer borrows whole slots (a value larger than a slot spans several:
+// they travel as scatter-gather pieces), each request describes them with a
+// fresh derived token (engine::register_within, no system call), and the
+// bytes are copied between the slots and the caller's pieces.
+#include "mc/runtime/async_semaphore.hpp"
+#include "mc/runtime/error.hpp"
+#include "mc/runtime/task.hpp"
+#include "mc/transfer/engine.hpp"
+
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <span>
+#include <vector>
+
+namespace mc::store::detail {
+
+class bounce_arena;
+
+/// Slots borrowed for one request (RAII: returned on destruction).
+class bounce_lease {
+ public:
+  bounce_lease() = default;
+  bounce_lease(bounce_lease&& o) noexcept;
+  bounce_lease& operator=(bounce_lease&& o) noexcept;
+  bounce_lease(const bounce_lease&) = delete;
+  bounce_lease& operator=(const bounce_lease&) = delete;
+  ~bounce_lease();
+
+  /// The slots, in order; the last one trimmed so that they hold exactly the
+  /// bytes asked for.
+  const std::vector<std::span<std::byte>>& pieces() const noexcept { return pieces_; }
+
+ private:
+  friend class bounce_arena;
+  void release() noexcept;
+  bounce_arena* arena_ = nullptr;
+  std::vector<unsigned> slots_;
+  std::vector<std::span<std::byte>> pieces_;
+  semaphore_units units_;
+};
+
+class bounce_arena {
+ public:
+  /// Allocates `bytes` (rounded up to whole `slot_bytes` slots, at least one)
+  /// and registers them with `engine` once (remote read + write). Errors:
+  /// the allocation's or the registration's.
+  static result<std::unique_ptr<bounce_arena>> create(mc::transfer::engine& engine, std::size_t bytes,
+                                                      std::size_t slot_bytes);
+  ~bounce_arena();
+  bounce_arena(const bounce_arena&) = delete;
+  bounce_arena& operator=(const bounce_arena&) = delete;
+
+  /// Borrows slots holding `bytes`, waiting (FIFO) while they are in use.
+  /// Callers keep `bytes` <= capacity() (a larger transfer registers its
+  /// memory instead). Errors: invalid_params (0 or more than capacity()),
+  /// cancelled.
+  task<result<bounce_lease>> acquire(std::uint64_t bytes);
+  /// Borrows `n` whole slots at once (1 <= n <= slot_count()), waiting (FIFO)
+  /// while they are in use: a request's slots are taken together, so two
+  /// requests can never each hold some and wait for the other's. Errors:
+  /// invalid_params, cancelled.
+  task<result<bounce_lease>> acquire_slots(std::size_t n);
+  std::size_t slot_count() const noexcept { return slot_count_; }
+  std::size_t capacity() const noexcept { return slot_bytes_ * slot_count_; }
+  std::size_t slot_bytes() const noexcept { return slot_bytes_; }
+  const mc::transfer::region& region() const noexcept { return region_; }
+
+ private:
+  friend class bounce_lease;
+  bounce_arena(std::byte* base, std::size_t slot_bytes, std::size_t slots);
+  void give_back(const std::vector<unsigned>& slots) noexcept;
+
+  std::byte* base_;
+  std::size_t slot_bytes_;
+  std::size_t slot_count_;
+  mc::transfer::region region_;
+  async_semaphore free_slots_;
+  std::mutex mu_;
+  std::vector<unsigned> free_;  // guarded by mu_
+};
+
+/// Copies `src` (in order) into `dst` pieces (in order), min of both totals.
+void copy_pieces(const std::vector<std::span<const std::byte>>& src, const std::vector<std::span<std::byte>>& dst);
+
+}  // namespace mc::store::detail
