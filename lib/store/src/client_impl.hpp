@@ -161,6 +161,9 @@ struct client::impl {
   /// in for them, when not empty).
   result<exposure> expose(const std::vector<std::span<std::byte>>& pieces, std::uint64_t size,
                           mc::transfer::region_access access, const std::vector<std::span<std::byte>>& slots);
+  /// Takes the bounce slots of a wave's items at once (see detail::plan_slots;
+  /// clears `wants` of items that do not fit). Empty lease when none.
+  task<result<detail::bounce_lease>> take_slots(const std::vector<std::uint64_t>& sizes, std::vector<bool>& wants);
   /// Whether these pieces need the bounce arena (RDMA, not inside registrations).
   bool needs_bounce(const std::vector<std::span<std::byte>>& pieces, std::uint64_t size,
                     mc::transfer::region_access access) const;
