@@ -3,6 +3,7 @@
 // client_put.cpp (puts). Internal to lib/store.
 #include "mc/store/client_service.hpp"
 
+#include <algorithm>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -16,18 +17,20 @@ inline std::uint64_t room_of(const std::vector<Span>& pieces) {
   return n;
 }
 
-/// Splits `items` into waves that fit one RPC: at most max_batch_items items,
-/// at most `inline_budget` inline bytes and `transfer_cap` transferred bytes
-/// (a single larger item forms a wave of its own).
+/// Splits `items` into waves that fit one RPC: at most `max_items` items
+/// (itself at most max_batch_items), at most `inline_budget` inline bytes and
+/// `transfer_cap` transferred bytes (a single larger item forms a wave of its own).
 template <class Item, class IsInline, class SizeOf>
-std::vector<std::vector<Item*>> waves_of(const std::vector<Item*>& items, std::uint64_t inline_budget,
-                                         std::uint64_t transfer_cap, IsInline is_inline, SizeOf size_of) {
+std::vector<std::vector<Item*>> waves_of(const std::vector<Item*>& items, std::size_t max_items,
+                                         std::uint64_t inline_budget, std::uint64_t transfer_cap, IsInline is_inline,
+                                         SizeOf size_of) {
+  max_items = std::clamp<std::size_t>(max_items, 1, max_batch_items);
   std::vector<std::vector<Item*>> out;
   std::uint64_t in_bytes = 0, tx_bytes = 0;
   for (auto* it : items) {
     const auto size = size_of(*it);
     const bool inl = is_inline(*it);
-    bool full = out.empty() || out.back().size() >= max_batch_items;
+    bool full = out.empty() || out.back().size() >= max_items;
     if (!full && inl && in_bytes + size > inline_budget) full = true;
     if (!full && !inl && tx_bytes > 0 && tx_bytes + size > transfer_cap) full = true;
     if (full) {

@@ -223,7 +223,7 @@ task<void> client::impl::get_remote_many(std::vector<get_item*> items) {
 task<void> client::impl::read_from_owner(std::string endpoint, std::vector<get_item*> items) {
   const auto threshold = opts.inline_threshold;
   auto waves = waves_of(
-      items, opts.limits.max_inline_reply_bytes, transfer_cap(),
+      items, wave_keys(), opts.limits.max_inline_reply_bytes, transfer_cap(),
       [threshold](const get_item& it) { return !it.no_inline && it.size() <= threshold; },
       [](const get_item& it) { return it.size(); });
   if (waves.size() == 1) {
@@ -304,8 +304,12 @@ task<void> client::impl::read_wave(std::string endpoint, std::vector<get_item*> 
     slots_of.push_back(std::move(slots));
   }
   if (sent.empty()) co_return;
-  // Waiting for room counts against the call's deadline (rpc_timeout).
-  auto room = co_await mc::with_deadline(inflight->acquire(transfer_bytes), opts.rpc_timeout);
+  // Room (keys and transferred bytes) counts against the call's deadline (rpc_timeout).
+  // (No co_await inside a conditional expression: gcc 12 destroys its temporary twice.)
+  auto keys_room = co_await mc::with_deadline(inflight_keys->acquire(sent.size()), opts.rpc_timeout);
+  result<semaphore_units> room = keys_room.has_error() ? result<semaphore_units>(keys_room.error())
+                                                       : result<semaphore_units>(semaphore_units{});
+  if (keys_room) room = co_await mc::with_deadline(inflight->acquire(transfer_bytes), opts.rpc_timeout);
   if (!room) {
     for (auto* it : sent) it->finish(room.error());
     co_return;

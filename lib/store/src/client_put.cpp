@@ -71,7 +71,7 @@ task<std::vector<result<void>>> client::impl::put_many(std::vector<std::string> 
   if (!valid.empty()) {
     const auto threshold = opts.inline_threshold;
     auto waves = waves_of(
-        valid, opts.limits.max_inline_reply_bytes, transfer_cap(),
+        valid, wave_keys(), opts.limits.max_inline_reply_bytes, transfer_cap(),
         [threshold](const put_item& it) { return it.size <= threshold; }, [](const put_item& it) { return it.size; });
     std::vector<task<result<void>>> work;
     for (auto& w : waves)
@@ -154,7 +154,12 @@ task<void> client::impl::write_wave(std::string endpoint, std::string transfer_e
     sent.push_back(it);
   }
   if (sent.empty()) co_return;
-  auto room = co_await mc::with_deadline(inflight->acquire(transfer_bytes), opts.rpc_timeout);
+  // Room (keys and transferred bytes) counts against the call's deadline (rpc_timeout).
+  // (No co_await inside a conditional expression: gcc 12 destroys its temporary twice.)
+  auto keys_room = co_await mc::with_deadline(inflight_keys->acquire(sent.size()), opts.rpc_timeout);
+  result<semaphore_units> room = keys_room.has_error() ? result<semaphore_units>(keys_room.error())
+                                                       : result<semaphore_units>(semaphore_units{});
+  if (keys_room) room = co_await mc::with_deadline(inflight->acquire(transfer_bytes), opts.rpc_timeout);
   if (!room) {
     for (auto* it : sent) it->out = room.error();
     co_return;
