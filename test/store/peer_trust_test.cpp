@@ -4,6 +4,7 @@
 #include "client_service.capnp.h"
 #include "mc/master/master_client.hpp"
 #include "mc/rpc/capnp.hpp"
+#include "mc/runtime/deadline.hpp"
 #include "mc/rpc/server.hpp"
 #include "mc/store/client_service.hpp"
 #include "mc/store/peer_client.hpp"
@@ -229,6 +230,37 @@ TEST_SUITE("peer trust") {
       CHECK(mc::is(w.error(), mc::errc::access_denied));
     }
     CHECK(std::all_of(buf.begin(), buf.end(), [](std::uint8_t x) { return x == 0xAB; }));
+
+    // Cancelling a batch (the caller's deadline, far below rpc_timeout) ends
+    // it promptly; its descriptors are dead too.
+    auto& patient = c.add("P", {}, "auto", [](mc::store::client_options& o) { o.rpc_timeout = 30s; });
+    {
+      std::lock_guard lk(l.seen->mu);
+      l.seen->dest.clear();
+    }
+    std::vector<std::uint8_t> buf2(big, 0xAB);
+    auto t0 = std::chrono::steady_clock::now();
+    auto cancelled = c.on(2, mc::with_deadline(
+                                 [](mc::store::client& cl, std::span<std::byte> into)
+                                     -> mc::task<mc::result<std::vector<mc::result<std::size_t>>>> {
+                                   std::vector<std::string> keys(1, "late");
+                                   std::vector<std::span<std::byte>> bufs(1, into);
+                                   co_return co_await cl.batch_get(std::move(keys), std::move(bufs));
+                                 }(patient, writable(buf2)),
+                                 200ms));
+    CHECK(std::chrono::steady_clock::now() - t0 < 10s);
+    REQUIRE(cancelled.has_error());
+    {
+      std::lock_guard lk(l.seen->mu);
+      seen = l.seen->dest;
+    }
+    REQUIRE_FALSE(seen.empty());
+    for (auto& d : seen) {
+      auto w = c.on(1, b.engine().write(bytes_of(junk), d, 2s));
+      REQUIRE(w.has_error());
+      CHECK(mc::is(w.error(), mc::errc::access_denied));
+    }
+    CHECK(std::all_of(buf2.begin(), buf2.end(), [](std::uint8_t x) { return x == 0xAB; }));
 
     l.mode->store(lie::inline_overflow);
     std::vector<std::uint8_t> tiny(small + 50, 0xCD);
