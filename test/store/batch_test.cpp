@@ -380,4 +380,32 @@ TEST_SUITE("store batch") {
     CHECK(b.engine().stats().derived_registrations == derived0 + 1);
     CHECK(b.engine().stats().registered_regions == regions0);  // the child is gone again
   }
+
+  TEST_CASE("a batch of more keys than an owner admits per connection is sent in waves, never refused") {
+    cluster cl;
+    auto& a = cl.add("a");
+    auto& b = cl.add("b");
+    const std::size_t n = 2500;  // > max_inflight_keys_per_connection (1024)
+    std::vector<std::string> keys;
+    std::vector<std::vector<std::uint8_t>> vals, outs;
+    std::vector<const_pieces> srcs;
+    for (std::size_t i = 0; i < n; ++i) {
+      keys.push_back(mc::test::numbered("many/", i));
+      vals.push_back(random_bytes(100 + i % 7, i));
+      outs.emplace_back(107);
+    }
+    for (auto& v : vals) srcs.push_back({bytes_of(v)});
+    auto put = cl.on(0, batch_put(a, keys, srcs, {}));
+    for (auto& r : put) REQUIRE(r.has_value());
+    std::vector<mut_pieces> pieces;
+    for (auto& o : outs) pieces.push_back(one_piece(o));
+    auto before = b.stats();
+    auto r = cl.on(1, batch_get(b, keys, pieces));
+    for (std::size_t i = 0; i < n; ++i) {
+      REQUIRE_MESSAGE(r[i].has_value(), keys[i] << ": " << r[i].error().message());
+      CHECK(std::equal(vals[i].begin(), vals[i].end(), outs[i].begin()));
+    }
+    CHECK(b.stats().batch_rpcs - before.batch_rpcs == 3);
+    CHECK(a.stats().service_overloaded == 0);
+  }
 }

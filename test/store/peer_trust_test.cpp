@@ -4,6 +4,7 @@
 #include "client_service.capnp.h"
 #include "mc/master/master_client.hpp"
 #include "mc/rpc/capnp.hpp"
+#include "mc/runtime/deadline.hpp"
 #include "mc/rpc/server.hpp"
 #include "mc/store/client_service.hpp"
 #include "mc/store/peer_client.hpp"
@@ -106,6 +107,23 @@ struct liar {
   std::string endpoint() const { return "127.0.0.1:" + std::to_string(server->port()); }
 };
 
+/// Registers the liar with the cluster's master as client "liar" holding `items`.
+mc::result<void> announce(mc::test::cluster& c, const liar& l, std::vector<mc::master::publish_item> items) {
+  mc::master::master_client m(c.master_address(), 5s);
+  mc::master::client_info info;
+  info.client_id = "liar";
+  info.rpc_endpoint = l.endpoint();
+  info.transfer_endpoint = "127.0.0.1:9";
+  info.capacity = 1 << 30;
+  return c.on(0, [](mc::master::master_client& m, mc::master::client_info info,
+                    std::vector<mc::master::publish_item> items) -> mc::task<mc::result<void>> {
+    if (auto r = co_await m.register_client(info); !r) co_return r;
+    auto r = co_await m.add_replicas("liar", std::move(items));
+    if (!r) co_return r.error();
+    co_return r->front();
+  }(m, info, std::move(items)));
+}
+
 }  // namespace
 
 TEST_SUITE("peer trust") {
@@ -127,19 +145,7 @@ TEST_SUITE("peer trust") {
     liar l(*c.nodes[1].rt);  // hosted on B's runtime, as a third "node"
 
     // Register the liar with the master as the holder of "lied".
-    mc::master::master_client m(c.master_address(), 5s);
-    mc::master::client_info info;
-    info.client_id = "liar";
-    info.rpc_endpoint = l.endpoint();
-    info.transfer_endpoint = "127.0.0.1:9";
-    info.capacity = 1 << 30;
-    auto reg = c.on(0, [&]() -> mc::task<mc::result<void>> {
-      if (auto r = co_await m.register_client(info); !r) co_return r;
-      std::vector<mc::master::publish_item> items{{"lied", 3001, 1}};
-      auto r = co_await m.add_replicas("liar", std::move(items));
-      if (!r) co_return r.error();
-      co_return r->front();
-    }());
+    auto reg = announce(c, l, {{"lied", 3001, 1}});
     REQUIRE(reg.has_value());
     auto good = random_bytes(7777, 3);
     REQUIRE(c.on(1, b.put("good", bytes_of(good))));
@@ -199,20 +205,8 @@ TEST_SUITE("peer trust") {
     auto& a = c.add("A", {}, "auto", [](mc::store::client_options& o) { o.rpc_timeout = 300ms; });
     auto& b = c.add("B");
     liar l(*c.nodes[1].rt);
-    mc::master::master_client m(c.master_address(), 5s);
-    mc::master::client_info info;
-    info.client_id = "liar";
-    info.rpc_endpoint = l.endpoint();
-    info.transfer_endpoint = "127.0.0.1:9";
-    info.capacity = 1 << 30;
     const std::uint64_t big = 200'001, small = 1000;
-    auto reg = c.on(0, [&]() -> mc::task<mc::result<void>> {
-      if (auto r = co_await m.register_client(info); !r) co_return r;
-      std::vector<mc::master::publish_item> items{{"late", big, 1}, {"tiny", small, 1}};
-      auto r = co_await m.add_replicas("liar", std::move(items));
-      if (!r) co_return r.error();
-      co_return r->front();
-    }());
+    auto reg = announce(c, l, {{"late", big, 1}, {"tiny", small, 1}});
     REQUIRE(reg.has_value());
 
     l.mode->store(lie::silent);
@@ -236,6 +230,37 @@ TEST_SUITE("peer trust") {
       CHECK(mc::is(w.error(), mc::errc::access_denied));
     }
     CHECK(std::all_of(buf.begin(), buf.end(), [](std::uint8_t x) { return x == 0xAB; }));
+
+    // Cancelling a batch (the caller's deadline, far below rpc_timeout) ends
+    // it promptly; its descriptors are dead too.
+    auto& patient = c.add("P", {}, "auto", [](mc::store::client_options& o) { o.rpc_timeout = 30s; });
+    {
+      std::lock_guard lk(l.seen->mu);
+      l.seen->dest.clear();
+    }
+    std::vector<std::uint8_t> buf2(big, 0xAB);
+    auto t0 = std::chrono::steady_clock::now();
+    auto cancelled = c.on(2, mc::with_deadline(
+                                 [](mc::store::client& cl, std::span<std::byte> into)
+                                     -> mc::task<mc::result<std::vector<mc::result<std::size_t>>>> {
+                                   std::vector<std::string> keys(1, "late");
+                                   std::vector<std::span<std::byte>> bufs(1, into);
+                                   co_return co_await cl.batch_get(std::move(keys), std::move(bufs));
+                                 }(patient, writable(buf2)),
+                                 200ms));
+    CHECK(std::chrono::steady_clock::now() - t0 < 10s);
+    REQUIRE(cancelled.has_error());
+    {
+      std::lock_guard lk(l.seen->mu);
+      seen = l.seen->dest;
+    }
+    REQUIRE_FALSE(seen.empty());
+    for (auto& d : seen) {
+      auto w = c.on(1, b.engine().write(bytes_of(junk), d, 2s));
+      REQUIRE(w.has_error());
+      CHECK(mc::is(w.error(), mc::errc::access_denied));
+    }
+    CHECK(std::all_of(buf2.begin(), buf2.end(), [](std::uint8_t x) { return x == 0xAB; }));
 
     l.mode->store(lie::inline_overflow);
     std::vector<std::uint8_t> tiny(small + 50, 0xCD);

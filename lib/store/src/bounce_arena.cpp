@@ -88,6 +88,27 @@ void bounce_arena::give_back(const std::vector<unsigned>& slots) noexcept {
   for (auto s : slots) free_.push_back(s);
 }
 
+std::size_t plan_slots(const bounce_arena& arena, const std::vector<std::uint64_t>& sizes, std::vector<bool>& wants) {
+  std::size_t needed = 0;
+  for (std::size_t k = 0; k < sizes.size(); ++k) {
+    if (!wants[k]) continue;
+    auto n = static_cast<std::size_t>((sizes[k] + arena.slot_bytes() - 1) / arena.slot_bytes());
+    if (needed + n > arena.slot_count()) wants[k] = false;  // the arena is full
+    else needed += n;
+  }
+  return needed;
+}
+
+std::vector<std::span<std::byte>> carve_slots(const bounce_arena& arena, const bounce_lease& lease, std::size_t& next,
+                                              std::uint64_t size) {
+  auto n = static_cast<std::size_t>((size + arena.slot_bytes() - 1) / arena.slot_bytes());
+  std::vector<std::span<std::byte>> out(lease.pieces().begin() + static_cast<std::ptrdiff_t>(next),
+                                        lease.pieces().begin() + static_cast<std::ptrdiff_t>(next + n));
+  next += n;
+  if (!out.empty()) out.back() = out.back().first(static_cast<std::size_t>(size - (n - 1) * arena.slot_bytes()));
+  return out;
+}
+
 void copy_pieces(const std::vector<std::span<const std::byte>>& src, const std::vector<std::span<std::byte>>& dst) {
   std::size_t si = 0, so = 0, di = 0, dof = 0;
   while (si < src.size() && di < dst.size()) {

@@ -84,6 +84,16 @@ class bounce_arena {
   std::vector<unsigned> free_;  // guarded by mu_
 };
 
+/// Which of a request's items go through the arena: `wants[k]` marks the
+/// candidates (item k moves sizes[k] bytes); those whose slots still fit the
+/// arena, in order, stay marked, the others are cleared (they register their
+/// memory instead). Returns the slots the marked ones need in all.
+std::size_t plan_slots(const bounce_arena& arena, const std::vector<std::uint64_t>& sizes, std::vector<bool>& wants);
+/// The next marked item's slots out of `lease`, the last trimmed so that they
+/// hold exactly `size` bytes; advances `next`.
+std::vector<std::span<std::byte>> carve_slots(const bounce_arena& arena, const bounce_lease& lease, std::size_t& next,
+                                              std::uint64_t size);
+
 /// Copies `src` (in order) into `dst` pieces (in order), min of both totals.
 void copy_pieces(const std::vector<std::span<const std::byte>>& src, const std::vector<std::span<std::byte>>& dst);
 

@@ -73,6 +73,7 @@ result<std::unique_ptr<client>> client::start(mc::runtime::runtime& rt, client_o
 
   p->dm = std::make_unique<data_manager>(*p->backend, *p->engine, p->opts.lock_shard_count);
   p->inflight = std::make_unique<async_semaphore>(p->opts.max_inflight_bytes);
+  p->inflight_keys = std::make_unique<async_semaphore>(p->wave_keys());
   if (p->rdma() && p->opts.rdma_bounce_bytes > 0) {
     auto arena = detail::bounce_arena::create(*p->engine, static_cast<std::size_t>(p->opts.rdma_bounce_bytes), 1 << 20);
     if (!arena) {

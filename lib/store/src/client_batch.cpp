@@ -2,6 +2,7 @@
 // lookup, keys grouped by owner, one batch RPC per owner (small values inline,
 // the rest as one transfer batch on the owner), per-key fallback to the next
 // replica. Puts: one write route, one batch RPC. Bytes in flight are capped.
+#include "batch_util.hpp"
 #include "client_impl.hpp"
 
 #include "mc/runtime/deadline.hpp"
@@ -14,39 +15,11 @@ namespace {
 constexpr auto relaxed = std::memory_order_relaxed;
 /// Keys per master lookup call.
 constexpr std::size_t lookup_chunk = 4096;
-
-template <class Span>
-std::uint64_t room_of(const std::vector<Span>& pieces) {
-  std::uint64_t n = 0;
-  for (auto& p : pieces) n += p.size();
-  return n;
-}
-
-/// Splits `items` into waves that fit one RPC: at most max_batch_items items,
-/// at most `inline_budget` inline bytes and `transfer_cap` transferred bytes
-/// (a single larger item forms a wave of its own).
-template <class Item, class IsInline, class SizeOf>
-std::vector<std::vector<Item*>> waves_of(const std::vector<Item*>& items, std::uint64_t inline_budget,
-                                         std::uint64_t transfer_cap, IsInline is_inline, SizeOf size_of) {
-  std::vector<std::vector<Item*>> out;
-  std::uint64_t in_bytes = 0, tx_bytes = 0;
-  for (auto* it : items) {
-    const auto size = size_of(*it);
-    const bool inl = is_inline(*it);
-    bool full = out.empty() || out.back().size() >= max_batch_items;
-    if (!full && inl && in_bytes + size > inline_budget) full = true;
-    if (!full && !inl && tx_bytes > 0 && tx_bytes + size > transfer_cap) full = true;
-    if (full) {
-      out.emplace_back();
-      in_bytes = tx_bytes = 0;
-    }
-    out.back().push_back(it);
-    (inl ? in_bytes : tx_bytes) += size;
-  }
-  return out;
-}
-
 }  // namespace
+
+using detail::room_of;
+using detail::trimmed;
+using detail::waves_of;
 
 struct client::impl::get_item {
   std::string key;
@@ -67,31 +40,21 @@ struct client::impl::get_item {
   std::uint64_t size() const { return route ? route->size : 0; }
 };
 
-struct client::impl::put_item {
-  std::string key;
-  std::vector<std::span<const std::byte>> pieces;
-  std::uint64_t size = 0;
-  result<void> out = fail(errc::rpc_fail);
-};
-
-/// `pieces` cut to exactly `size` bytes.
-template <class Span>
-std::vector<Span> trimmed(const std::vector<Span>& pieces, std::uint64_t size) {
-  std::vector<Span> out;
-  for (auto& p : pieces) {
-    if (size == 0) break;
-    auto n = static_cast<std::size_t>(std::min<std::uint64_t>(p.size(), size));
-    if (n > 0) out.push_back(p.first(n));
-    size -= n;
-  }
-  return out;
-}
 
 std::uint64_t client::impl::transfer_cap() const noexcept {
   // On RDMA a wave also fits the bounce arena, so that large batches of
   // unregistered memory wait for slots rather than registering.
   if (bounce && rdma()) return std::min<std::uint64_t>(opts.max_inflight_bytes, bounce->capacity());
   return opts.max_inflight_bytes;
+}
+
+task<result<detail::bounce_lease>> client::impl::take_slots(const std::vector<std::uint64_t>& sizes,
+                                                            std::vector<bool>& wants) {
+  if (!bounce) co_return detail::bounce_lease{};
+  auto n = detail::plan_slots(*bounce, sizes, wants);
+  if (n == 0) co_return detail::bounce_lease{};
+  // All of a wave's slots at once; waiting counts against rpc_timeout.
+  co_return co_await mc::with_deadline(bounce->acquire_slots(n), opts.rpc_timeout);
 }
 
 bool client::impl::needs_bounce(const std::vector<std::span<std::byte>>& pieces, std::uint64_t size,
@@ -260,7 +223,7 @@ task<void> client::impl::get_remote_many(std::vector<get_item*> items) {
 task<void> client::impl::read_from_owner(std::string endpoint, std::vector<get_item*> items) {
   const auto threshold = opts.inline_threshold;
   auto waves = waves_of(
-      items, opts.limits.max_inline_reply_bytes, transfer_cap(),
+      items, wave_keys(), opts.limits.max_inline_reply_bytes, transfer_cap(),
       [threshold](const get_item& it) { return !it.no_inline && it.size() <= threshold; },
       [](const get_item& it) { return it.size(); });
   if (waves.size() == 1) {
@@ -293,25 +256,17 @@ task<void> client::impl::read_wave(std::string endpoint, std::vector<get_item*> 
   const std::string owner_transfer = items.front()->route->replicas[items.front()->replica].transfer_endpoint;
   // Which items are inline, which need bounce slots (RDMA, unregistered memory).
   std::vector<bool> inl(items.size()), bounced(items.size());
-  std::size_t slots_needed = 0;
+  std::vector<std::uint64_t> sizes(items.size());
   for (std::size_t k = 0; k < items.size(); ++k) {
     auto* it = items[k];
+    sizes[k] = it->size();
     inl[k] = !it->no_inline && threshold > 0 && it->size() <= threshold;
     bounced[k] = !inl[k] && needs_bounce(it->pieces, it->size(), access);
-    if (!bounced[k]) continue;
-    auto n = static_cast<std::size_t>((it->size() + bounce->slot_bytes() - 1) / bounce->slot_bytes());
-    if (slots_needed + n > bounce->slot_count()) bounced[k] = false;  // the arena is full: registered instead
-    else slots_needed += n;
   }
-  detail::bounce_lease lease;  // released last: after any fence
-  if (slots_needed > 0) {
-    auto l = co_await mc::with_deadline(bounce->acquire_slots(slots_needed), opts.rpc_timeout);
-    if (!l) {
-      for (std::size_t k = 0; k < items.size(); ++k)
-        if (bounced[k]) items[k]->finish(l.error());
-    } else {
-      lease = std::move(*l);
-    }
+  auto lease = co_await take_slots(sizes, bounced);  // released last: after any fence
+  if (!lease) {
+    for (std::size_t k = 0; k < items.size(); ++k)
+      if (bounced[k]) items[k]->finish(lease.error());
   }
   std::uint64_t transfer_bytes = 0;
   bool derived = false;
@@ -333,12 +288,7 @@ task<void> client::impl::read_wave(std::string endpoint, std::vector<get_item*> 
       r.inline_max = std::min(it->room, threshold);
       r.local = it->pieces;
     } else {
-      if (bounced[k]) {
-        auto n = static_cast<std::size_t>((size + bounce->slot_bytes() - 1) / bounce->slot_bytes());
-        slots.assign(lease.pieces().begin() + static_cast<std::ptrdiff_t>(next_slot),
-                     lease.pieces().begin() + static_cast<std::ptrdiff_t>(next_slot + n));
-        next_slot += n;
-      }
+      if (bounced[k]) slots = detail::carve_slots(*bounce, *lease, next_slot, size);
       auto e = expose(it->pieces, size, access, slots);
       if (!e) {
         it->finish(e.error());
@@ -354,8 +304,12 @@ task<void> client::impl::read_wave(std::string endpoint, std::vector<get_item*> 
     slots_of.push_back(std::move(slots));
   }
   if (sent.empty()) co_return;
-  // Waiting for room counts against the call's deadline (rpc_timeout).
-  auto room = co_await mc::with_deadline(inflight->acquire(transfer_bytes), opts.rpc_timeout);
+  // Room (keys and transferred bytes) counts against the call's deadline (rpc_timeout).
+  // (No co_await inside a conditional expression: gcc 12 destroys its temporary twice.)
+  auto keys_room = co_await mc::with_deadline(inflight_keys->acquire(sent.size()), opts.rpc_timeout);
+  result<semaphore_units> room = keys_room.has_error() ? result<semaphore_units>(keys_room.error())
+                                                       : result<semaphore_units>(semaphore_units{});
+  if (keys_room) room = co_await mc::with_deadline(inflight->acquire(transfer_bytes), opts.rpc_timeout);
   if (!room) {
     for (auto* it : sent) it->finish(room.error());
     co_return;
@@ -389,167 +343,6 @@ task<void> client::impl::read_wave(std::string endpoint, std::vector<get_item*> 
   }
 }
 
-task<std::vector<result<void>>> client::impl::put_many(std::vector<std::string> keys,
-                                                       std::vector<std::vector<std::span<const std::byte>>> values,
-                                                       put_options popts) {
-  const auto n = keys.size();
-  std::vector<result<void>> out;
-  if (values.size() != n || n > opts.max_batch_keys) {
-    out.assign(n, fail(errc::invalid_params));
-    co_return out;
-  }
-  for (auto& k : keys) forget_route(k);
-  if (popts.where == placement::local) {
-    if (n == 1) {
-      out.push_back(co_await dm->put_parts(keys[0], std::move(values[0])));
-      co_return out;
-    }
-    std::vector<task<result<void>>> work;
-    for (std::size_t i = 0; i < n; ++i) work.push_back(dm->put_parts(keys[i], std::move(values[i])));
-    co_return co_await mc::when_all(std::move(work));
-  }
-  std::vector<put_item> items(n);
-  std::vector<put_item*> valid;
-  std::uint64_t total = 0;
-  for (std::size_t i = 0; i < n; ++i) {
-    auto& it = items[i];
-    it.key = std::move(keys[i]);
-    it.pieces = std::move(values[i]);
-    it.size = room_of(it.pieces);
-    if (auto k = check_key(it.key); !k) it.out = k;
-    else if (it.size == 0 || it.pieces.size() > max_value_pieces) it.out = fail(errc::invalid_params);
-    else {
-      valid.push_back(&it);
-      total += it.size;
-    }
-  }
-  std::string endpoint = popts.target, transfer_endpoint;
-  if (!valid.empty() && endpoint.empty()) {
-    auto r = co_await master.write_route(total, id);  // one route for the whole batch
-    if (!r) {
-      for (auto* it : valid) it->out = r.error();
-      valid.clear();
-    } else {
-      endpoint = r->rpc_endpoint;
-      transfer_endpoint = r->transfer_endpoint;
-    }
-  }
-  if (!valid.empty()) {
-    const auto threshold = opts.inline_threshold;
-    auto waves = waves_of(
-        valid, opts.limits.max_inline_reply_bytes, transfer_cap(),
-        [threshold](const put_item& it) { return it.size <= threshold; }, [](const put_item& it) { return it.size; });
-    std::vector<task<result<void>>> work;
-    for (auto& w : waves)
-      work.push_back([](impl* self, std::string ep, std::string tx, std::vector<put_item*> g) -> task<result<void>> {
-        co_await self->write_wave(std::move(ep), std::move(tx), std::move(g));
-        co_return result<void>{};
-      }(this, endpoint, transfer_endpoint, std::move(w)));
-    (void)co_await mc::when_all(std::move(work));
-  }
-  out.reserve(n);
-  for (auto& it : items) out.push_back(std::move(it.out));
-  co_return out;
-}
-
-task<void> client::impl::write_wave(std::string endpoint, std::string transfer_endpoint,
-                                    std::vector<put_item*> items) {
-  const auto threshold = opts.inline_threshold;
-  const auto access = mc::transfer::region_access::remote_read;
-  // On RDMA, derived tokens (and bounce slots) need a fence when we give up:
-  // only with the target's transfer endpoint known; else a registration per call.
-  const bool may_derive = !rdma() || !transfer_endpoint.empty();
-  auto mutable_of = [](const std::vector<std::span<const std::byte>>& ps) {
-    std::vector<std::span<std::byte>> out;
-    for (auto& p : ps) out.emplace_back(const_cast<std::byte*>(p.data()), p.size());
-    return out;
-  };
-  std::vector<bool> bounced(items.size());
-  std::size_t slots_needed = 0;
-  for (std::size_t k = 0; k < items.size(); ++k) {
-    auto* it = items[k];
-    bounced[k] = may_derive && it->size > threshold && needs_bounce(mutable_of(it->pieces), it->size, access);
-    if (!bounced[k]) continue;
-    auto n = static_cast<std::size_t>((it->size + bounce->slot_bytes() - 1) / bounce->slot_bytes());
-    if (slots_needed + n > bounce->slot_count()) bounced[k] = false;  // the arena is full: registered instead
-    else slots_needed += n;
-  }
-  detail::bounce_lease lease;  // released last: after any fence
-  if (slots_needed > 0) {
-    auto l = co_await mc::with_deadline(bounce->acquire_slots(slots_needed), opts.rpc_timeout);
-    if (!l) {
-      for (std::size_t k = 0; k < items.size(); ++k)
-        if (bounced[k]) items[k]->out = l.error();
-    } else {
-      lease = std::move(*l);
-    }
-  }
-  std::uint64_t transfer_bytes = 0;
-  bool derived = false;
-  std::vector<peer_write> writes;
-  std::vector<put_item*> sent;
-  std::vector<exposure> exposed;  // until the RPC returned
-  std::size_t next_slot = 0;
-  for (std::size_t k = 0; k < items.size(); ++k) {
-    auto* it = items[k];
-    if (bounced[k] && !lease.pieces().size()) continue;  // no slots: failed above
-    peer_write w;
-    w.key = it->key;
-    if (it->size <= threshold) {
-      w.data = it->pieces;
-    } else {
-      // The owner READs the value out of our memory (or bounce slots holding a copy).
-      std::vector<std::span<std::byte>> slots;
-      if (bounced[k]) {
-        auto n = static_cast<std::size_t>((it->size + bounce->slot_bytes() - 1) / bounce->slot_bytes());
-        slots.assign(lease.pieces().begin() + static_cast<std::ptrdiff_t>(next_slot),
-                     lease.pieces().begin() + static_cast<std::ptrdiff_t>(next_slot + n));
-        next_slot += n;
-        detail::copy_pieces(it->pieces, slots);
-      }
-      auto e = may_derive ? expose(mutable_of(it->pieces), it->size, access, slots) : result<exposure>(exposure{});
-      if (e && !may_derive) {
-        for (auto& p : trimmed(mutable_of(it->pieces), it->size)) {
-          auto g = engine->register_memory(p.data(), p.size(), access);
-          if (!g) {
-            e = g.error();
-            break;
-          }
-          e->regions.push_back(std::move(*g));
-        }
-      }
-      if (!e) {
-        it->out = e.error();
-        continue;
-      }
-      derived = derived || e->derived;
-      for (auto& g : e->regions) w.src.push_back(g.describe());
-      exposed.push_back(std::move(*e));
-      transfer_bytes += it->size;
-    }
-    writes.push_back(std::move(w));
-    sent.push_back(it);
-  }
-  if (sent.empty()) co_return;
-  auto room = co_await mc::with_deadline(inflight->acquire(transfer_bytes), opts.rpc_timeout);
-  if (!room) {
-    for (auto* it : sent) it->out = room.error();
-    co_return;
-  }
-  stats.batch_rpcs.fetch_add(1, relaxed);
-  auto r = co_await peers.write_batch(std::move(endpoint), std::move(writes));
-  exposed.clear();
-  if (!r && derived && rdma() && !transfer_endpoint.empty()) (void)co_await engine->fence(transfer_endpoint);
-  for (std::size_t k = 0; k < sent.size(); ++k) {
-    if (!r) {
-      sent[k]->out = r.error();
-      continue;
-    }
-    sent[k]->out = std::move((*r)[k]);
-    if (sent[k]->out && sent[k]->size <= threshold) stats.inline_writes.fetch_add(1, relaxed);
-  }
-}
-
 // ---- the public batch forms ----------------------------------------------------
 
 task<std::vector<result<std::size_t>>> client::batch_get_parts(std::vector<std::string> keys,
@@ -567,21 +360,7 @@ task<std::vector<result<std::size_t>>> client::batch_get(std::vector<std::string
   co_return co_await batch_get_parts(std::move(keys), std::move(pieces));
 }
 
-task<std::vector<result<void>>> client::batch_put_parts(std::vector<std::string> keys,
-                                                        std::vector<std::vector<std::span<const std::byte>>> values,
-                                                        put_options opts) {
-  impl_->stats.batch_calls.fetch_add(1, relaxed);
-  impl_->stats.batch_keys.fetch_add(keys.size(), relaxed);
-  co_return co_await impl_->put_many(std::move(keys), std::move(values), std::move(opts));
-}
 
-task<std::vector<result<void>>> client::batch_put(std::vector<std::string> keys,
-                                                  std::vector<std::span<const std::byte>> values, put_options opts) {
-  std::vector<std::vector<std::span<const std::byte>>> pieces;
-  pieces.reserve(values.size());
-  for (auto& v : values) pieces.emplace_back(1, v);
-  co_return co_await batch_put_parts(std::move(keys), std::move(pieces), std::move(opts));
-}
 
 task<result<std::size_t>> client::get_parts(std::string key, std::vector<std::span<std::byte>> pieces) {
   std::vector<std::string> keys;
@@ -592,15 +371,6 @@ task<result<std::size_t>> client::get_parts(std::string key, std::vector<std::sp
   co_return std::move(r.front());
 }
 
-task<result<void>> client::put_parts(std::string key, std::vector<std::span<const std::byte>> pieces,
-                                     put_options opts) {
-  std::vector<std::string> keys;
-  keys.push_back(std::move(key));
-  std::vector<std::vector<std::span<const std::byte>>> all;
-  all.push_back(std::move(pieces));
-  auto r = co_await impl_->put_many(std::move(keys), std::move(all), std::move(opts));
-  co_return std::move(r.front());
-}
 
 task<std::vector<result<bool>>> client::batch_exists(std::vector<std::string> keys) {
   auto error = [](boost::system::error_code ec) { return result<bool>(boost::system::in_place_error, ec); };

@@ -81,6 +81,13 @@ struct client::impl {
 
   /// Transferred bytes of this client's remote gets/puts in flight (options().max_inflight_bytes).
   std::unique_ptr<async_semaphore> inflight;
+  /// Keys of this client's peer batch RPCs in flight: at most what one owner
+  /// admits per connection (limits.max_inflight_keys_per_connection, assumed
+  /// alike across the fleet), so a large batch waits instead of being refused.
+  std::unique_ptr<async_semaphore> inflight_keys;
+  std::size_t wave_keys() const noexcept {
+    return static_cast<std::size_t>(std::min<std::uint64_t>(opts.limits.max_inflight_keys_per_connection, max_batch_items));
+  }
 
   // Group commit of publishes: concurrent commit hooks queue their item; the
   // one that takes publish_flush sends everything queued in one addReplicas
@@ -161,6 +168,9 @@ struct client::impl {
   /// in for them, when not empty).
   result<exposure> expose(const std::vector<std::span<std::byte>>& pieces, std::uint64_t size,
                           mc::transfer::region_access access, const std::vector<std::span<std::byte>>& slots);
+  /// Takes the bounce slots of a wave's items at once (see detail::plan_slots;
+  /// clears `wants` of items that do not fit). Empty lease when none.
+  task<result<detail::bounce_lease>> take_slots(const std::vector<std::uint64_t>& sizes, std::vector<bool>& wants);
   /// Whether these pieces need the bounce arena (RDMA, not inside registrations).
   bool needs_bounce(const std::vector<std::span<std::byte>>& pieces, std::uint64_t size,
                     mc::transfer::region_access access) const;

@@ -1,0 +1,207 @@
+// mc::store::client: the batch put path — local puts group-committed at the
+// master, remote puts with one write route and one batch RPC per target,
+// small values inside the request, the rest through the TransferEngine.
+#include "batch_util.hpp"
+#include "client_impl.hpp"
+
+#include "mc/runtime/deadline.hpp"
+#include "mc/runtime/when_all.hpp"
+
+namespace mc::store {
+namespace {
+constexpr auto relaxed = std::memory_order_relaxed;
+}  // namespace
+
+using detail::room_of;
+using detail::trimmed;
+using detail::waves_of;
+
+struct client::impl::put_item {
+  std::string key;
+  std::vector<std::span<const std::byte>> pieces;
+  std::uint64_t size = 0;
+  result<void> out = fail(errc::rpc_fail);
+};
+
+task<std::vector<result<void>>> client::impl::put_many(std::vector<std::string> keys,
+                                                       std::vector<std::vector<std::span<const std::byte>>> values,
+                                                       put_options popts) {
+  const auto n = keys.size();
+  std::vector<result<void>> out;
+  if (values.size() != n || n > opts.max_batch_keys) {
+    out.assign(n, fail(errc::invalid_params));
+    co_return out;
+  }
+  for (auto& k : keys) forget_route(k);
+  if (popts.where == placement::local) {
+    if (n == 1) {
+      out.push_back(co_await dm->put_parts(keys[0], std::move(values[0])));
+      co_return out;
+    }
+    std::vector<task<result<void>>> work;
+    for (std::size_t i = 0; i < n; ++i) work.push_back(dm->put_parts(keys[i], std::move(values[i])));
+    co_return co_await mc::when_all(std::move(work));
+  }
+  std::vector<put_item> items(n);
+  std::vector<put_item*> valid;
+  std::uint64_t total = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    auto& it = items[i];
+    it.key = std::move(keys[i]);
+    it.pieces = std::move(values[i]);
+    it.size = room_of(it.pieces);
+    if (auto k = check_key(it.key); !k) it.out = k;
+    else if (it.size == 0 || it.pieces.size() > max_value_pieces) it.out = fail(errc::invalid_params);
+    else {
+      valid.push_back(&it);
+      total += it.size;
+    }
+  }
+  std::string endpoint = popts.target, transfer_endpoint;
+  if (!valid.empty() && endpoint.empty()) {
+    auto r = co_await master.write_route(total, id);  // one route for the whole batch
+    if (!r) {
+      for (auto* it : valid) it->out = r.error();
+      valid.clear();
+    } else {
+      endpoint = r->rpc_endpoint;
+      transfer_endpoint = r->transfer_endpoint;
+    }
+  }
+  if (!valid.empty()) {
+    const auto threshold = opts.inline_threshold;
+    auto waves = waves_of(
+        valid, wave_keys(), opts.limits.max_inline_reply_bytes, transfer_cap(),
+        [threshold](const put_item& it) { return it.size <= threshold; }, [](const put_item& it) { return it.size; });
+    std::vector<task<result<void>>> work;
+    for (auto& w : waves)
+      work.push_back([](impl* self, std::string ep, std::string tx, std::vector<put_item*> g) -> task<result<void>> {
+        co_await self->write_wave(std::move(ep), std::move(tx), std::move(g));
+        co_return result<void>{};
+      }(this, endpoint, transfer_endpoint, std::move(w)));
+    (void)co_await mc::when_all(std::move(work));
+  }
+  out.reserve(n);
+  for (auto& it : items) out.push_back(std::move(it.out));
+  co_return out;
+}
+
+task<void> client::impl::write_wave(std::string endpoint, std::string transfer_endpoint,
+                                    std::vector<put_item*> items) {
+  const auto threshold = opts.inline_threshold;
+  const auto access = mc::transfer::region_access::remote_read;
+  // On RDMA, derived tokens (and bounce slots) need a fence when we give up:
+  // only with the target's transfer endpoint known; else a registration per call.
+  const bool may_derive = !rdma() || !transfer_endpoint.empty();
+  auto mutable_of = [](const std::vector<std::span<const std::byte>>& ps) {
+    std::vector<std::span<std::byte>> out;
+    for (auto& p : ps) out.emplace_back(const_cast<std::byte*>(p.data()), p.size());
+    return out;
+  };
+  std::vector<bool> bounced(items.size());
+  std::vector<std::uint64_t> sizes(items.size());
+  for (std::size_t k = 0; k < items.size(); ++k) {
+    auto* it = items[k];
+    sizes[k] = it->size;
+    bounced[k] = may_derive && it->size > threshold && needs_bounce(mutable_of(it->pieces), it->size, access);
+  }
+  auto lease = co_await take_slots(sizes, bounced);  // released last: after any fence
+  if (!lease) {
+    for (std::size_t k = 0; k < items.size(); ++k)
+      if (bounced[k]) items[k]->out = lease.error();
+  }
+  std::uint64_t transfer_bytes = 0;
+  bool derived = false;
+  std::vector<peer_write> writes;
+  std::vector<put_item*> sent;
+  std::vector<exposure> exposed;  // until the RPC returned
+  std::size_t next_slot = 0;
+  for (std::size_t k = 0; k < items.size(); ++k) {
+    auto* it = items[k];
+    if (bounced[k] && !lease) continue;  // no slots: failed above
+    peer_write w;
+    w.key = it->key;
+    if (it->size <= threshold) {
+      w.data = it->pieces;
+    } else {
+      // The owner READs the value out of our memory (or bounce slots holding a copy).
+      std::vector<std::span<std::byte>> slots;
+      if (bounced[k]) {
+        slots = detail::carve_slots(*bounce, *lease, next_slot, it->size);
+        detail::copy_pieces(it->pieces, slots);
+      }
+      auto e = may_derive ? expose(mutable_of(it->pieces), it->size, access, slots) : result<exposure>(exposure{});
+      if (e && !may_derive) {
+        for (auto& p : trimmed(mutable_of(it->pieces), it->size)) {
+          auto g = engine->register_memory(p.data(), p.size(), access);
+          if (!g) {
+            e = g.error();
+            break;
+          }
+          e->regions.push_back(std::move(*g));
+        }
+      }
+      if (!e) {
+        it->out = e.error();
+        continue;
+      }
+      derived = derived || e->derived;
+      for (auto& g : e->regions) w.src.push_back(g.describe());
+      exposed.push_back(std::move(*e));
+      transfer_bytes += it->size;
+    }
+    writes.push_back(std::move(w));
+    sent.push_back(it);
+  }
+  if (sent.empty()) co_return;
+  // Room (keys and transferred bytes) counts against the call's deadline (rpc_timeout).
+  // (No co_await inside a conditional expression: gcc 12 destroys its temporary twice.)
+  auto keys_room = co_await mc::with_deadline(inflight_keys->acquire(sent.size()), opts.rpc_timeout);
+  result<semaphore_units> room = keys_room.has_error() ? result<semaphore_units>(keys_room.error())
+                                                       : result<semaphore_units>(semaphore_units{});
+  if (keys_room) room = co_await mc::with_deadline(inflight->acquire(transfer_bytes), opts.rpc_timeout);
+  if (!room) {
+    for (auto* it : sent) it->out = room.error();
+    co_return;
+  }
+  stats.batch_rpcs.fetch_add(1, relaxed);
+  auto r = co_await peers.write_batch(std::move(endpoint), std::move(writes));
+  exposed.clear();
+  if (!r && derived && rdma() && !transfer_endpoint.empty()) (void)co_await engine->fence(transfer_endpoint);
+  for (std::size_t k = 0; k < sent.size(); ++k) {
+    if (!r) {
+      sent[k]->out = r.error();
+      continue;
+    }
+    sent[k]->out = std::move((*r)[k]);
+    if (sent[k]->out && sent[k]->size <= threshold) stats.inline_writes.fetch_add(1, relaxed);
+  }
+}
+
+task<std::vector<result<void>>> client::batch_put_parts(std::vector<std::string> keys,
+                                                        std::vector<std::vector<std::span<const std::byte>>> values,
+                                                        put_options opts) {
+  impl_->stats.batch_calls.fetch_add(1, relaxed);
+  impl_->stats.batch_keys.fetch_add(keys.size(), relaxed);
+  co_return co_await impl_->put_many(std::move(keys), std::move(values), std::move(opts));
+}
+
+task<std::vector<result<void>>> client::batch_put(std::vector<std::string> keys,
+                                                  std::vector<std::span<const std::byte>> values, put_options opts) {
+  std::vector<std::vector<std::span<const std::byte>>> pieces;
+  pieces.reserve(values.size());
+  for (auto& v : values) pieces.emplace_back(1, v);
+  co_return co_await batch_put_parts(std::move(keys), std::move(pieces), std::move(opts));
+}
+
+task<result<void>> client::put_parts(std::string key, std::vector<std::span<const std::byte>> pieces,
+                                     put_options opts) {
+  std::vector<std::string> keys;
+  keys.push_back(std::move(key));
+  std::vector<std::vector<std::span<const std::byte>>> all;
+  all.push_back(std::move(pieces));
+  auto r = co_await impl_->put_many(std::move(keys), std::move(all), std::move(opts));
+  co_return std::move(r.front());
+}
+
+}  // namespace mc::store
