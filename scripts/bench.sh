@@ -84,6 +84,7 @@ if [[ $quick == 1 ]]; then
     add store store/store_bench "--configs $cfg --runs 3 --seconds 0.15 --sizes $ssizes --concurrency $conc" \
       $((6 * $(count $ssizes) * $(count $conc)))
   done
+  add store store/ssd_batch_bench "--runs 3 --keys 16" 1
   for cfg in tcp shm; do  # 3 connector shapes x put/get x 2 baselines + 2 small batches + 2 x 3 single-get rows
     add inference inference/inference_bench "--quick --configs $cfg" 20
   done
@@ -100,6 +101,7 @@ else
   for cfg in tcp shm; do
     add store store/store_bench "--configs $cfg --runs 3 --full" $((6 * 4 * 3))
   done
+  add store store/ssd_batch_bench "--runs 5 --keys 32" 1
   for cfg in tcp shm; do
     add inference inference/inference_bench "--configs $cfg --runs 3" 20
   done
