@@ -1,5 +1,8 @@
 #include "bounce_arena.hpp"
 
+#include <boost/asio/post.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -109,16 +112,23 @@ std::vector<std::span<std::byte>> carve_slots(const bounce_arena& arena, const b
   return out;
 }
 
-void copy_pieces(const std::vector<std::span<const std::byte>>& src, const std::vector<std::span<std::byte>>& dst) {
-  std::size_t si = 0, so = 0, di = 0, dof = 0;
+task<void> copy_pieces_chunked(std::vector<std::span<const std::byte>> src, std::vector<std::span<std::byte>> dst) {
+  constexpr std::size_t chunk = 1 << 20;
+  std::size_t si = 0, so = 0, di = 0, dof = 0, since_yield = 0;
   while (si < src.size() && di < dst.size()) {
-    auto n = std::min(src[si].size() - so, dst[di].size() - dof);
+    auto n = std::min({src[si].size() - so, dst[di].size() - dof, chunk - since_yield});
     if (n > 0) std::memcpy(dst[di].data() + dof, src[si].data() + so, n);
     so += n;
     dof += n;
+    since_yield += n;
     if (so == src[si].size()) ++si, so = 0;
     if (dof == dst[di].size()) ++di, dof = 0;
+    if (since_yield == chunk) {
+      since_yield = 0;
+      co_await boost::asio::post(co_await boost::asio::this_coro::executor, boost::asio::use_awaitable);
+    }
   }
 }
+
 
 }  // namespace mc::store::detail

@@ -94,7 +94,10 @@ std::size_t plan_slots(const bounce_arena& arena, const std::vector<std::uint64_
 std::vector<std::span<std::byte>> carve_slots(const bounce_arena& arena, const bounce_lease& lease, std::size_t& next,
                                               std::uint64_t size);
 
-/// Copies `src` (in order) into `dst` pieces (in order), min of both totals.
-void copy_pieces(const std::vector<std::span<const std::byte>>& src, const std::vector<std::span<std::byte>>& dst);
+/// Copies `src` (in order) into `dst` pieces (in order), min of both
+/// totals, in chunks of at most 1 MiB with a yield of the runtime thread
+/// between chunks (a long copy never holds a runtime thread).
+task<void> copy_pieces_chunked(std::vector<std::span<const std::byte>> src, std::vector<std::span<std::byte>> dst);
+
 
 }  // namespace mc::store::detail

@@ -334,7 +334,7 @@ task<void> client::impl::read_wave(std::string endpoint, std::vector<get_item*> 
     if (!slots_of[k].empty()) {  // bounce slots -> the caller's pieces
       std::vector<std::span<const std::byte>> from;
       for (auto& s : trimmed(slots_of[k], *one.value)) from.emplace_back(s.data(), s.size());
-      detail::copy_pieces(from, sent[k]->pieces);
+      co_await detail::copy_pieces_chunked(std::move(from), sent[k]->pieces);
     }
     stats.remote_hits.fetch_add(1, relaxed);
     stats.remote_read_bytes.fetch_add(*one.value, relaxed);

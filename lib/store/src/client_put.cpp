@@ -128,7 +128,7 @@ task<void> client::impl::write_wave(std::string endpoint, std::string transfer_e
       std::vector<std::span<std::byte>> slots;
       if (bounced[k]) {
         slots = detail::carve_slots(*bounce, *lease, next_slot, it->size);
-        detail::copy_pieces(it->pieces, slots);
+        co_await detail::copy_pieces_chunked(it->pieces, slots);
       }
       auto e = may_derive ? expose(mutable_of(it->pieces), it->size, access, slots) : result<exposure>(exposure{});
       if (e && !may_derive) {

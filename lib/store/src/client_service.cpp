@@ -9,6 +9,9 @@
 #include "mc/store/data_manager.hpp"
 #include "mc/transfer/types.hpp"
 
+#include <boost/asio/post.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
 #include <algorithm>
 #include <charconv>
 #include <chrono>
@@ -395,6 +398,7 @@ class client_service_impl final : public mc::rpc::service<ClientService> {
                                                  l.max_inline_reply_bytes);
     for (std::size_t i = 0; i < items.size(); ++i)
       if (decided[i]) set_result(slot(i), early[i]);
+    std::uint64_t copied = 0;
     for (std::size_t k = 0; k < out.size(); ++k) {
       ItemResult::Builder b = slot(index[k]);
       auto& o = out[k];
@@ -408,6 +412,11 @@ class client_service_impl final : public mc::rpc::service<ClientService> {
       if (!r) {
         b.setCode(r.error().value());
         b.disownData();
+      }
+      copied += o.size;
+      if (copied >= (1u << 20)) {  // never more than ~1 MiB of copies without yielding the thread
+        copied = 0;
+        co_await boost::asio::post(co_await boost::asio::this_coro::executor, boost::asio::use_awaitable);
       }
     }
   }

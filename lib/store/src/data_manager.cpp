@@ -6,6 +6,7 @@
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/co_spawn.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
 #include <algorithm>
@@ -165,11 +166,23 @@ task<result<void>> data_manager::put_parts(const std::string& key, std::vector<s
   auto h = co_await backend_.allocate(static_cast<std::size_t>(total));
   if (!h) co_return h.error();
   if (h->tier() == tier_type::dram) {
+    // Chunks of <= 1 MiB with a yield between them: a long copy never holds
+    // the runtime thread.
+    constexpr std::size_t chunk = 1 << 20;
     auto dst = h->data();
-    std::size_t off = 0;
+    std::size_t off = 0, since_yield = 0;
     for (auto& p : pieces) {
-      if (!p.empty()) std::memcpy(dst.data() + off, p.data(), p.size());
-      off += p.size();
+      for (std::size_t at = 0; at < p.size();) {
+        auto n = std::min(p.size() - at, chunk - since_yield);
+        std::memcpy(dst.data() + off, p.data() + at, n);
+        at += n;
+        off += n;
+        since_yield += n;
+        if (since_yield == chunk) {
+          since_yield = 0;
+          co_await boost::asio::post(co_await boost::asio::this_coro::executor, boost::asio::use_awaitable);
+        }
+      }
     }
   } else {
     // Other tiers take whole aligned chunks: gather through a staging buffer.

@@ -4,6 +4,9 @@
 #include "mc/rpc/capnp.hpp"
 #include "mc/store/client_service.hpp"
 
+#include <boost/asio/post.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
 #include <algorithm>
 #include <cstring>
 
@@ -148,7 +151,15 @@ task<result<std::vector<peer_read_result>>> peer_client::read_batch(std::string 
   if (results.size() != items.size()) co_return fail(errc::rpc_fail);  // checked before use
   std::vector<peer_read_result> out;
   out.reserve(items.size());
-  for (unsigned i = 0; i < results.size(); ++i) out.push_back(read_result(results[i], items[i]));
+  std::uint64_t copied = 0;
+  for (unsigned i = 0; i < results.size(); ++i) {
+    out.push_back(read_result(results[i], items[i]));
+    if (out.back().inlined) copied += *out.back().value;
+    if (copied >= (1u << 20)) {  // inline copies: never more than ~1 MiB without yielding the thread
+      copied = 0;
+      co_await boost::asio::post(co_await boost::asio::this_coro::executor, boost::asio::use_awaitable);
+    }
+  }
   co_return out;
 }
 
