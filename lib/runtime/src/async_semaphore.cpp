@@ -1,4 +1,5 @@
 #include "mc/runtime/async_semaphore.hpp"
+#include "mc/runtime/deadline.hpp"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/associated_cancellation_slot.hpp>
@@ -82,6 +83,14 @@ task<result<semaphore_units>> async_semaphore::acquire(std::uint64_t n) {
       token);
   if (ec) co_return fail(errc::cancelled);
   co_return semaphore_units(this, n);
+}
+
+task<result<semaphore_units>> async_semaphore::acquire_for(std::uint64_t n,
+                                                           std::chrono::steady_clock::duration timeout) {
+  n = std::min(n, capacity_);
+  if (n == 0) co_return semaphore_units{};
+  if (auto u = try_acquire(n); u.count() != 0) co_return std::move(u);
+  co_return co_await with_deadline(acquire(n), timeout);
 }
 
 void async_semaphore::grant_waiters(std::unique_lock<std::mutex>& lk) noexcept {

@@ -192,6 +192,11 @@ task<void> client::impl::get_remote_many(std::vector<get_item*> items) {
         if (it->replica < reps.size()) by_owner[reps[it->replica].rpc_endpoint].push_back(it);
       }
       if (by_owner.empty()) break;
+      if (by_owner.size() == 1) {  // one owner: no fan-out machinery
+        auto& [endpoint, group] = *by_owner.begin();
+        co_await read_from_owner(endpoint, std::move(group));
+        continue;
+      }
       std::vector<task<result<void>>> work;
       for (auto& [endpoint, group] : by_owner)
         work.push_back([](impl* self, std::string ep, std::vector<get_item*> g) -> task<result<void>> {
@@ -306,10 +311,10 @@ task<void> client::impl::read_wave(std::string endpoint, std::vector<get_item*> 
   if (sent.empty()) co_return;
   // Room (keys and transferred bytes) counts against the call's deadline (rpc_timeout).
   // (No co_await inside a conditional expression: gcc 12 destroys its temporary twice.)
-  auto keys_room = co_await mc::with_deadline(inflight_keys->acquire(sent.size()), opts.rpc_timeout);
+  auto keys_room = co_await inflight_keys->acquire_for(sent.size(), opts.rpc_timeout);
   result<semaphore_units> room = keys_room.has_error() ? result<semaphore_units>(keys_room.error())
                                                        : result<semaphore_units>(semaphore_units{});
-  if (keys_room) room = co_await mc::with_deadline(inflight->acquire(transfer_bytes), opts.rpc_timeout);
+  if (keys_room) room = co_await inflight->acquire_for(transfer_bytes, opts.rpc_timeout);
   if (!room) {
     for (auto* it : sent) it->finish(room.error());
     co_return;

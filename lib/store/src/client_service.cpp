@@ -346,7 +346,7 @@ class client_service_impl final : public mc::rpc::service<ClientService> {
     }
     if (auto r = co_await resolve_all(item); !r) co_return item_outcome{r.error().value(), 0};
     auto size = total_length(item.pieces).value_or(0);
-    auto room = co_await mc::with_deadline_at(s_->serving.acquire(size), deadline);
+    auto room = co_await s_->serving.acquire_for(size, std::max<mc::duration>(deadline - clock::now(), mc::duration::zero()));
     if (!room) co_return item_outcome{room.error().value(), 0};
     auto left = std::max<mc::duration>(deadline - clock::now(), mc::duration::zero());
     co_return outcome_of(co_await s_->dm.write_remote_parts(item.key, std::move(item.pieces), left), size);
@@ -385,7 +385,8 @@ class client_service_impl final : public mc::rpc::service<ClientService> {
     // counts against the request's deadline.
     std::uint64_t transfer_bytes = 0;
     for (auto& b : batch) transfer_bytes += total_length(b.dest).value_or(0);
-    auto room = co_await mc::with_deadline_at(s_->serving.acquire(transfer_bytes), deadline);
+    auto room = co_await s_->serving.acquire_for(
+        transfer_bytes, std::max<mc::duration>(deadline - clock::now(), mc::duration::zero()));
     std::vector<bool> starved(batch.size(), false);
     if (!room) {  // inline answers only: nothing is transferred without room
       for (std::size_t k = 0; k < batch.size(); ++k) {

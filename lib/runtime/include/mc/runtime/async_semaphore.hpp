@@ -8,6 +8,7 @@
 
 #include <boost/asio/any_completion_handler.hpp>
 
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -54,6 +55,10 @@ class async_semaphore {
   /// once. Returns the units (count() = min(n, capacity)). Errors: cancelled
   /// (the awaiting coroutine was cancelled while waiting; nothing is held).
   task<result<semaphore_units>> acquire(std::uint64_t n);
+  /// acquire() bounded by `timeout`: errc::timeout when the units did not
+  /// come in time (nothing is held then). Units free right now are taken
+  /// without arming a timer (the common, uncontended case costs no timer).
+  task<result<semaphore_units>> acquire_for(std::uint64_t n, std::chrono::steady_clock::duration timeout);
   /// Non-suspending attempt: empty units when not available now (or when
   /// others are already waiting).
   semaphore_units try_acquire(std::uint64_t n);
