@@ -2,7 +2,8 @@
 // installed headers and libraries, with only `pkg-config --cflags --libs
 // mooncake-p2p`. Joins a running cluster as a client (ephemeral ports), writes
 // a random value onto the node given by --target (remote write), puts another
-// one locally, reads both back through the store and compares.
+// one locally, reads both back through the store, compares, and checks with
+// the master that each is held where it was put.
 //
 //   install_smoke --master_server_address HOST:PORT --target HOST:RPC_PORT
 #include "mc/rpc/client.hpp"
@@ -24,7 +25,7 @@ std::vector<std::byte> random_bytes(std::mt19937_64& rng, std::size_t n) {
 }
 
 mc::task<int> roundtrip(mc::store::client& node, const std::string& key, const std::vector<std::byte>& value,
-                        mc::store::put_options where) {
+                        const mc::store::put_options& where, const std::string& holder) {
   if (auto put = co_await node.put(key, value, where); !put) {
     std::fprintf(stderr, "put %s: %s\n", key.c_str(), put.error().message().c_str());
     co_return 1;
@@ -36,8 +37,12 @@ mc::task<int> roundtrip(mc::store::client& node, const std::string& key, const s
     co_return 1;
   }
   auto info = co_await node.query(key);
-  if (!info || info->size != value.size() || info->replicas.empty()) {
-    std::fprintf(stderr, "query %s: %s\n", key.c_str(), info ? "wrong size or no holder" : info.error().message().c_str());
+  bool held = false;
+  if (info)
+    for (const auto& r : info->replicas) held = held || r.client_id == holder;
+  if (!info || info->size != value.size() || !held) {
+    std::fprintf(stderr, "query %s: %s\n", key.c_str(),
+                 info ? ("wrong size or not held by " + holder).c_str() : info.error().message().c_str());
     co_return 1;
   }
   std::printf("%s: %zu bytes stored on %s and read back identical\n", key.c_str(), value.size(),
@@ -50,8 +55,14 @@ mc::task<int> run(mc::store::client& node, const std::string& target) {
   std::mt19937_64 rng(std::random_device{}());
   auto remote = random_bytes(rng, 1000003);
   auto local = random_bytes(rng, 4097);
-  int rc = co_await roundtrip(node, "install-test/remote/" + node.id(), remote, {mc::store::placement::remote, target});
-  if (rc == 0) rc = co_await roundtrip(node, "install-test/local/" + node.id(), local, {});
+  // Named locals, no temporaries in the co_await expressions: GCC 12 destroys
+  // a class temporary of a co_await full-expression twice (GCC PR 99576).
+  const std::string remote_key = "install-test/remote/" + node.id();
+  const std::string local_key = "install-test/local/" + node.id();
+  const mc::store::put_options onto_target{mc::store::placement::remote, target};
+  const mc::store::put_options here{};
+  int rc = co_await roundtrip(node, remote_key, remote, onto_target, target);
+  if (rc == 0) rc = co_await roundtrip(node, local_key, local, here, node.id());
   co_return rc;
 }
 
