@@ -15,7 +15,7 @@ TSAN_TESTS ?= runtime rpc_unit transfer_unit tiered store_client
 SETUP_FLAGS = -Dwerror=true
 TARGETS = python3 scripts/test-targets.py
 
-.PHONY: all deps build test check test-asan test-tsan test-release test-rdma run bench clean
+.PHONY: all deps build test check test-asan test-tsan test-release test-rdma run bench install clean
 
 all: build
 
@@ -75,6 +75,15 @@ run: build
 # report + plots in bench/results/<date>-<commit>/ (bench/README.md).
 bench: deps
 	@QUICK=$(QUICK) BENCH_BUILD=$(BENCH_BUILD) JOBS=$(JOBS) bash scripts/bench.sh
+
+# make install [PREFIX=/usr/local] [DESTDIR=...]: the libraries (static), the
+# public headers, mooncake-p2p.pc, the three binaries, the example configs
+# (<sysconfdir>/mooncake) and the systemd units (<prefix>/lib/systemd/system).
+# A build configured with another prefix is reconfigured to PREFIX.
+PREFIX ?= /usr/local
+install: build
+	meson configure $(BUILD) --prefix=$(PREFIX)
+	meson install -C $(BUILD) $(if $(DESTDIR),--destdir $(DESTDIR))
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(RELEASE_BUILD) $(BENCH_BUILD)

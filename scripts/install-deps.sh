@@ -11,6 +11,7 @@ pkgs=(
   doctest-dev libtomlplusplus-dev libibverbs-dev librdmacm-dev
   iproute2 procps
   prometheus curl
+  systemd         # systemd-analyze verify of conf/systemd (test/install/systemd_test.sh)
 )
 if [[ "${1:-}" == "--bench" ]]; then
   pkgs+=(redis-server redis-tools libhiredis-dev fio gnuplot-nox)
