@@ -12,7 +12,7 @@ namespace {
 // expressions ("array used as initializer"): build them outside.
 mc::master::client_info info(const char* id, const char* rpc, const char* te, std::uint64_t cap,
                              std::uint64_t used) {
-  return {id, rpc, te, cap, used};
+  return {id, rpc, te, cap, used, 0, {}};
 }
 using items_t = std::vector<mc::master::publish_item>;
 
