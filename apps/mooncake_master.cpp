@@ -2,6 +2,7 @@
 //   ./mooncake_master --deployment_mode P2P --rpc_port 50051
 #include "mc/http/node_endpoints.hpp"
 #include "mc/master/master_server.hpp"
+#include "mc/master/metadata.hpp"
 #include "mc/master/options.hpp"
 #include "mc/rpc/client.hpp"
 #include "mc/rpc/protocol.hpp"
@@ -46,7 +47,8 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (parsed.what == mc::config::outcome::kind::help) {
-    std::cout << parsed.message << "\nenvironment:\n  MC_AUTH_TOKEN, MC_AUTH_TOKEN_FILE  as --auth_token, --auth_token_file\n  MC_RPC_PROTOCOL           RPC transport: tcp (default) or rdma (Cap'n Proto over RDMA SEND/RECV;\n                            needs an RDMA device; TCP clients are still served)\n";
+    std::cout << parsed.message << "\nlogs: stderr, one line per event, each starting with \"mooncake_master:\".\n"
+              << "\nenvironment:\n  MC_AUTH_TOKEN, MC_AUTH_TOKEN_FILE  as --auth_token, --auth_token_file\n  MC_RPC_PROTOCOL           RPC transport: tcp (default) or rdma (Cap'n Proto over RDMA SEND/RECV;\n                            needs an RDMA device; TCP clients are still served)\n";
     return 0;
   }
   if (parsed.what == mc::config::outcome::kind::error) {
