@@ -1,5 +1,6 @@
 // mooncake_cli: the human entry point; itself a real peer client (it has its
 // own TransferEngine so owners can WRITE into / READ from its buffers).
+#include "mc/config/version.hpp"
 #include "mc/master/master_client.hpp"
 #include "mc/rpc/client.hpp"
 #include "mc/rpc/protocol.hpp"
@@ -33,9 +34,11 @@ constexpr const char* usage_text =
     "  exists KEY                             prints yes/no (exit 0/1)\n"
     "  remove KEY                             removes KEY from every holder\n"
     "  stat KEY                               size and owners\n"
-    "  clients                                registered clients and their health\n"
+    "  clients                                registered clients: health, rpc, transfer and HTTP\n"
+    "                                         endpoints, keys, usage\n"
     "\n"
     "options:\n"
+    "  --version                              print \"mooncake_cli <version> (<git revision>)\" and exit\n"
     "  --master_server_address HOST:PORT      the master [127.0.0.1:50051]\n"
     "  --rpc_timeout MS                       deadline of each RPC in milliseconds [10000]\n"
     "  --local_hostname ADDR                  address peers use to reach this CLI's TransferEngine\n"
@@ -110,6 +113,10 @@ std::optional<int> parse(int argc, char** argv, cli_options& o) {
     std::string a = argv[i];
     if (a == "--help" || a == "-h") {
       std::cout << usage_text;
+      return 0;
+    }
+    if (a == "--version") {
+      std::cout << mc::config::version_line("mooncake_cli") << "\n";
       return 0;
     }
     if (a.rfind("--", 0) != 0) {
@@ -254,12 +261,13 @@ struct session {
     if (o.words.size() != 1) co_return usage_error("clients takes no argument");
     auto r = co_await master.clients();
     if (!r) co_return op_error(r.error(), "clients");
-    std::printf("%-24s %-8s %-22s %-22s %10s %14s %14s\n", "client", "health", "rpc", "transfer", "keys", "used",
-                "capacity");
+    std::printf("%-24s %-8s %-22s %-22s %-22s %10s %14s %14s\n", "client", "health", "rpc", "transfer", "http",
+                "keys", "used", "capacity");
     for (auto& c : *r)
-      std::printf("%-24s %-8s %-22s %-22s %10llu %14llu %14llu\n", c.info.client_id.c_str(),
+      std::printf("%-24s %-8s %-22s %-22s %-22s %10llu %14llu %14llu\n", c.info.client_id.c_str(),
                   std::string(mc::master::health_name(c.state)).c_str(), c.info.rpc_endpoint.c_str(),
-                  c.info.transfer_endpoint.c_str(), static_cast<unsigned long long>(c.keys),
+                  c.info.transfer_endpoint.c_str(), c.info.http_endpoint.empty() ? "-" : c.info.http_endpoint.c_str(),
+                  static_cast<unsigned long long>(c.keys),
                   static_cast<unsigned long long>(c.info.used), static_cast<unsigned long long>(c.info.capacity));
     co_return 0;
   }

@@ -24,6 +24,10 @@ int main(int argc, char** argv) {
   mc::config::auth_options auth;  // --auth_token, --auth_token_file (TOML keys and env too)
   mc::config::add_auth_options(options, auth);
   auto parsed = options.parse(argc, argv);
+  if (parsed.what == mc::config::outcome::kind::version) {
+    std::cout << parsed.message << "\n";
+    return 0;
+  }
   if (parsed.what == mc::config::outcome::kind::help) {
     std::cout << parsed.message
               << "\nenvironment:\n"
@@ -33,8 +37,11 @@ int main(int argc, char** argv) {
                  "                                needs an RDMA device, see --device_names)\n"
                  "\nconfig file: the same keys, plus [[tiers]] tables (type, capacity, priority,\n"
                  "allocator_type, path) instead of --tiered_backend_config. See conf/client.toml.\n"
-                 "\nHTTP (--http_port, default 9080; --http_port 0 switches it off): GET /metrics, GET /health,\n"
-                 "GET /stats, GET|PUT|DELETE /kv/<key>. See lib/http/README.md.\n";
+                 "\nHTTP (--http_port; 0 switches it off; not given: 9080 + (client_rpc_port - 12345), wrapped\n"
+                 "into 1024..65535, so nodes on one host never clash): GET /metrics, GET /health, GET /stats,\n"
+                 "GET|PUT|DELETE /kv/<key>. The port is registered with the master. See lib/http/README.md.\n"
+                 "\nlogs: stderr, one line per event, each starting with \"mooncake_client\". --version prints\n"
+                 "\"mooncake_client <version> (<git revision>)\".\n";
     return 0;
   }
   if (parsed.what == mc::config::outcome::kind::error) {
@@ -64,10 +71,12 @@ int main(int argc, char** argv) {
   mc::http::node_status status;
   mc::http::client_slot slot;
   std::unique_ptr<mc::http::server> http;
-  if (opts.http_port != 0) {
+  // Not given: derived from the client RPC port (distinct nodes, distinct ports).
+  const bool http_derived = !options.was_set("http_port");
+  if (http_derived || opts.http_port != 0) {
     mc::http::server_options ho;
     ho.host = opts.http_host;
-    ho.port = opts.http_port;
+    ho.port = http_derived ? mc::http::derived_http_port(opts.client_rpc_port) : opts.http_port;
     ho.auth_tokens = tokens;
     ho.max_connections = opts.http_max_connections;
     ho.header_timeout = opts.http_read_timeout;
@@ -79,6 +88,10 @@ int main(int argc, char** argv) {
     if (auto r = http->start(); !r) {
       std::cerr << "mooncake_client: warning: HTTP off: " << http->message() << "\n";
       http.reset();
+    } else {
+      opts.http_registered_port = http->port();  // registered with the master
+      std::fprintf(stderr, "mooncake_client: HTTP on %s:%u (%s)\n", opts.http_host.c_str(), http->port(),
+                   http_derived ? "derived from client_rpc_port" : "--http_port");
     }
   }
   std::string why;

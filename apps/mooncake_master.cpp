@@ -2,6 +2,7 @@
 //   ./mooncake_master --deployment_mode P2P --rpc_port 50051
 #include "mc/http/node_endpoints.hpp"
 #include "mc/master/master_server.hpp"
+#include "mc/master/metadata.hpp"
 #include "mc/master/options.hpp"
 #include "mc/rpc/client.hpp"
 #include "mc/rpc/protocol.hpp"
@@ -14,6 +15,26 @@
 #include <iostream>
 #include <memory>
 #include <optional>
+#include <string>
+
+#include <unistd.h>
+
+namespace {
+
+// This master's /metrics as Prometheus should scrape it (its own target in
+// /prometheus/targets): --http_host, else --rpc_address, else the host name.
+std::string self_metrics_endpoint(const mc::master::master_options& o) {
+  auto any = [](const std::string& h) { return h.empty() || h == "0.0.0.0" || h == "::" || h == "[::]"; };
+  std::string host = !any(o.http_host) ? o.http_host : !any(o.rpc_address) ? o.rpc_address : std::string();
+  if (host.empty()) {
+    char name[256] = {};
+    if (::gethostname(name, sizeof(name) - 1) != 0 || name[0] == '\0') return {};
+    host = name;
+  }
+  return mc::master::http_endpoint_of(host + ":0", "", o.metrics_port);
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   mc::apps::block_stop_signals();  // before any thread starts: sigwait receives them
@@ -21,8 +42,13 @@ int main(int argc, char** argv) {
   mc::master::master_options opts;
   auto options = mc::master::make_option_set(opts);
   auto parsed = options.parse(argc, argv);
+  if (parsed.what == mc::config::outcome::kind::version) {
+    std::cout << parsed.message << "\n";
+    return 0;
+  }
   if (parsed.what == mc::config::outcome::kind::help) {
-    std::cout << parsed.message << "\nenvironment:\n  MC_AUTH_TOKEN, MC_AUTH_TOKEN_FILE  as --auth_token, --auth_token_file\n  MC_RPC_PROTOCOL           RPC transport: tcp (default) or rdma (Cap'n Proto over RDMA SEND/RECV;\n                            needs an RDMA device; TCP clients are still served)\n";
+    std::cout << parsed.message << "\nlogs: stderr, one line per event, each starting with \"mooncake_master:\".\n"
+              << "\nenvironment:\n  MC_AUTH_TOKEN, MC_AUTH_TOKEN_FILE  as --auth_token, --auth_token_file\n  MC_RPC_PROTOCOL           RPC transport: tcp (default) or rdma (Cap'n Proto over RDMA SEND/RECV;\n                            needs an RDMA device; TCP clients are still served)\n";
     return 0;
   }
   if (parsed.what == mc::config::outcome::kind::error) {
@@ -58,7 +84,7 @@ int main(int argc, char** argv) {
       ho.port = opts.metrics_port;
       ho.auth_tokens = tokens;
       http = std::make_unique<mc::http::server>(rt, ho);
-      mc::http::add_master_endpoints(*http, server, status);
+      mc::http::add_master_endpoints(*http, server, status, self_metrics_endpoint(opts));
       // Not fatal: a node keeps serving data when its metrics port is taken
       // (several nodes started with default flags on one host).
       if (auto r = http->start(); !r) {

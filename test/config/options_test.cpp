@@ -1,8 +1,10 @@
 #include "mc/config/options.hpp"
+#include "mc/config/version.hpp"
 #include "test_support.hpp"
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 
@@ -85,8 +87,26 @@ TEST_SUITE("config options") {
     auto r = o.set.parse({"--help"});
     REQUIRE(r.what == outcome::kind::help);
     for (auto* s : {"--host", "[0.0.0.0]", "--client_rpc_port", "[12345]", "--rpc_thread_num", "[2]",
-                    "MC_TEST_THREADS", "--config"})
+                    "MC_TEST_THREADS", "--config", "--version"})
       CHECK(r.message.find(s) != std::string::npos);
+  }
+
+  TEST_CASE("--version prints the program, the meson project version and the revision, and nothing runs") {
+    opts o;
+    auto r = o.set.parse({"--client_rpc_port", "1", "--version"});
+    REQUIRE(r.what == outcome::kind::version);
+    CHECK(r.message == mc::config::version_line("prog"));
+    CHECK(o.port == 12345);  // nothing was assigned
+    // "<program> <x.y.z> (<revision>)": revision is git describe output or "unknown".
+    std::string v(mc::config::project_version());
+    CHECK(r.message.rfind("prog " + v + " (", 0) == 0);
+    CHECK(r.message.back() == ')');
+    CHECK(std::count(v.begin(), v.end(), '.') == 2);
+    CHECK(v.find_first_not_of("0123456789.") == std::string::npos);
+    std::string rev(mc::config::vcs_revision());
+    CHECK(!rev.empty());
+    CHECK(rev.find_first_of(" ()\n") == std::string::npos);
+    CHECK(r.message == "prog " + v + " (" + rev + ")");
   }
 
   TEST_CASE("precedence is defaults < file < environment < flags") {

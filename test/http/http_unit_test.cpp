@@ -15,6 +15,7 @@
 #include <array>
 #include <cstring>
 #include <string>
+#include <vector>
 
 namespace {
 
@@ -236,5 +237,31 @@ TEST_SUITE("http") {
       CHECK(mc::is(r.error(), mc::errc::invalid_params));
     }
     rt.stop();
+  }
+}
+
+TEST_SUITE("client HTTP port derivation") {
+  TEST_CASE("the spec's RPC ports get 9080, 9081, ... and an offset that wraps into 1024..65535") {
+    using mc::http::derived_http_port;
+    static_assert(derived_http_port(12345) == 9080);
+    CHECK(derived_http_port(12345) == 9080);
+    CHECK(derived_http_port(12346) == 9081);
+    CHECK(derived_http_port(12545) == 9280);
+    CHECK(derived_http_port(4289) == 1024);    // the lowest port of the range
+    CHECK(derived_http_port(4288) == 65535);   // below it wraps to the top
+    CHECK(derived_http_port(1024) == 62271);
+    CHECK(derived_http_port(65535) == 62270);
+    CHECK(derived_http_port(0) == 0);          // ephemeral RPC port: ephemeral HTTP port
+  }
+
+  TEST_CASE("distinct RPC ports in 1024..65535 never share a derived HTTP port, and none is privileged") {
+    std::vector<bool> seen(65536, false);
+    for (unsigned p = 1024; p <= 65535; ++p) {
+      auto h = mc::http::derived_http_port(static_cast<std::uint16_t>(p));
+      REQUIRE(h >= 1024);
+      REQUIRE_FALSE(seen[h]);
+      seen[h] = true;
+    }
+    for (unsigned p = 1; p < 1024; ++p) CHECK(mc::http::derived_http_port(static_cast<std::uint16_t>(p)) >= 1024);
   }
 }

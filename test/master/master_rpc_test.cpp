@@ -12,7 +12,7 @@ namespace {
 // expressions ("array used as initializer"): build them outside.
 mc::master::client_info info(const char* id, const char* rpc, const char* te, std::uint64_t cap,
                              std::uint64_t used) {
-  return {id, rpc, te, cap, used};
+  return {id, rpc, te, cap, used, 0, {}};
 }
 using items_t = std::vector<mc::master::publish_item>;
 
@@ -123,6 +123,23 @@ TEST_SUITE("master rpc") {
       CHECK(removed->size() == 1);
       CHECK(mc::is((co_await m.heartbeat("ghost", 0, 0)).error(), mc::errc::client_not_found));
     }(addr));
+  }
+
+  TEST_CASE("a client's HTTP endpoint travels through registration and listing; a malformed one is refused") {
+    fixture f;
+    f.rt.block_on([](std::string addr) -> mc::task<void> {
+      mc::master::master_client m(addr, 2s);
+      auto a = info("a", "h:1", "h:2", 1000, 0);
+      a.http_endpoint = "h:9080";
+      REQUIRE((co_await m.register_client(a)).has_value());
+      auto bad = info("b", "h:3", "h:4", 1000, 0);
+      bad.http_endpoint = "h:9080\"}";
+      CHECK(mc::is((co_await m.register_client(bad)).error(), mc::errc::invalid_params));
+      auto cl = co_await m.clients();
+      REQUIRE(cl.has_value());
+      REQUIRE(cl->size() == 1);
+      CHECK((*cl)[0].info.http_endpoint == "h:9080");
+    }(f.address()));
   }
 
   TEST_CASE("an unreachable master is an RPC error, not a hang") {

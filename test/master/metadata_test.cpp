@@ -12,7 +12,7 @@ using mc::master::metadata;
 
 namespace {
 client_info client(const std::string& id, std::uint64_t cap = 1000, std::uint64_t used = 0) {
-  return {id, id + ":12345", id + ":50052", cap, used};
+  return {id, id + ":12345", id + ":50052", cap, used, 0, {}};
 }
 }  // namespace
 
@@ -286,5 +286,33 @@ TEST_SUITE("master metadata") {
     CHECK(m.exists("b-only"));  // other holders untouched
     CHECK(m.clients()[0].keys == 2);
     CHECK(mc::is(m.finish_republish("ghost", 1).error(), mc::errc::client_not_found));
+  }
+}
+
+TEST_SUITE("master http endpoint") {
+  TEST_CASE("registration refuses a malformed http endpoint and keeps a valid one") {
+    metadata m;
+    auto c = client("a");
+    for (const char* bad : {"nohost", ":9080", "h:", "h:0", "h:65536", "h:80x", "::1:9080", "[]:1", "h:1 ",
+                            "a\"b:1", "a\\b:1"}) {
+      c.http_endpoint = bad;
+      CHECK_MESSAGE(mc::is(m.register_client(c).error(), mc::errc::invalid_params), bad);
+    }
+    c.http_endpoint = std::string(300, 'h') + ":1";
+    CHECK(mc::is(m.register_client(c).error(), mc::errc::invalid_params));
+    c.http_endpoint = "[::1]:9080";
+    REQUIRE(m.register_client(c).has_value());
+    CHECK(m.clients()[0].info.http_endpoint == "[::1]:9080");
+    c.http_endpoint = "";  // no HTTP server
+    CHECK(m.register_client(c).has_value());
+  }
+
+  TEST_CASE("a node registers its advertised host with its HTTP port unless it binds one host") {
+    using mc::master::http_endpoint_of;
+    CHECK(http_endpoint_of("10.0.0.5:12345", "0.0.0.0", 9080) == "10.0.0.5:9080");
+    CHECK(http_endpoint_of("[fd00::5]:12345", "::", 9081) == "[fd00::5]:9081");
+    CHECK(http_endpoint_of("10.0.0.5:12345", "127.0.0.1", 9080) == "127.0.0.1:9080");
+    CHECK(http_endpoint_of("10.0.0.5:12345", "fd00::7", 9080) == "[fd00::7]:9080");
+    CHECK(mc::master::valid_http_endpoint(http_endpoint_of("node-1.example:12345", "", 1)));
   }
 }

@@ -1,5 +1,7 @@
 #include "mc/config/options.hpp"
 
+#include "mc/config/version.hpp"
+
 #include <toml++/toml.h>
 
 #include <algorithm>
@@ -226,6 +228,7 @@ outcome option_set::parse(const std::vector<std::string>& args) {
   for (std::size_t i = 0; i < args.size(); ++i) {
     std::string_view a = args[i];
     if (a == "--help" || a == "-h") return {outcome::kind::help, help()};
+    if (a == "--version") return {outcome::kind::version, version_line(program_)};
     if (a.size() < 3 || a.substr(0, 2) != "--")
       return error("unexpected argument '" + std::string(a) + "' (options look like --name value)");
     a.remove_prefix(2);
@@ -268,7 +271,8 @@ std::string option_set::help() const {
       << summary_ << "\n\noptions (default in brackets):\n"
       << "  --config FILE             TOML file with the same option names as keys;\n"
       << "                            precedence: defaults < file < environment < flags\n"
-      << "  --help                    this text\n";
+      << "  --help                    this text\n"
+      << "  --version                 print \"" << program_ << " <version> (<git revision>)\" and exit\n";
   for (auto& o : options_) {
     std::string head = "  --" + o.name;
     out << head;

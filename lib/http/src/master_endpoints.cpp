@@ -1,4 +1,4 @@
-// Master endpoints: /metrics, /health, /clients, /keys, /key/<key>.
+// Master endpoints: /metrics, /health, /clients, /keys, /key/<key>, /prometheus/targets.
 #include "mc/http/node_endpoints.hpp"
 #include "mc/http/prometheus.hpp"
 #include "mc/master/master_server.hpp"
@@ -31,7 +31,8 @@ response method_not_allowed() {
 
 }  // namespace
 
-void add_master_endpoints(server& s, mc::master::master_server& m, node_status& status) {
+void add_master_endpoints(server& s, mc::master::master_server& m, node_status& status,
+                          std::string self_metrics_endpoint) {
   auto* srv = &s;
   auto* master = &m;
   auto* st = &status;
@@ -79,11 +80,29 @@ void add_master_endpoints(server& s, mc::master::master_server& m, node_status& 
       auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(c.since_heartbeat).count();
       out += "{\"client_id\":" + json_quote(c.info.client_id) + ",\"rpc_endpoint\":" + json_quote(c.info.rpc_endpoint) +
              ",\"transfer_endpoint\":" + json_quote(c.info.transfer_endpoint) +
+             ",\"http_endpoint\":" + json_quote(c.info.http_endpoint) +
              ",\"capacity\":" + std::to_string(c.info.capacity) + ",\"used\":" + std::to_string(c.info.used) +
              ",\"health\":" + json_quote(mc::master::health_name(c.state)) +
              ",\"since_heartbeat_ms\":" + std::to_string(ms) + ",\"keys\":" + std::to_string(c.keys) + "}";
     }
     out += "]}\n";
+    co_return response::json(200, std::move(out));
+  });
+
+  // Prometheus HTTP service discovery (http_sd_configs): one target group per
+  // healthy node with an HTTP endpoint, and the master's own.
+  s.route("/prometheus/targets", [master, self = std::move(self_metrics_endpoint)](request& req) -> task<response> {
+    if (req.verb != method::get) co_return method_not_allowed();
+    std::string out = "[";
+    if (!self.empty())
+      out += "{\"targets\":[" + json_quote(self) + "],\"labels\":{\"mc_role\":\"master\"}}";
+    for (auto& c : master->state().clients()) {
+      if (c.state != mc::master::health::healthy || c.info.http_endpoint.empty()) continue;
+      if (out.size() > 1) out += ',';
+      out += "{\"targets\":[" + json_quote(c.info.http_endpoint) +
+             "],\"labels\":{\"mc_role\":\"client\",\"mc_client_id\":" + json_quote(c.info.client_id) + "}}";
+    }
+    out += "]\n";
     co_return response::json(200, std::move(out));
   });
 

@@ -15,6 +15,7 @@ struct ClientInfo {
   capacity @3 :UInt64;
   used @4 :UInt64;
   transferInstance @5 :UInt64;  # the TransferEngine's instance id (0 = unknown)
+  httpEndpoint @6 :Text;        # host:port of its HTTP server (/metrics, /health); "" = none
 }
 
 struct Replica {

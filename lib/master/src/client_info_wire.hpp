@@ -8,7 +8,7 @@ namespace mc::master::detail {
 
 inline client_info read_info(ClientInfo::Reader r) {
   return {r.getClientId(), r.getRpcEndpoint(), r.getTransferEndpoint(), r.getCapacity(), r.getUsed(),
-          r.getTransferInstance()};
+          r.getTransferInstance(), r.getHttpEndpoint()};
 }
 
 inline void set_info(ClientInfo::Builder b, const client_info& i) {
@@ -18,6 +18,7 @@ inline void set_info(ClientInfo::Builder b, const client_info& i) {
   b.setCapacity(i.capacity);
   b.setUsed(i.used);
   b.setTransferInstance(i.transfer_instance);
+  b.setHttpEndpoint(i.http_endpoint);
 }
 
 }  // namespace mc::master::detail

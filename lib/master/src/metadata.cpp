@@ -41,7 +41,8 @@ result<void> metadata::check_key(const std::string& key) const {
 }
 
 result<void> metadata::register_client(const client_info& info) {
-  if (info.client_id.empty() || info.rpc_endpoint.empty() || info.transfer_endpoint.empty())
+  if (info.client_id.empty() || info.rpc_endpoint.empty() || info.transfer_endpoint.empty() ||
+      !valid_http_endpoint(info.http_endpoint))
     return fail(errc::invalid_params);
   const auto now = clock::now();
   std::lock_guard lk(clients_mu_);

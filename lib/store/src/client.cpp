@@ -165,6 +165,8 @@ task<result<void>> client::impl::register_with_master(bool republish) {
   info.rpc_endpoint = rpc_endpoint;
   info.transfer_endpoint = transfer_endpoint;
   info.transfer_instance = engine->instance_id();
+  if (opts.http_registered_port != 0)
+    info.http_endpoint = mc::master::http_endpoint_of(rpc_endpoint, opts.http_host, opts.http_registered_port);
   for (auto& u : backend->usage()) {
     info.capacity += u.capacity;
     info.used += u.used;

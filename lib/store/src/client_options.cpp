@@ -32,7 +32,9 @@ mc::config::option_set make_option_set(client_options& o) {
            "fails transfers to peers that lack it)")
       .add("rpc_max_connections", &o.rpc_max_connections, "RPC connections cached per thread", 1, 65536)
       .add("http_host", &o.http_host, "bind host of the HTTP server (/metrics, /health, /stats, /kv/<key>)")
-      .add("http_port", &o.http_port, "HTTP port (/metrics, /health, /stats, /kv/<key>); 0 = HTTP off")
+      .add("http_port", &o.http_port, "HTTP port (/metrics, /health, /stats, /kv/<key>); 0 = HTTP off; not given: derived from "
+           "client_rpc_port as 9080 + (client_rpc_port - 12345), wrapped into 1024..65535 (ephemeral when "
+           "client_rpc_port is 0)")
       .add_size("http_max_value_bytes", &o.http_max_value_bytes, "largest value accepted or returned by /kv/<key>")
       .add("http_read_timeout", &o.http_read_timeout,
            "an HTTP request header must arrive within this (slow clients are disconnected); a body gets "

@@ -20,9 +20,9 @@ std::optional<std::uint64_t> parse_size(std::string_view text);
 std::optional<std::chrono::milliseconds> parse_duration_ms(std::string_view text);
 
 struct outcome {
-  enum class kind { run, help, error };
+  enum class kind { run, help, version, error };
   kind what = kind::run;
-  std::string message;  ///< the help text, or the error
+  std::string message;  ///< the help text, the version line (no newline), or the error
 };
 
 /// A set of named options bound to variables. Not thread-safe; use at startup.
@@ -52,7 +52,8 @@ class option_set {
   /// `tiers` array of tables); it is not an error in the file.
   option_set& allow_file_key(std::string key);
 
-  /// Parses argv (argv[0] skipped). `--help`/`-h` yields kind::help; `--config
+  /// Parses argv (argv[0] skipped). `--help`/`-h` yields kind::help; `--version`
+  /// yields kind::version with mc::config::version_line(program); `--config
   /// FILE` loads a TOML file first. Every error names the option or key.
   outcome parse(int argc, const char* const* argv);
   /// Same for tests: arguments without argv[0].

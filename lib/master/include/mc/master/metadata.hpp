@@ -11,6 +11,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -26,7 +27,21 @@ struct client_info {
   std::uint64_t capacity = 0;     ///< total bytes over all tiers
   std::uint64_t used = 0;         ///< bytes in use
   std::uint64_t transfer_instance = 0;  ///< its TransferEngine's instance id (0 = unknown)
+  std::string http_endpoint;      ///< host:port of its HTTP server (/metrics, /health); "" = none
 };
+
+/// Longest http_endpoint register_client accepts.
+inline constexpr std::size_t max_http_endpoint_size = 262;
+
+/// Whether `ep` is "" or "host:port" with a non-empty host (IPv6 in brackets)
+/// of at most max_http_endpoint_size bytes, printable ASCII without quotes,
+/// backslashes or spaces, and a decimal port in 1..65535. Thread-safe.
+bool valid_http_endpoint(std::string_view ep) noexcept;
+
+/// The HTTP endpoint a node registers: `http_host`:`port` when it binds a
+/// specific host, else (0.0.0.0, ::, "") the host part of its advertised
+/// `rpc_endpoint`. An IPv6 host gets brackets. Thread-safe.
+std::string http_endpoint_of(std::string_view rpc_endpoint, std::string_view http_host, std::uint16_t port);
 
 enum class health { healthy, suspect, dead };
 std::string_view health_name(health h) noexcept;
@@ -111,7 +126,8 @@ class metadata {
   metadata& operator=(const metadata&) = delete;
 
   /// Registers or re-registers (idempotent) a client; refreshes its heartbeat.
-  /// Errors: invalid_params (an empty field); object_already_exists when the
+  /// Errors: invalid_params (an empty id or endpoint, or an http_endpoint that
+  /// is not valid_http_endpoint); object_already_exists when the
   /// id is registered with other endpoints (rpc or transfer) and that client
   /// heartbeated within route_ttl (a live client is never taken over). The
   /// same endpoints (a restart) always re-register; other endpoints take the

@@ -65,7 +65,12 @@ struct client_options {
   std::string transfer_transport = "auto";  ///< auto | tcp | same_host (force one)
   std::uint64_t rpc_max_connections = 64;   ///< per-thread client connection cache bound
   std::string http_host = "0.0.0.0";        ///< bind host of the HTTP server
-  std::uint16_t http_port = 9080;           ///< /metrics, /health, /stats, /kv (0 = off; master uses 9003)
+  /// /metrics, /health, /stats, /kv (0 = off; master uses 9003). Not given:
+  /// mooncake_client derives it from client_rpc_port (mc::http::derived_http_port).
+  std::uint16_t http_port = 9080;
+  /// The port the application's HTTP server listens on, registered with the
+  /// master as ClientInfo.httpEndpoint (0 = none). Not a flag: set in code.
+  std::uint16_t http_registered_port = 0;
   std::uint64_t http_max_value_bytes = std::uint64_t{64} << 20;  ///< largest value through /kv
   std::chrono::milliseconds http_read_timeout = std::chrono::seconds(10);  ///< a request header must arrive within
   std::uint64_t http_max_connections = 128; ///< more HTTP connections are closed at accept
