@@ -40,10 +40,14 @@ rc=$?
 # Unknown keys and bad values are only warnings (rc 0): require no output too.
 check "systemd-analyze verify accepts both units without a warning" bash -c "[[ $rc == 0 && ! -s '$WORK/verify.log' ]]"
 cat "$WORK/verify.log"
+# The client's HTTP port: http_port when the config sets it, else derived from
+# client_rpc_port (9080 + (client_rpc_port - 12345), see README "Running nodes").
 check "the health ports in the units match the installed configs" bash -c "
   etc=\$(dirname \"\$(find '$DEST' -path '*/mooncake/master.toml' | head -1)\") &&
   m=\$(sed -n 's/^metrics_port = \([0-9]*\).*/\1/p' \"\$etc/master.toml\") &&
   c=\$(sed -n 's/^http_port = \([0-9]*\).*/\1/p' \"\$etc/client.toml\") &&
+  r=\$(sed -n 's/^client_rpc_port = \([0-9]*\).*/\1/p' \"\$etc/client.toml\") &&
+  c=\${c:-\$((9080 + r - 12345))} &&
   grep -q \"^Environment=MC_HEALTH_URL=http://127.0.0.1:\$m/health\" '$WORK/units/mooncake-master.service' &&
   grep -q \"^Environment=MC_HEALTH_URL=http://127.0.0.1:\$c/health\" '$WORK/units/mooncake-client.service'"
 
