@@ -9,7 +9,7 @@
 // case and baseline is and why it is fair.
 #include "baselines.hpp"
 #include "bench_util.hpp"
-#include "procs.hpp"
+#include "procs.hpp"  // bench/common
 #include "workload.hpp"
 
 #include "mc/rpc/client.hpp"

@@ -7,6 +7,7 @@
 // This process is one client (the reader/writer); a spawned mooncake_client
 // is the owner; a spawned mooncake_master routes.
 #include "bench_util.hpp"
+#include "procs.hpp"
 #include "mc/rpc/client.hpp"
 #include "mc/runtime/runtime.hpp"
 #include "mc/runtime/when_all.hpp"
@@ -57,47 +58,9 @@ std::vector<std::string> split(const std::string& s) {
   return out;
 }
 
-// fork + exec with PR_SET_PDEATHSIG: a child never outlives this benchmark,
-// even when it crashes.
-pid_t spawn(const std::vector<std::string>& args, const std::string& log) {
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  pid_t parent = getpid();
-  pid_t pid = fork();
-  if (pid != 0) return pid;
-  prctl(PR_SET_PDEATHSIG, SIGTERM);
-  if (getppid() != parent) _exit(1);
-  int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd >= 0) {
-    dup2(fd, 1);
-    dup2(fd, 2);
-    close(fd);
-  }
-  execv(argv[0], argv.data());
-  _exit(127);
-}
-
-void stop(pid_t pid) {
-  if (pid <= 0) return;
-  kill(pid, SIGTERM);
-  for (int i = 0; i < 100; ++i) {
-    if (waitpid(pid, nullptr, WNOHANG) == pid) return;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  kill(pid, SIGKILL);
-  waitpid(pid, nullptr, 0);
-}
-
-bool wait_port(int port, double seconds) {
-  auto until = clock_type::now() + std::chrono::duration<double>(seconds);
-  while (clock_type::now() < until) {
-    std::string cmd = "bash -c 'exec 3<>/dev/tcp/127.0.0.1/" + std::to_string(port) + "' 2>/dev/null";
-    if (std::system(cmd.c_str()) == 0) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return false;
-}
+using mc::bench::proc::spawn;
+using mc::bench::proc::stop;
+using mc::bench::proc::wait_port;
 
 std::string size_name(std::size_t n) {
   if (n >= (1 << 20)) return std::to_string(n >> 20) + "MiB";

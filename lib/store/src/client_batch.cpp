@@ -41,6 +41,16 @@ struct client::impl::get_item {
 };
 
 
+task<result<client::impl::wave_units>> client::impl::wave_room(std::size_t keys, std::uint64_t bytes) {
+  // Keys first, then bytes (always in this order: no two waves can each hold
+  // one and wait for the other). Waiting counts against rpc_timeout.
+  auto k = co_await inflight_keys->acquire_for(keys, opts.rpc_timeout);
+  if (!k) co_return k.error();
+  auto b = co_await inflight->acquire_for(bytes, opts.rpc_timeout);
+  if (!b) co_return b.error();
+  co_return wave_units{std::move(*k), std::move(*b)};
+}
+
 std::uint64_t client::impl::transfer_cap() const noexcept {
   // On RDMA a wave also fits the bounce arena, so that large batches of
   // unregistered memory wait for slots rather than registering.
@@ -309,12 +319,7 @@ task<void> client::impl::read_wave(std::string endpoint, std::vector<get_item*> 
     slots_of.push_back(std::move(slots));
   }
   if (sent.empty()) co_return;
-  // Room (keys and transferred bytes) counts against the call's deadline (rpc_timeout).
-  // (No co_await inside a conditional expression: gcc 12 destroys its temporary twice.)
-  auto keys_room = co_await inflight_keys->acquire_for(sent.size(), opts.rpc_timeout);
-  result<semaphore_units> room = keys_room.has_error() ? result<semaphore_units>(keys_room.error())
-                                                       : result<semaphore_units>(semaphore_units{});
-  if (keys_room) room = co_await inflight->acquire_for(transfer_bytes, opts.rpc_timeout);
+  auto room = co_await wave_room(sent.size(), transfer_bytes);
   if (!room) {
     for (auto* it : sent) it->finish(room.error());
     co_return;

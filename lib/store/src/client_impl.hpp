@@ -153,6 +153,11 @@ struct client::impl {
   /// inside a registration (null on TCP / same-host, or when disabled).
   std::unique_ptr<detail::bounce_arena> bounce;
   bool rdma() const noexcept { return opts.protocol == "rdma"; }
+  /// The room one wave holds while its RPC runs: keys and transferred bytes.
+  struct wave_units {
+    semaphore_units keys, bytes;
+  };
+  task<result<wave_units>> wave_room(std::size_t keys, std::uint64_t bytes);
   /// Transferred bytes per wave (max_inflight_bytes; on RDMA also the bounce arena).
   std::uint64_t transfer_cap() const noexcept;
   /// How one item's bytes are exposed to its owner for one request: fresh

@@ -154,12 +154,7 @@ task<void> client::impl::write_wave(std::string endpoint, std::string transfer_e
     sent.push_back(it);
   }
   if (sent.empty()) co_return;
-  // Room (keys and transferred bytes) counts against the call's deadline (rpc_timeout).
-  // (No co_await inside a conditional expression: gcc 12 destroys its temporary twice.)
-  auto keys_room = co_await inflight_keys->acquire_for(sent.size(), opts.rpc_timeout);
-  result<semaphore_units> room = keys_room.has_error() ? result<semaphore_units>(keys_room.error())
-                                                       : result<semaphore_units>(semaphore_units{});
-  if (keys_room) room = co_await inflight->acquire_for(transfer_bytes, opts.rpc_timeout);
+  auto room = co_await wave_room(sent.size(), transfer_bytes);
   if (!room) {
     for (auto* it : sent) it->out = room.error();
     co_return;
