@@ -162,11 +162,17 @@ slow() (
 )
 check "a slow-loris client is disconnected by the read deadline" slow
 
-# Connection bound (A allows 8): 8 idle connections, then a 9th is closed.
+# Connection bound (A allows 8): 8 idle connections, then a 9th is answered
+# 503 with Retry-After (not reset), and counted.
+refused0=$(metric "$A" 'mc_http_connections_refused_total ')
 for i in 1 2 3 4 5 6 7 8; do exec {fd}<>"/dev/tcp/127.0.0.1/$AHTTP"; HOLD+=("$fd"); done
-check "the connection over the bound is refused" bash -c "! curl -sf --max-time 3 '$A/health' >/dev/null"
+check "the connection over the bound is answered 503 with Retry-After, not reset" bash -c "
+  curl -s --max-time 3 -D hdrs -o body '$A/health' ; grep -q '^HTTP/1.1 503' hdrs && grep -qi '^Retry-After: 1' hdrs &&
+  grep -q OVERLOADED body"
 for fd in "${HOLD[@]}"; do exec {fd}>&-; done
 check "...and served again once they close (read deadline frees them)" wait_for 10 curl -sf "$A/health"
+check "...and the over-bound connection was counted" \
+  test "$(metric "$A" 'mc_http_connections_refused_total ')" -gt "$refused0"
 check "A is alive after the hostile requests" kill -0 "$A_PID"
 check "bad requests are counted" test "$(metric "$A" 'mc_http_bad_requests_total ')" -ge 5
 

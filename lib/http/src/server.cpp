@@ -13,6 +13,8 @@
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http.hpp>
 
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cctype>
@@ -80,7 +82,7 @@ struct server::impl : std::enable_shared_from_this<impl> {
   std::uint64_t next_id = 0;
 
   std::atomic<std::uint64_t> connections{0}, accepted{0}, refused{0}, requests{0}, bad_requests{0}, timeouts{0},
-      auth_failures{0};
+      auth_failures{0}, rejecting{0};
   std::array<std::atomic<std::uint64_t>, 4> by_class{};
 
   bool enter() {
@@ -310,6 +312,42 @@ task<void> session(impl_ptr self, tcp::socket sock) {
   self->leave();
 }
 
+/// Connections being answered 503 at once, at most (each holds a socket for
+/// at most ~1 s).
+constexpr std::uint64_t max_rejecting = 64;
+
+/// Answers a connection over max_connections: `503 Service Unavailable` with
+/// `Retry-After: 1`, then reads (and drops) what the client sends until it
+/// closes, 64 KiB or 1 s, so that closing is not a reset of unread data.
+task<void> answer_busy(impl_ptr self, tcp::socket sock) {
+  static const std::string busy = [] {
+    std::string body = "{\"error\":\"OVERLOADED\",\"message\":\"too many connections; retry later\"}\n";
+    // (appends, not "literal" + string: gcc 12 -O3 raises a false -Wrestrict on that)
+    std::string head = "HTTP/1.1 503 Service Unavailable\r\nServer: mooncake-p2p\r\nRetry-After: 1\r\n"
+                       "Content-Type: application/json\r\nContent-Length: ";
+    head.append(std::to_string(body.size()));
+    head.append("\r\nConnection: close\r\n\r\n");
+    head.append(body);
+    return head;
+  }();
+  beast::tcp_stream stream(std::move(sock));
+  error_code ec;
+  stream.expires_after(std::chrono::seconds(1));
+  co_await asio::async_write(stream, asio::buffer(busy.data(), busy.size()), asio::redirect_error(asio::use_awaitable, ec));
+  if (!ec) {
+    stream.socket().shutdown(tcp::socket::shutdown_send, ec);
+    std::array<char, 4096> sink;
+    for (std::size_t drained = 0; drained < (64u << 10);) {
+      auto n = co_await stream.async_read_some(asio::buffer(sink), asio::redirect_error(asio::use_awaitable, ec));
+      if (ec) break;
+      drained += n;
+    }
+  }
+  stream.close();
+  self->rejecting.fetch_sub(1, std::memory_order_relaxed);
+  self->leave();
+}
+
 task<void> accept_loop(impl_ptr self) {
   auto& threads = self->opts.threads;
   for (;;) {
@@ -325,8 +363,20 @@ task<void> accept_loop(impl_ptr self) {
       continue;
     }
     self->accepted.fetch_add(1, std::memory_order_relaxed);
-    if (self->connections.load(std::memory_order_relaxed) >= self->opts.max_connections || !self->enter()) {
+    if (self->connections.load(std::memory_order_relaxed) >= self->opts.max_connections) {
       self->refused.fetch_add(1, std::memory_order_relaxed);
+      // Over the bound: a 503 with Retry-After (not a reset), while few are
+      // pending; past that (a flood), closed at once.
+      if (self->rejecting.load(std::memory_order_relaxed) < max_rejecting && self->enter()) {
+        self->rejecting.fetch_add(1, std::memory_order_relaxed);
+        auto ex = sock.get_executor();
+        asio::co_spawn(ex, answer_busy(self, std::move(sock)), asio::detached);
+      } else {
+        sock.close(ec);
+      }
+      continue;
+    }
+    if (!self->enter()) {
       sock.close(ec);
       continue;
     }
@@ -351,8 +401,15 @@ void server::route(std::string path, handler h, std::size_t max_body_bytes) {
   impl_->routes.push_back(route_entry{std::move(path), std::move(h), max_body_bytes, prefix});
 }
 
+std::size_t connection_bound_from_fd_limit() noexcept {
+  rlimit rl{};
+  if (::getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) return 4096;
+  return std::clamp<std::size_t>(static_cast<std::size_t>(rl.rlim_cur / 4), 64, 16384);
+}
+
 result<void> server::start() {
   auto& s = *impl_;
+  if (s.opts.max_connections == 0) s.opts.max_connections = connection_bound_from_fd_limit();
   {
     std::lock_guard lk(s.mu);
     if (s.started || s.stopping) return mc::fail(errc::unavailable_in_current_status);

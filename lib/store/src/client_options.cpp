@@ -39,7 +39,9 @@ mc::config::option_set make_option_set(client_options& o) {
       .add("http_read_timeout", &o.http_read_timeout,
            "an HTTP request header must arrive within this (slow clients are disconnected); a body gets "
            "6x, at least 30s")
-      .add("http_max_connections", &o.http_max_connections, "open HTTP connections; more are closed at accept", 1,
+      .add("http_max_connections", &o.http_max_connections,
+           "HTTP connections served at once (0 = RLIMIT_NOFILE / 4, within 64..16384); more are answered 503 "
+           "with Retry-After", 0,
            65536)
       .add("drain_grace", &o.drain_grace,
            "on SIGTERM, /health answers 503 (draining) this long before the node stops; a second signal "

@@ -75,13 +75,23 @@ std::string json_quote(std::string_view s);
 /// anything that is safe on that thread. Exceptions become 500.
 using handler = std::function<task<response>(request&)>;
 
+/// The connection bound used when server_options::max_connections is 0:
+/// RLIMIT_NOFILE's soft limit / 4, within 64 .. 16384 (4096 when unlimited).
+std::size_t connection_bound_from_fd_limit() noexcept;
+
 struct server_options {
   std::string host = "0.0.0.0";
   std::uint16_t port = 0;  ///< 0 = ephemeral (see port())
   /// Runtime threads that serve connections (round robin); empty = all.
   /// The first one also runs the acceptor.
   std::vector<std::size_t> threads;
-  std::size_t max_connections = 128;       ///< more are closed right after accept
+  /// Open connections served at once; 0 = derived from the file-descriptor
+  /// limit (RLIMIT_NOFILE soft / 4, within 64 .. 16384). Past it a connection
+  /// is answered `503 Service Unavailable` with `Retry-After: 1` (a JSON
+  /// OVERLOADED error) and closed after the client's request is drained (not
+  /// reset); while 64 such answers are already pending, further ones are
+  /// closed at once. Both count in server_stats::refused.
+  std::size_t max_connections = 0;
   std::size_t max_header_bytes = 16 << 10; ///< request line + headers
   /// The whole header of a request must arrive within this (also bounds how
   /// long an idle keep-alive connection is kept).
@@ -105,7 +115,7 @@ struct server_options {
 struct server_stats {
   std::uint64_t connections = 0;  ///< open now
   std::uint64_t accepted = 0;
-  std::uint64_t refused = 0;      ///< closed at accept: max_connections
+  std::uint64_t refused = 0;      ///< over max_connections: answered 503 (or closed in a flood)
   std::uint64_t requests = 0;     ///< requests answered
   std::uint64_t status_2xx = 0, status_3xx = 0, status_4xx = 0, status_5xx = 0;
   std::uint64_t bad_requests = 0; ///< malformed / oversize requests (connection then closed)

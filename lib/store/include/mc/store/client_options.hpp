@@ -73,7 +73,7 @@ struct client_options {
   std::uint16_t http_registered_port = 0;
   std::uint64_t http_max_value_bytes = std::uint64_t{64} << 20;  ///< largest value through /kv
   std::chrono::milliseconds http_read_timeout = std::chrono::seconds(10);  ///< a request header must arrive within
-  std::uint64_t http_max_connections = 128; ///< more HTTP connections are closed at accept
+  std::uint64_t http_max_connections = 0;   ///< HTTP connections served at once (0 = from the fd limit); more get 503
   std::chrono::milliseconds drain_grace{0}; ///< on SIGTERM: /health answers 503 this long before stopping
   service_limits limits;                    ///< what peers may make this node do (max_* flags)
   /// Values up to this size travel inside the RPC (remote gets and remote
