@@ -59,18 +59,9 @@ bounce_arena::~bounce_arena() {
   ::munmap(base_, slot_bytes_ * slot_count_);
 }
 
-task<result<bounce_lease>> bounce_arena::acquire(std::uint64_t bytes) {
-  if (bytes == 0 || bytes > capacity()) co_return fail(errc::invalid_params);
-  auto lease = co_await acquire_slots(static_cast<std::size_t>((bytes + slot_bytes_ - 1) / slot_bytes_));
-  if (!lease) co_return lease;
-  auto& pieces = lease->pieces_;
-  pieces.back() = pieces.back().first(static_cast<std::size_t>(bytes - (pieces.size() - 1) * slot_bytes_));
-  co_return lease;
-}
-
-task<result<bounce_lease>> bounce_arena::acquire_slots(std::size_t n) {
+task<result<bounce_lease>> bounce_arena::acquire_slots(std::size_t n, std::chrono::steady_clock::duration timeout) {
   if (n == 0 || n > slot_count_) co_return fail(errc::invalid_params);
-  auto units = co_await free_slots_.acquire(n);  // all of a request's slots at once: no deadlock
+  auto units = co_await free_slots_.acquire_for(n, timeout);  // all of a request's slots at once: no deadlock
   if (!units) co_return units.error();
   bounce_lease lease;
   lease.arena_ = this;

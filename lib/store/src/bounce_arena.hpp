@@ -11,6 +11,7 @@
 #include "mc/runtime/task.hpp"
 #include "mc/transfer/engine.hpp"
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
@@ -55,20 +56,15 @@ class bounce_arena {
   bounce_arena(const bounce_arena&) = delete;
   bounce_arena& operator=(const bounce_arena&) = delete;
 
-  /// Borrows slots holding `bytes`, waiting (FIFO) while they are in use.
-  /// Callers keep `bytes` <= capacity() (a larger transfer registers its
-  /// memory instead). Errors: invalid_params (0 or more than capacity()),
-  /// cancelled.
-  task<result<bounce_lease>> acquire(std::uint64_t bytes);
   /// Borrows `n` whole slots at once (1 <= n <= slot_count()), waiting (FIFO)
   /// while they are in use: a request's slots are taken together, so two
-  /// requests can never each hold some and wait for the other's. Errors:
-  /// invalid_params, cancelled.
-  task<result<bounce_lease>> acquire_slots(std::size_t n);
+  /// requests can never each hold some and wait for the other's. Free slots
+  /// are taken without arming a timer. Errors: invalid_params, timeout (not
+  /// free within `timeout`), cancelled.
+  task<result<bounce_lease>> acquire_slots(std::size_t n, std::chrono::steady_clock::duration timeout);
   std::size_t slot_count() const noexcept { return slot_count_; }
   std::size_t capacity() const noexcept { return slot_bytes_ * slot_count_; }
   std::size_t slot_bytes() const noexcept { return slot_bytes_; }
-  const mc::transfer::region& region() const noexcept { return region_; }
 
  private:
   friend class bounce_lease;

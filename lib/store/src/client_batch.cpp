@@ -64,7 +64,7 @@ task<result<detail::bounce_lease>> client::impl::take_slots(const std::vector<st
   auto n = detail::plan_slots(*bounce, sizes, wants);
   if (n == 0) co_return detail::bounce_lease{};
   // All of a wave's slots at once; waiting counts against rpc_timeout.
-  co_return co_await mc::with_deadline(bounce->acquire_slots(n), opts.rpc_timeout);
+  co_return co_await bounce->acquire_slots(n, opts.rpc_timeout);
 }
 
 bool client::impl::needs_bounce(const std::vector<std::span<std::byte>>& pieces, std::uint64_t size,
@@ -77,24 +77,27 @@ bool client::impl::needs_bounce(const std::vector<std::span<std::byte>>& pieces,
 
 result<client::impl::exposure> client::impl::expose(const std::vector<std::span<std::byte>>& pieces,
                                                     std::uint64_t size, mc::transfer::region_access access,
-                                                    const std::vector<std::span<std::byte>>& slots) {
+                                                    const std::vector<std::span<std::byte>>& slots,
+                                                    bool allow_derived) {
   exposure e;
   const auto& use = slots.empty() ? pieces : slots;
   auto cut = trimmed(use, size);
   // Inside a long-lived registration (the caller's, or the bounce arena):
   // a derived token, no registration cost.
-  for (auto& p : cut) {
-    auto r = engine->register_within(p.data(), p.size(), access);
-    if (!r) {
-      if (!mc::is(r.error(), errc::out_of_range) || !slots.empty()) return r.error();
-      e.regions.clear();
-      break;
+  if (allow_derived) {
+    for (auto& p : cut) {
+      auto r = engine->register_within(p.data(), p.size(), access);
+      if (!r) {
+        if (!mc::is(r.error(), errc::out_of_range) || !slots.empty()) return r.error();
+        break;
+      }
+      e.regions.push_back(std::move(*r));
     }
-    e.regions.push_back(std::move(*r));
-  }
-  if (e.regions.size() == cut.size()) {
-    e.derived = true;
-    return e;
+    if (e.regions.size() == cut.size()) {
+      e.derived = true;
+      return e;
+    }
+    e.regions.clear();
   }
   // Not registered: a registration per piece for this request (TCP and
   // same-host: a registry insert, no system call; RDMA without the bounce

@@ -170,9 +170,12 @@ struct client::impl {
     bool derived = false;  ///< shares a long-lived MR: on RDMA giving up needs a fence
   };
   /// Exposes `pieces` trimmed to `size` (or `slots`, bounce slots standing
-  /// in for them, when not empty).
+  /// in for them, when not empty). `allow_derived` false: a registration of
+  /// their own even inside a registration (RDMA without a known transfer
+  /// endpoint to fence).
   result<exposure> expose(const std::vector<std::span<std::byte>>& pieces, std::uint64_t size,
-                          mc::transfer::region_access access, const std::vector<std::span<std::byte>>& slots);
+                          mc::transfer::region_access access, const std::vector<std::span<std::byte>>& slots,
+                          bool allow_derived = true);
   /// Takes the bounce slots of a wave's items at once (see detail::plan_slots;
   /// clears `wants` of items that do not fit). Empty lease when none.
   task<result<detail::bounce_lease>> take_slots(const std::vector<std::uint64_t>& sizes, std::vector<bool>& wants);

@@ -130,17 +130,7 @@ task<void> client::impl::write_wave(std::string endpoint, std::string transfer_e
         slots = detail::carve_slots(*bounce, *lease, next_slot, it->size);
         co_await detail::copy_pieces_chunked(it->pieces, slots);
       }
-      auto e = may_derive ? expose(mutable_of(it->pieces), it->size, access, slots) : result<exposure>(exposure{});
-      if (e && !may_derive) {
-        for (auto& p : trimmed(mutable_of(it->pieces), it->size)) {
-          auto g = engine->register_memory(p.data(), p.size(), access);
-          if (!g) {
-            e = g.error();
-            break;
-          }
-          e->regions.push_back(std::move(*g));
-        }
-      }
+      auto e = expose(mutable_of(it->pieces), it->size, access, slots, may_derive);
       if (!e) {
         it->out = e.error();
         continue;

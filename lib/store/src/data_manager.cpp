@@ -128,15 +128,9 @@ task<result<void>> data_manager::finish_commit(std::string key, write_handle h, 
 task<void> data_manager::close() { co_await gate_.close(); }
 
 task<result<std::size_t>> data_manager::get(const std::string& key, std::span<std::byte> dst) {
-  if (auto r = check_key(key); !r) co_return r.error();
   // The handle pins the value: the shared lock only guards taking it, not
   // the copy (an SSD read is I/O).
-  result<read_handle> h = fail(errc::object_not_found);
-  {
-    auto lock = co_await lock_shared(key);
-    if (!lock) co_return lock.error();
-    h = backend_.get(key);
-  }
+  auto h = co_await pin(key);
   if (!h) co_return h.error();
   if (dst.size() < h->size()) co_return fail(errc::buffer_overflow);
   if (auto r = co_await h->read_into(dst.first(h->size())); !r) co_return r.error();
