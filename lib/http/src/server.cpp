@@ -140,19 +140,25 @@ task<void> write_response(server::impl& s, beast::tcp_stream& stream, response& 
 }
 
 /// Answers `res` and closes with a bounded lingering drain.
-task<void> answer_and_close(server::impl& s, beast::tcp_stream& stream, response& res) {
-  co_await write_response(s, stream, res, false);
-  // Lingering close: the client may still be sending (an oversize header or
-  // body); closing with unread input would reset the connection and could
-  // destroy the answer before the client reads it. Drain a bounded amount.
+/// Lingering close: the client may still be sending (an oversize header or
+/// body, or a request we answered without reading); closing with unread input
+/// would reset the connection and could destroy the answer before the client
+/// reads it. Stops sending, then drains until the client closes, `max_bytes`
+/// or `until`.
+task<void> linger(beast::tcp_stream& stream, std::chrono::steady_clock::time_point until, std::size_t max_bytes) {
   error_code ec;
   stream.socket().shutdown(tcp::socket::shutdown_send, ec);
-  stream.expires_after(std::chrono::seconds(2));
+  stream.expires_at(until);
   std::array<char, 16384> sink;
   std::size_t drained = 0;
-  while (!ec && drained < (std::size_t{1} << 20)) {
+  while (!ec && drained < max_bytes) {
     drained += co_await stream.async_read_some(asio::buffer(sink), asio::redirect_error(asio::use_awaitable, ec));
   }
+}
+
+task<void> answer_and_close(server::impl& s, beast::tcp_stream& stream, response& res) {
+  co_await write_response(s, stream, res, false);
+  co_await linger(stream, std::chrono::steady_clock::now() + std::chrono::seconds(2), std::size_t{1} << 20);
 }
 
 /// Answers a request that cannot be served (malformed / oversize) and closes.
@@ -332,17 +338,10 @@ task<void> answer_busy(impl_ptr self, tcp::socket sock) {
   }();
   beast::tcp_stream stream(std::move(sock));
   error_code ec;
-  stream.expires_after(std::chrono::seconds(1));
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(1);  // write and drain together
+  stream.expires_at(until);
   co_await asio::async_write(stream, asio::buffer(busy.data(), busy.size()), asio::redirect_error(asio::use_awaitable, ec));
-  if (!ec) {
-    stream.socket().shutdown(tcp::socket::shutdown_send, ec);
-    std::array<char, 4096> sink;
-    for (std::size_t drained = 0; drained < (64u << 10);) {
-      auto n = co_await stream.async_read_some(asio::buffer(sink), asio::redirect_error(asio::use_awaitable, ec));
-      if (ec) break;
-      drained += n;
-    }
-  }
+  if (!ec) co_await linger(stream, until, 64u << 10);
   stream.close();
   self->rejecting.fetch_sub(1, std::memory_order_relaxed);
   self->leave();
