@@ -346,9 +346,9 @@ class client_service_impl final : public mc::rpc::service<ClientService> {
     }
     if (auto r = co_await resolve_all(item); !r) co_return item_outcome{r.error().value(), 0};
     auto size = total_length(item.pieces).value_or(0);
-    auto room = co_await s_->serving.acquire_for(size, std::max<mc::duration>(deadline - clock::now(), mc::duration::zero()));
+    auto room = co_await s_->serving.acquire_for(size, mc::time_left(deadline));
     if (!room) co_return item_outcome{room.error().value(), 0};
-    auto left = std::max<mc::duration>(deadline - clock::now(), mc::duration::zero());
+    auto left = mc::time_left(deadline);
     co_return outcome_of(co_await s_->dm.write_remote_parts(item.key, std::move(item.pieces), left), size);
   }
 
@@ -386,7 +386,7 @@ class client_service_impl final : public mc::rpc::service<ClientService> {
     std::uint64_t transfer_bytes = 0;
     for (auto& b : batch) transfer_bytes += total_length(b.dest).value_or(0);
     auto room = co_await s_->serving.acquire_for(
-        transfer_bytes, std::max<mc::duration>(deadline - clock::now(), mc::duration::zero()));
+        transfer_bytes, mc::time_left(deadline));
     std::vector<bool> starved(batch.size(), false);
     if (!room) {  // inline answers only: nothing is transferred without room
       for (std::size_t k = 0; k < batch.size(); ++k) {
@@ -394,7 +394,7 @@ class client_service_impl final : public mc::rpc::service<ClientService> {
         batch[k].dest.clear();
       }
     }
-    auto left = std::max<mc::duration>(deadline - clock::now(), mc::duration::zero());
+    auto left = mc::time_left(deadline);
     auto out = co_await s_->dm.read_remote_batch(std::move(batch), left, l.max_inline_value_bytes,
                                                  l.max_inline_reply_bytes);
     for (std::size_t i = 0; i < items.size(); ++i)

@@ -1,5 +1,6 @@
 // mc::store::data_manager: the remote side of the data path — the spec's
 // ReadRemoteData / WriteRemoteData, batched, scatter-gather, inline.
+#include "mc/runtime/deadline.hpp"
 #include "mc/runtime/when_all.hpp"
 #include "mc/store/data_manager.hpp"
 #include "mc/transfer/engine.hpp"
@@ -13,10 +14,6 @@ namespace {
 
 using clock = std::chrono::steady_clock;
 
-mc::duration remaining(clock::time_point deadline) {
-  auto now = clock::now();
-  return deadline > now ? deadline - now : mc::duration::zero();
-}
 
 /// The sub-descriptors covering bytes [off, off + len) of a value laid over
 /// `pieces` (the caller checked that the pieces cover the value).
@@ -48,8 +45,8 @@ task<result<void>> move_range(mc::transfer::engine& engine, mc::transfer::op_kin
                               const remote_pieces& pieces, std::uint64_t off, clock::time_point deadline) {
   auto parts = slice(pieces, off, local.size());
   if (parts.size() == 1) {
-    if (op == mc::transfer::op_kind::write) co_return co_await engine.write(local, std::move(parts[0]), remaining(deadline));
-    co_return co_await engine.read(local, std::move(parts[0]), remaining(deadline));
+    if (op == mc::transfer::op_kind::write) co_return co_await engine.write(local, std::move(parts[0]), mc::time_left(deadline));
+    co_return co_await engine.read(local, std::move(parts[0]), mc::time_left(deadline));
   }
   std::vector<mc::transfer::request> reqs;
   reqs.reserve(parts.size());
@@ -59,7 +56,7 @@ task<result<void>> move_range(mc::transfer::engine& engine, mc::transfer::op_kin
     reqs.push_back({op, local.data() + at, n, std::move(p)});
     at += n;
   }
-  auto rs = co_await engine.batch(std::move(reqs), remaining(deadline));
+  auto rs = co_await engine.batch(std::move(reqs), mc::time_left(deadline));
   for (auto& r : rs)
     if (!r) co_return r;
   co_return result<void>{};
@@ -146,7 +143,7 @@ task<std::vector<remote_read_outcome>> data_manager::read_remote_batch(std::vect
     work.push_back([](mc::transfer::engine& e, std::vector<mc::transfer::request> reqs,
                       const std::vector<std::size_t>& owner, std::vector<remote_read_outcome>& out,
                       clock::time_point deadline) -> task<result<void>> {
-      auto rs = co_await e.batch(std::move(reqs), remaining(deadline));
+      auto rs = co_await e.batch(std::move(reqs), mc::time_left(deadline));
       for (std::size_t k = 0; k < rs.size(); ++k)
         if (!rs[k] && out[owner[k]].value) out[owner[k]].value = rs[k].error();
       co_return result<void>{};

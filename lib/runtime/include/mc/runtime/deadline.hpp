@@ -77,6 +77,12 @@ task<result<T>> with_deadline(task<result<T>> op, duration timeout) {
   co_return fail(errc::timeout);
 }
 
+/// Time left until `deadline` (zero once it has passed).
+inline duration time_left(time_point deadline) {
+  auto now = std::chrono::steady_clock::now();
+  return deadline > now ? deadline - now : duration::zero();
+}
+
 /// Same, with an absolute deadline (passed down across calls and RPC hops).
 template <class T>
 task<result<T>> with_deadline_at(task<result<T>> op, time_point deadline) {
