@@ -38,6 +38,8 @@ struct client::impl::get_item {
     done = true;
   }
   std::uint64_t size() const { return route ? route->size : 0; }
+  /// Asked for inside the reply (no descriptor) at this inline threshold.
+  bool inline_read(std::uint64_t threshold) const { return !no_inline && threshold > 0 && size() <= threshold; }
 };
 
 
@@ -242,7 +244,7 @@ task<void> client::impl::read_from_owner(std::string endpoint, std::vector<get_i
   const auto threshold = opts.inline_threshold;
   auto waves = waves_of(
       items, wave_keys(), opts.limits.max_inline_reply_bytes, transfer_cap(),
-      [threshold](const get_item& it) { return !it.no_inline && it.size() <= threshold; },
+      [threshold](const get_item& it) { return it.inline_read(threshold); },
       [](const get_item& it) { return it.size(); });
   if (waves.size() == 1) {
     co_await read_wave(std::move(endpoint), std::move(waves.front()));
@@ -278,7 +280,7 @@ task<void> client::impl::read_wave(std::string endpoint, std::vector<get_item*> 
   for (std::size_t k = 0; k < items.size(); ++k) {
     auto* it = items[k];
     sizes[k] = it->size();
-    inl[k] = !it->no_inline && threshold > 0 && it->size() <= threshold;
+    inl[k] = it->inline_read(threshold);
     bounced[k] = !inl[k] && needs_bounce(it->pieces, it->size(), access);
   }
   auto lease = co_await take_slots(sizes, bounced);  // released last: after any fence
