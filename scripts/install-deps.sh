@@ -11,6 +11,7 @@ pkgs=(
   doctest-dev libtomlplusplus-dev libibverbs-dev librdmacm-dev
   iproute2 procps
   prometheus curl
+  pybind11-dev python3-dev python3-pytest  # the Python API (python/) and its tests
   systemd         # systemd-analyze verify of conf/systemd (test/install/systemd_test.sh)
 )
 if [[ "${1:-}" == "--bench" ]]; then

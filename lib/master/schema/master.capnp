@@ -73,4 +73,15 @@ interface Master {
   # One client's registration (its endpoints): owners use it to check where a
   # requester's transfer may go. CLIENT_NOT_FOUND when unknown.
   getClient @10 (clientId :Text) -> (status :Status, info :ClientInfo);
+  # Removes up to `limit` keys (every key when `all`, else those an ECMAScript
+  # regular expression `pattern` matches anywhere in the key) and returns them
+  # with their holders (the caller tells the holders); `more` when keys past
+  # the limit remain. INVALID_PARAMS for a bad or too complex pattern.
+  removeMatching @11 (pattern :Text, all :Bool, limit :UInt32)
+      -> (status :Status, removed :List(RemovedKey), more :Bool);
+}
+
+struct RemovedKey {
+  key @0 :Text;
+  replicas @1 :List(Replica);
 }

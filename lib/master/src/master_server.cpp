@@ -20,6 +20,9 @@
 namespace mc::master {
 namespace {
 
+/// Keys one removeMatching page carries at most.
+constexpr std::size_t max_remove_page = 4096;
+
 void set_status(Status::Builder b, const result<void>& r) {
   if (r) {
     b.setCode(0);
@@ -138,6 +141,31 @@ class master_impl final : public Master::Server {
     set_status(res.initStatus(), result<void>{});
     auto reps = res.initReplicas(static_cast<unsigned>(r->size()));
     for (unsigned j = 0; j < r->size(); ++j) set_replica(reps[j], (*r)[j]);
+    return kj::READY_NOW;
+  }
+  kj::Promise<void> removeMatching(RemoveMatchingContext ctx) override {
+    auto p = ctx.getParams();
+    // A page is bounded whatever the caller asks (each entry carries holders).
+    std::size_t limit = std::min<std::size_t>(p.getLimit(), max_remove_page);
+    auto res = ctx.getResults();
+    if (limit == 0) {
+      set_status(res.initStatus(), fail(errc::invalid_params));
+      return kj::READY_NOW;
+    }
+    auto r = md_.remove_matching(p.getPattern(), p.getAll(), limit);
+    if (!r) {
+      set_status(res.initStatus(), r.error());
+      return kj::READY_NOW;
+    }
+    set_status(res.initStatus(), result<void>{});
+    auto& [keys, more] = *r;
+    auto out = res.initRemoved(static_cast<unsigned>(keys.size()));
+    for (unsigned i = 0; i < keys.size(); ++i) {
+      out[i].setKey(keys[i].key);
+      auto reps = out[i].initReplicas(static_cast<unsigned>(keys[i].holders.size()));
+      for (unsigned j = 0; j < keys[i].holders.size(); ++j) set_replica(reps[j], keys[i].holders[j]);
+    }
+    res.setMore(more);
     return kj::READY_NOW;
   }
   kj::Promise<void> listClients(ListClientsContext ctx) override {

@@ -2,7 +2,10 @@
 // the holders' versions; supersede across holders; drop notices; republish.
 #include "metadata_state.hpp"
 
+#include <boost/regex.hpp>
+
 #include <algorithm>
+#include <optional>
 #include <limits>
 
 namespace mc::master {
@@ -110,16 +113,20 @@ result<void> metadata::remove_replica(const std::string& key, const std::string&
 
 result<std::vector<replica>> metadata::remove_key(const std::string& key) {
   if (auto r = check_key(key); !r) return r.error();
-  std::vector<shard::holder> holders;
+  std::vector<holder_ref> holders;
   {
     auto& s = shard_for(key);
     std::lock_guard lk(s.mu);
     auto it = s.map.find(key);
     if (it == s.map.end()) return fail(errc::object_not_found);
-    holders = std::move(it->second.holders);
+    for (auto& h : it->second.holders) holders.push_back({std::move(h.client_id), h.live});
     s.map.erase(it);
   }
   // Superseded holders are returned too: they may still hold an old copy.
+  return release_holders(holders);
+}
+
+std::vector<replica> metadata::release_holders(const std::vector<holder_ref>& holders) {
   std::vector<replica> out;
   std::lock_guard clk(clients_mu_);
   for (auto& h : holders)
@@ -128,6 +135,56 @@ result<std::vector<replica>> metadata::remove_key(const std::string& key) {
       out.push_back({h.client_id, it->second->info.rpc_endpoint, it->second->info.transfer_endpoint});
     }
   return out;
+}
+
+result<std::pair<std::vector<metadata::removed_key>, bool>> metadata::remove_matching(const std::string& pattern,
+                                                                                      bool all, std::size_t limit) {
+  std::optional<boost::regex> re;
+  if (!all) {
+    if (pattern.empty() || pattern.size() > max_pattern_bytes) return fail(errc::invalid_params);
+    try {
+      re.emplace(pattern, boost::regex::ECMAScript);
+    } catch (const std::exception&) {
+      return fail(errc::invalid_params);
+    }
+  }
+  std::vector<removed_key> out;
+  std::vector<std::vector<holder_ref>> refs;
+  bool more = false;
+  bool too_complex = false;
+  for (auto& sp : shards_) {
+    std::lock_guard lk(sp->mu);
+    for (auto it = sp->map.begin(); it != sp->map.end();) {
+      bool match = all;
+      if (!all) {
+        try {
+          // Boost.Regex bounds backtracking: a pathological pattern throws
+          // instead of stalling the master.
+          match = boost::regex_search(it->first, *re);
+        } catch (const std::exception&) {
+          too_complex = true;
+          break;
+        }
+      }
+      if (!match) {
+        ++it;
+        continue;
+      }
+      if (out.size() >= limit) {
+        more = true;
+        break;
+      }
+      std::vector<holder_ref> hs;
+      for (auto& h : it->second.holders) hs.push_back({std::move(h.client_id), h.live});
+      out.push_back({it->first, {}});
+      refs.push_back(std::move(hs));
+      it = sp->map.erase(it);
+    }
+    if (more || too_complex) break;
+  }
+  for (std::size_t i = 0; i < out.size(); ++i) out[i].holders = release_holders(refs[i]);
+  if (too_complex && out.empty()) return fail(errc::invalid_params);
+  return std::make_pair(std::move(out), more || too_complex);
 }
 
 std::pair<std::uint64_t, std::uint64_t> metadata::drop_holder_entries(const std::string& client_id,

@@ -85,6 +85,50 @@ task<result<void>> client::remove(std::string key) {
   co_return result<void>{};
 }
 
+task<result<std::uint64_t>> client::remove_matching(std::string pattern, bool all) {
+  auto& p = *impl_;
+  constexpr std::uint32_t page = 4096;     // keys per master call
+  constexpr std::size_t fan_out = 64;      // holder notices in flight
+  std::uint64_t removed = 0;
+  for (;;) {
+    auto r = co_await p.master.remove_matching(pattern, all, page);
+    if (!r) co_return removed > 0 ? result<std::uint64_t>(removed) : result<std::uint64_t>(r.error());
+    auto& [keys, more] = *r;
+    removed += keys.size();
+    std::vector<task<result<void>>> tells;
+    for (auto& k : keys) {
+      p.forget_route(k.key);
+      for (auto& h : k.holders)
+        if (h.client_id != p.id) tells.push_back(p.peers.remove(h.rpc_endpoint, k.key));
+      tells.push_back(p.dm->remove(k.key));
+      if (tells.size() >= fan_out) {
+        (void)co_await mc::when_all(std::move(tells));  // per-holder failures: see the header
+        tells.clear();
+      }
+    }
+    if (!tells.empty()) (void)co_await mc::when_all(std::move(tells));
+    if (!more || keys.empty()) co_return removed;
+  }
+}
+
+task<result<void>> client::remove_local(std::string key) {
+  if (auto k = check_key(key); !k) co_return k;
+  auto r = co_await impl_->dm->drop_local(key);
+  if (!r) co_return r;
+  co_await impl_->drain_notices();
+  co_return result<void>{};
+}
+
+task<result<std::uint64_t>> client::remove_all_local() {
+  std::uint64_t dropped = 0;
+  for (auto& k : impl_->backend->keys()) {
+    auto r = co_await impl_->dm->drop_local(k.key);
+    if (r) ++dropped;
+  }
+  co_await impl_->drain_notices();
+  co_return dropped;
+}
+
 task<result<object_info>> client::query(std::string key) {
   if (auto k = check_key(key); !k) co_return k.error();
   object_info info;

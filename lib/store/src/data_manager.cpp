@@ -233,6 +233,15 @@ task<result<void>> data_manager::remove(const std::string& key) {
   co_return backend_.remove(key);
 }
 
+task<result<void>> data_manager::drop_local(const std::string& key) {
+  if (auto r = check_key(key); !r) co_return r;
+  auto lock = co_await lock_exclusive(key);
+  if (!lock) co_return lock.error();
+  auto v = backend_.version_of(key);
+  if (!v) co_return v.error();
+  co_return backend_.drop_superseded(key, *v);
+}
+
 void data_manager::count_read(const result<std::uint64_t>& r) {
   if (!r) {
     counters_->remote_errors.fetch_add(1, relaxed);

@@ -47,6 +47,10 @@ class master_client {
   /// class-type default argument twice.)
   task<result<replica>> write_route(std::uint64_t size) { return write_route(size, std::string{}); }
   task<result<std::vector<replica>>> remove_key(std::string key);
+  /// One page of metadata::remove_matching: (removed keys with their
+  /// holders, whether more remain). Errors: invalid_params, rpc_fail, timeout.
+  task<result<std::pair<std::vector<metadata::removed_key>, bool>>> remove_matching(std::string pattern, bool all,
+                                                                                   std::uint32_t limit);
   task<result<std::vector<client_status>>> clients();
   /// One client's registration. Errors: client_not_found, rpc_fail, timeout.
   task<result<client_info>> get_client(std::string client_id);

@@ -169,6 +169,20 @@ class metadata {
   ordering_stats ordering() const;
   /// Removes the key from every holder (the caller tells the holders).
   result<std::vector<replica>> remove_key(const std::string& key);
+  /// Removes up to `limit` keys: every key when `all`, else those the
+  /// ECMAScript regular expression `pattern` matches (search, anywhere in the
+  /// key; at most max_pattern_bytes). Returns them with their holders (the
+  /// caller tells the holders) and whether matching keys remain. Errors:
+  /// invalid_params (an empty, too long or malformed pattern, or one whose
+  /// matching exceeded Boost.Regex's complexity bound: nothing past the keys
+  /// already removed is touched). Thread-safe; takes each shard's lock in turn.
+  struct removed_key {
+    std::string key;
+    std::vector<replica> holders;
+  };
+  static constexpr std::size_t max_pattern_bytes = 1024;
+  result<std::pair<std::vector<removed_key>, bool>> remove_matching(const std::string& pattern, bool all,
+                                                                   std::size_t limit);
   /// Healthy replicas of a key; object_not_found if none.
   result<key_info> lookup(const std::string& key) const;
   bool exists(const std::string& key) const;
@@ -202,6 +216,13 @@ class metadata {
   std::pair<std::uint64_t, std::uint64_t> drop_holder_entries(const std::string& client_id,
                                                               std::uint64_t below_epoch);
   void queue_drop(const std::string& holder, const std::string& key, std::uint64_t version);
+  /// The endpoints of removed entries' holders; live ones leave their
+  /// client's key count. Takes clients_mu_ (no shard lock may be held).
+  struct holder_ref {
+    std::string client_id;
+    bool live = false;
+  };
+  std::vector<replica> release_holders(const std::vector<holder_ref>& holders);
   struct counters;
   std::unique_ptr<counters> counters_;
 

@@ -197,6 +197,21 @@ class client {
   task<result<bool>> exists(std::string key);
   /// Removes `key` everywhere it is held. object_not_found if nowhere.
   task<result<void>> remove(std::string key);
+  /// Removes every key (`all`) or every key the ECMAScript regular expression
+  /// `pattern` matches anywhere in it, everywhere it is held (the master
+  /// removes them in pages of 4096, this client tells their holders). Returns
+  /// how many keys the master removed. Errors: invalid_params (a malformed,
+  /// empty or too long pattern, or one too complex to match), master errors;
+  /// a holder that cannot be told keeps its copy unroutable until it evicts
+  /// it or re-publishes. The master scans its whole table: O(keys) per call.
+  task<result<std::uint64_t>> remove_matching(std::string pattern, bool all);
+  /// Drops this client's own copy of `key` (other holders keep theirs); the
+  /// master forgets this holder before this returns (best effort: if the
+  /// notice fails, the next heartbeat's resync corrects it).
+  /// object_not_found when not held here.
+  task<result<void>> remove_local(std::string key);
+  /// remove_local() of every key held here; returns how many were dropped.
+  task<result<std::uint64_t>> remove_all_local();
   /// Size and holders of `key`.
   task<result<object_info>> query(std::string key);
 

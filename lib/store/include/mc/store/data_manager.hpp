@@ -136,6 +136,10 @@ class data_manager {
   bool exists(const std::string& key) const;
   /// Local remove under the exclusive lock. object_not_found if absent.
   task<result<void>> remove(const std::string& key);
+  /// Drops the local copy under the exclusive lock as a superseded one, so
+  /// that the backend observer queues a removal notice for the master (unlike
+  /// remove(), whose caller tells the master itself). object_not_found if absent.
+  task<result<void>> drop_local(const std::string& key);
 
   /// The spec's remote read (steps 2-6): tier handle (taken under the shared
   /// lock, which is released before any I/O), staging copy when the value is

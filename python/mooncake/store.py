@@ -1,0 +1,18 @@
+"""``mooncake.store`` as Mooncake's connectors import it, served by mooncake-p2p."""
+from mooncake_p2p import (  # noqa: F401
+    BufferHandle,
+    MooncakeDistributedStore,
+    MooncakeDistributedStoreAsync,
+    ObjectDataType,
+    ReplicateConfig,
+    SoftPinAction,
+)
+
+__all__ = [
+    "BufferHandle",
+    "MooncakeDistributedStore",
+    "MooncakeDistributedStoreAsync",
+    "ObjectDataType",
+    "ReplicateConfig",
+    "SoftPinAction",
+]

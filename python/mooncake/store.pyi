@@ -1,0 +1,8 @@
+from mooncake_p2p import (
+    BufferHandle as BufferHandle,
+    MooncakeDistributedStore as MooncakeDistributedStore,
+    MooncakeDistributedStoreAsync as MooncakeDistributedStoreAsync,
+    ObjectDataType as ObjectDataType,
+    ReplicateConfig as ReplicateConfig,
+    SoftPinAction as SoftPinAction,
+)
