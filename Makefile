@@ -30,7 +30,7 @@ build: deps $(BUILD)/build.ninja
 
 # Fast developer loop: unit + integration suites of the main build.
 check: build
-	meson test -C $(BUILD) --suite unit --suite integration --print-errorlogs --num-processes 2
+	meson test -C $(BUILD) --suite unit --suite integration --suite python --print-errorlogs --num-processes 2
 
 # The README's test command: every stage below in order, each stage's wall
 # time, a summary table; fails when any stage failed (scripts/test-all.sh).
