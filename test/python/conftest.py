@@ -95,6 +95,24 @@ def start_node(procs, master_addr, name="node", dram="64MiB", extra=()):
     return p, rpc
 
 
+def sigstop(pid, timeout=10.0):
+    """SIGSTOPs `pid` and waits until every one of its threads is stopped."""
+    os.kill(pid, signal.SIGSTOP)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        states = []
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            try:
+                with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                    states.append(f.read().rsplit(")", 1)[1].split()[0])
+            except FileNotFoundError:
+                pass
+        if states and all(st == "T" for st in states):
+            return
+        time.sleep(0.01)
+    raise TimeoutError(f"process {pid} did not stop")
+
+
 def py_proc(procs, name, script, *args):
     """Another Python process running `script` (a file in this folder)."""
     return procs.spawn(name, [sys.executable, os.path.join(HERE, script), *map(str, args)], env=dict(os.environ))

@@ -7,7 +7,7 @@ import random
 import signal
 import threading
 
-from conftest import py_proc
+from conftest import sigstop
 from test_store_processes import start_peer
 
 
@@ -59,7 +59,7 @@ def test_async_cancel_releases_the_call(procs, master):
     peer, _ = start_peer(procs, master, "ac", 1, 50_000)
     s = new_async(master)
     assert s.get_size("ac0") == 50_000
-    os.kill(peer.pid, signal.SIGSTOP)
+    sigstop(peer.pid)
     try:
         async def main():
             buf = (ctypes.c_char * 50_000)()

@@ -12,7 +12,7 @@ import sys
 import threading
 import time
 
-from conftest import new_store, py_proc
+from conftest import new_store, py_proc, sigstop
 
 
 def start_peer(procs, master, prefix, count, size, seed=1):
@@ -65,7 +65,7 @@ def test_pure_client_puts_on_a_peer(procs, master):
 def test_gil_released_while_owner_is_stopped(procs, master, store):
     peer, digests = start_peer(procs, master, "st", 1, 100_000)
     assert store.get_size("st0") == 100_000  # route cached
-    os.kill(peer.pid, signal.SIGSTOP)
+    sigstop(peer.pid)
     try:
         ticks = []
         stop = threading.Event()
