@@ -94,6 +94,41 @@ TEST_SUITE("master metadata") {
     CHECK(mc::is(m.remove_key("k").error(), mc::errc::object_not_found));
   }
 
+  TEST_CASE("remove_matching removes matching keys in bounded pages and refuses bad patterns") {
+    metadata m;
+    REQUIRE(m.register_client(client("a")));
+    REQUIRE(m.register_client(client("b")));
+    for (int i = 0; i < 10; ++i) REQUIRE(m.add_replica("r/" + std::to_string(i), i % 2 ? "a" : "b", 1, 1));
+    REQUIRE(m.add_replica("keep", "a", 1, 1));
+    auto page = m.remove_matching("^r/", false, 4);
+    REQUIRE(page);
+    CHECK(page->first.size() == 4);
+    CHECK(page->second);  // more remain
+    for (auto& k : page->first) {
+      CHECK(k.key.rfind("r/", 0) == 0);
+      REQUIRE(k.holders.size() == 1);
+    }
+    auto rest = m.remove_matching("^r/", false, 100);
+    REQUIRE(rest);
+    CHECK(rest->first.size() == 6);
+    CHECK_FALSE(rest->second);
+    CHECK(m.exists("keep"));
+    CHECK(m.key_count() == 1);
+    for (const char* bad : {"", "(", "[a-"}) CHECK(mc::is(m.remove_matching(bad, false, 10).error(), mc::errc::invalid_params));
+    CHECK(mc::is(m.remove_matching(std::string(metadata::max_pattern_bytes + 1, 'a'), false, 10).error(),
+                 mc::errc::invalid_params));
+    // A pathological pattern hits Boost.Regex's complexity bound instead of stalling.
+    REQUIRE(m.add_replica(std::string(40, 'a') + "!", "a", 1, 1));
+    auto evil = m.remove_matching("^(a+)+$", false, 10);
+    if (evil) CHECK(evil->first.empty());
+    else CHECK(mc::is(evil.error(), mc::errc::invalid_params));
+    CHECK(m.exists("keep"));
+    auto all = m.remove_matching("", true, 100);
+    REQUIRE(all);
+    CHECK(all->first.size() == 2);
+    CHECK(m.key_count() == 0);
+  }
+
   TEST_CASE("write route picks the healthy client with the most room") {
     metadata m;
     REQUIRE(m.register_client(client("a", 1000, 900)));

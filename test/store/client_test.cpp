@@ -124,6 +124,50 @@ TEST_SUITE("store client") {
     CHECK(mc::is(rm2.error(), mc::errc::object_not_found));
   }
 
+  TEST_CASE("remove_matching removes keys everywhere; remove_local drops only this copy") {
+    cluster cl;
+    auto& a = cl.add("a");
+    auto& b = cl.add("b");
+    auto v = random_bytes(3001, 5);
+    for (const char* k : {"m/1", "m/2", "keep"}) REQUIRE(cl.on(0, put(a, k, v)));
+    REQUIRE(cl.on(1, put(b, "m/3", v)));
+    auto n = cl.on(1, [](mc::store::client& b) -> mc::task<mc::result<std::uint64_t>> {
+      co_return co_await b.remove_matching("^m/", false);
+    }(b));
+    REQUIRE(n.has_value());
+    CHECK(*n == 3);
+    CHECK_FALSE(a.data().exists("m/1"));
+    CHECK_FALSE(a.data().exists("m/2"));
+    CHECK_FALSE(b.data().exists("m/3"));
+    CHECK(a.data().exists("keep"));
+    auto bad = cl.on(1, [](mc::store::client& b) -> mc::task<mc::result<std::uint64_t>> {
+      co_return co_await b.remove_matching("(", false);
+    }(b));
+    CHECK(mc::is(bad.error(), mc::errc::invalid_params));
+    // remove_local: a's copy goes and the master forgets a as its holder.
+    auto rl = cl.on(0, [](mc::store::client& a) -> mc::task<mc::result<void>> {
+      co_return co_await a.remove_local("keep");
+    }(a));
+    REQUIRE(rl.has_value());
+    CHECK_FALSE(a.data().exists("keep"));
+    auto ex = cl.on(1, [](mc::store::client& b) -> mc::task<mc::result<bool>> { co_return co_await b.exists("keep"); }(b));
+    REQUIRE(ex.has_value());
+    CHECK_FALSE(*ex);
+    auto again = cl.on(0, [](mc::store::client& a) -> mc::task<mc::result<void>> {
+      co_return co_await a.remove_local("keep");
+    }(a));
+    CHECK(mc::is(again.error(), mc::errc::object_not_found));
+    for (const char* k : {"l/1", "l/2"}) REQUIRE(cl.on(0, put(a, k, v)));
+    auto all = cl.on(0, [](mc::store::client& a) -> mc::task<mc::result<std::uint64_t>> {
+      co_return co_await a.remove_all_local();
+    }(a));
+    REQUIRE(all.has_value());
+    CHECK(*all == 2);
+    auto ex2 = cl.on(1, [](mc::store::client& b) -> mc::task<mc::result<bool>> { co_return co_await b.exists("l/1"); }(b));
+    REQUIRE(ex2.has_value());
+    CHECK_FALSE(*ex2);
+  }
+
   TEST_CASE("values in the SSD tier are served through staging buffers") {
     cluster cl;
     auto& a = cl.add("a", R"({"tiers":[{"type":"DRAM","capacity":"1MiB","priority":100},)"
