@@ -9,7 +9,7 @@
 # Environment:
 #   QUICK=1          reduced matrix (< 3 minutes of benchmarks)
 #   BENCH_BUILD      build directory (default build-release, --buildtype=release)
-#   BENCH_ONLY       comma list of areas to run: runtime,rpc,transfer,tiered,store,inference
+#   BENCH_ONLY       comma list of areas to run: runtime,rpc,transfer,tiered,store,inference,python
 #   BENCH_OUT        output directory (default bench/results/<date>-<commit>[-quick])
 #   JOBS             build parallelism (default nproc)
 #   BENCH_NO_BUILD=1 do not (re)build: run the programs already in BENCH_BUILD
@@ -88,6 +88,7 @@ if [[ $quick == 1 ]]; then
   for cfg in tcp shm; do  # 3 connector shapes x put/get x 2 baselines + 2 small batches + 2 x 3 single-get rows
     add inference inference/inference_bench "--quick --configs $cfg" 20
   done
+  add python python/python_bench.py "--quick" 6  # Python API vs C++ API, 3 cases x put/get
 else
   limit=900
   inflight=1,4,16,64,256
@@ -105,6 +106,7 @@ else
   for cfg in tcp shm; do
     add inference inference/inference_bench "--configs $cfg --runs 3" 20
   done
+  add python python/python_bench.py "" 6
 fi
 
 sel=()

@@ -1,0 +1,108 @@
+// python_bench's C++ side: the same inference cases as python_bench.py, through
+// the C++ API (mc::store::client) with the same node options, in the same run.
+//
+//   cpp_driver CASE KEYS VALUE PIECES RUNS -- <mooncake_client flags>
+//
+// Puts (replace semantics, the Python side's batch_upsert_*) go to the master's
+// write route (the owner); gets read them back into another buffer. Prints one
+// line "put <seconds> ... get <seconds> ..." with one time per run; exit 1 on
+// any error or a checksum mismatch.
+#include "mc/rpc/client.hpp"
+#include "mc/runtime/runtime.hpp"
+#include "mc/store/client.hpp"
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace {
+
+using clk = std::chrono::steady_clock;
+
+int fail(const std::string& m) {
+  std::fprintf(stderr, "cpp_driver: %s\n", m.c_str());
+  return 1;
+}
+
+/// Paged like a KV cache: piece l of key k at l * keys * piece + k * piece.
+template <class Span, class Byte>
+std::vector<std::vector<Span>> layout(Byte* base, std::size_t keys, std::size_t value, std::size_t pieces) {
+  std::vector<std::vector<Span>> out(keys);
+  std::size_t piece = value / pieces;
+  for (std::size_t k = 0; k < keys; ++k)
+    for (std::size_t l = 0; l < pieces; ++l) out[k].emplace_back(base + l * keys * piece + k * piece, piece);
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 7 || std::string(argv[6]) != "--")
+    return fail("usage: cpp_driver CASE KEYS VALUE PIECES RUNS -- <mooncake_client flags>");
+  std::string name = argv[1];
+  std::size_t keys = std::stoul(argv[2]), value = std::stoul(argv[3]), pieces = std::stoul(argv[4]);
+  int runs = std::stoi(argv[5]);
+  if (keys == 0 || pieces == 0 || value % pieces != 0) return fail("bad shape");
+  mc::store::client_options o;
+  auto set = mc::store::make_option_set(o);
+  std::vector<std::string> args(argv + 7, argv + argc);
+  if (auto r = set.parse(args); r.what != mc::config::outcome::kind::run) return fail(r.message);
+  if (auto m = mc::store::resolve(o, set); !m.empty()) return fail(m);
+
+  std::vector<std::byte> src(keys * value), dst(keys * value);
+  std::uint64_t x = 0x9e3779b97f4a7c15ull;
+  for (std::size_t i = 0; i + 8 <= src.size(); i += 8) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    std::memcpy(src.data() + i, &x, 8);
+  }
+  std::vector<std::string> names;
+  for (std::size_t k = 0; k < keys; ++k) names.push_back(name + "/" + std::to_string(k));
+
+  mc::runtime::runtime rt(std::max<std::uint64_t>(2, o.rpc_thread_num));
+  rt.start();
+  std::string why;
+  auto c = mc::store::client::start(rt, o, &why);
+  if (!c) return fail("start: " + why);
+  auto& cl = **c;
+  // Long-lived registrations, as the Python side's register_buffer.
+  auto r1 = cl.register_buffer(src);
+  auto r2 = cl.register_buffer(dst);
+  if (!r1 || !r2) return fail("register_buffer");
+  mc::store::put_options remote;
+  remote.where = mc::store::placement::remote;
+  std::vector<double> put_s, get_s;
+  int rc = 0;
+  for (int run = 0; run < runs && rc == 0; ++run) {
+    auto vs = layout<std::span<const std::byte>>(static_cast<const std::byte*>(src.data()), keys, value, pieces);
+    auto ds = layout<std::span<std::byte>>(dst.data(), keys, value, pieces);
+    auto t0 = clk::now();
+    auto pr = rt.block_on(cl.batch_put_parts(names, std::move(vs), remote));
+    auto t1 = clk::now();
+    auto gr = rt.block_on(cl.batch_get_parts(names, std::move(ds)));
+    auto t2 = clk::now();
+    for (auto& r : pr)
+      if (!r) rc = fail("put: " + r.error().message());
+    for (auto& r : gr)
+      if (!r || *r != value) rc = fail("get: " + (r ? std::string("wrong size") : r.error().message()));
+    if (rc == 0 && std::memcmp(src.data(), dst.data(), src.size()) != 0) rc = fail("checksum mismatch");
+    put_s.push_back(std::chrono::duration<double>(t1 - t0).count());
+    get_s.push_back(std::chrono::duration<double>(t2 - t1).count());
+    std::memset(dst.data(), 0, dst.size());
+  }
+  std::string line = "put";
+  for (double s : put_s) line += " " + std::to_string(s);
+  line += " get";
+  for (double s : get_s) line += " " + std::to_string(s);
+  std::printf("%s\n", line.c_str());
+  r1->reset();
+  r2->reset();
+  cl.stop();
+  c->reset();
+  mc::rpc::shutdown(rt);
+  rt.stop();
+  return rc;
+}
