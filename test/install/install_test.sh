@@ -56,5 +56,20 @@ check "the node registered with the installed master" wait_for 10 bash -c \
   "'$INST_BIN/mooncake_cli' --master_server_address 127.0.0.1:$MRPC clients | grep -q healthy"
 check "the pkg-config-built program puts, gets back and compares through the cluster" \
   timeout 60 "$WORK/app/install_smoke" --master_server_address 127.0.0.1:$MRPC --target 127.0.0.1:$RPC
+# The Python package (when the build has it): installed into the interpreter's
+# dist-packages under the prefix, without the `mooncake` shim by default.
+PYSITE=$(find "$DEST" -type d -path '*/dist-packages' | head -1)
+if [[ -n "${PYTHON:-}" ]]; then
+  check "mooncake_p2p is installed into <prefix>/lib/python3/dist-packages" test -f "$PYSITE/mooncake_p2p/__init__.py"
+  check "the mooncake shim is not installed unless asked for" test ! -e "$PYSITE/mooncake"
+  check "the installed mooncake_p2p puts and gets through the installed cluster" env PYTHONPATH="$PYSITE" \
+    timeout 60 "$PYTHON" -c "
+import mooncake_p2p as m
+assert m.__version__
+s = m.MooncakeDistributedStore()
+assert s.setup('127.0.0.1', 'P2PHANDSHAKE', 16 << 20, 16 << 20, 'tcp', '', '127.0.0.1:$MRPC') == 0
+assert s.put('installed-python', b'x' * 1000) == 0 and s.get('installed-python') == b'x' * 1000
+assert s.close() == 0"
+fi
 echo "install test: $((SECONDS - t0)) s"
 finish
