@@ -2,6 +2,7 @@
 from mooncake_p2p import (  # noqa: F401
     BufferHandle,
     MooncakeDistributedStore,
+    MooncakeHostMemAllocator,
     MooncakeDistributedStoreAsync,
     ObjectDataType,
     ReplicateConfig,
@@ -11,6 +12,7 @@ from mooncake_p2p import (  # noqa: F401
 __all__ = [
     "BufferHandle",
     "MooncakeDistributedStore",
+    "MooncakeHostMemAllocator",
     "MooncakeDistributedStoreAsync",
     "ObjectDataType",
     "ReplicateConfig",

@@ -16,6 +16,7 @@ coroutines that complete through the running asyncio loop.
 from ._native import (  # noqa: F401
     BufferHandle,
     MooncakeDistributedStore,
+    MooncakeHostMemAllocator,
     ObjectDataType,
     ReplicateConfig,
     SoftPinAction,
@@ -27,6 +28,7 @@ from ._async import MooncakeDistributedStoreAsync  # noqa: F401
 __all__ = [
     "BufferHandle",
     "MooncakeDistributedStore",
+    "MooncakeHostMemAllocator",
     "MooncakeDistributedStoreAsync",
     "ObjectDataType",
     "ReplicateConfig",

@@ -43,6 +43,12 @@ class BufferHandle:
     def size(self) -> int: ...
     def __len__(self) -> int: ...
 
+class MooncakeHostMemAllocator:
+    """Page-aligned, zeroed host memory (engines' KV pools)."""
+    def __init__(self) -> None: ...
+    def alloc(self, size: int) -> int: ...  # address, 0 on failure
+    def free(self, ptr: int) -> int: ...    # 0, or -600 for an unknown address
+
 Buffer = Any  # any C-contiguous object with the buffer protocol
 
 class MooncakeDistributedStore:

@@ -594,6 +594,7 @@ PYBIND11_MODULE(_native, m) {
   m.attr("__revision__") = std::string(mc::config::vcs_revision());
   bind_types(m);
   bind_async(m);
+  bind_host_mem(m);
   store_class c(m, "MooncakeDistributedStore");
   bind_lifecycle(c);
   bind_data(c);

@@ -70,5 +70,7 @@ py::object run_async(store_session& s, prepared& p, std::shared_ptr<completion_q
 
 /// Registers _CompletionQueue and _AsyncOp in `m`.
 void bind_async(py::module_& m);
+/// Registers MooncakeHostMemAllocator in `m`.
+void bind_host_mem(py::module_& m);
 
 }  // namespace mc::python

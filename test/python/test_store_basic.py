@@ -260,3 +260,21 @@ def test_replicate_config_accepted(store):
     assert store.put("rc", b"v", cfg) == 0
     assert store.put_from("rc2", 0, 0, config=cfg) == INVALID_PARAMS
     assert "replica_num=1" in str(cfg)
+
+
+def test_host_mem_allocator(store):
+    from mooncake.store import MooncakeHostMemAllocator
+
+    a = MooncakeHostMemAllocator()
+    n = 3 * 4096 + 5
+    p = a.alloc(n)
+    assert p != 0 and p % 4096 == 0
+    assert ctypes.string_at(p, n) == bytes(n)
+    ctypes.memmove(p, b"pool" * (n // 4), (n // 4) * 4)
+    assert store.register_buffer(p, n) == 0
+    assert store.put_from("pool", p, n) == 0
+    assert store.get("pool") == ctypes.string_at(p, n)
+    assert store.unregister_buffer(p) == 0
+    assert a.free(p) == 0
+    assert a.free(p) == INVALID_PARAMS
+    assert a.alloc(0) == 0
