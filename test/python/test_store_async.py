@@ -11,12 +11,12 @@ from conftest import sigstop
 from test_store_processes import start_peer
 
 
-def new_async(master):
+def new_async(master, rpc_timeout="3s"):
     from mooncake.store import MooncakeDistributedStoreAsync
 
     s = MooncakeDistributedStoreAsync()
     assert s.setup({"local_hostname": "127.0.0.1", "master_server_addr": master, "global_segment_size": "64MB",
-                    "heartbeat_interval": "200ms", "rpc_timeout": "3s"}) == 0
+                    "heartbeat_interval": "200ms", "rpc_timeout": rpc_timeout}) == 0
     return s
 
 
@@ -57,7 +57,8 @@ def test_async_calls(master):
 
 def test_async_cancel_releases_the_call(procs, master):
     peer, _ = start_peer(procs, master, "ac", 1, 50_000)
-    s = new_async(master)
+    # A deadline far beyond the test: only the cancellation can end the call.
+    s = new_async(master, rpc_timeout="300s")
     assert s.get_size("ac0") == 50_000
     sigstop(peer.pid)
     try:
@@ -71,6 +72,14 @@ def test_async_cancel_releases_the_call(procs, master):
                 raise AssertionError("not cancelled")
             except asyncio.CancelledError:
                 pass
+            # The node's operation ends too (it answers CANCELLED long before
+            # its 300 s deadline) and the bridge lets go of the buffer.
+            bridge = s._bridges[asyncio.get_running_loop()]
+            for _ in range(3000):
+                if not bridge.pending:
+                    break
+                await asyncio.sleep(0.01)
+            assert not bridge.pending, "the cancelled operation did not end"
             # The store keeps working after the cancellation.
             assert await s.async_put("after-cancel", b"ok") == 0
             assert await s.async_get("after-cancel") == b"ok"
