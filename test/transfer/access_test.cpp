@@ -11,6 +11,8 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstring>
+#include <random>
 
 using namespace std::chrono_literals;
 using namespace mc::transfer;
@@ -192,5 +194,52 @@ TEST_SUITE("transfer_trust") {
       // alone can stretch one gap.
       CHECK(rep.ticks >= 3);
     }
+  }
+
+  TEST_CASE("pipelined TCP windows keep the stream in step through refusals spread over reads and writes") {
+    // Many small requests (odd sizes) share a few connections, several per
+    // window; every 7th carries a wrong token. Refusals must answer only
+    // their own request, every other byte must land, and the connections
+    // must stay reusable (no reconnect per refusal).
+    two_engines t;
+    std::vector<std::uint8_t> target(4 << 20, 0);
+    auto reg = t.b->register_memory(target.data(), target.size());
+    REQUIRE(reg);
+    auto src = mc::test::random_bytes(target.size(), 77);
+    std::vector<std::uint8_t> back(target.size(), 0);
+    std::mt19937 rng(5);
+    std::vector<request> writes, reads;
+    std::vector<std::pair<std::size_t, std::size_t>> ranges;
+    std::size_t off = 0;
+    for (int i = 0; off < target.size() && i < 300; ++i) {
+      std::size_t n = std::min<std::size_t>(1 + rng() % 40000, target.size() - off);
+      ranges.emplace_back(off, n);
+      auto d = reg->describe(off, n);
+      if (i % 7 == 3) d.token ^= 0x40;
+      writes.push_back(request::make_write(cbytes(src).subspan(off, n), d));
+      reads.push_back(request::make_read(bytes(back).subspan(off, n), d));
+      off += n;
+    }
+    for (int round = 0; round < 2; ++round) {
+      auto w = t.rt.block_on(t.a->batch(writes));
+      auto r = t.rt.block_on(t.a->batch(reads));
+      REQUIRE(w.size() == ranges.size());
+      REQUIRE(r.size() == ranges.size());
+      for (std::size_t i = 0; i < ranges.size(); ++i) {
+        auto [o, n] = ranges[i];
+        if (i % 7 == 3) {
+          CHECK(mc::is(w[i].error(), mc::errc::access_denied));
+          CHECK(mc::is(r[i].error(), mc::errc::access_denied));
+          CHECK(std::all_of(target.begin() + o, target.begin() + o + n, [](auto b) { return b == 0; }));
+        } else {
+          REQUIRE(w[i].has_value());
+          REQUIRE(r[i].has_value());
+          CHECK(std::memcmp(target.data() + o, src.data() + o, n) == 0);
+          CHECK(std::memcmp(back.data() + o, src.data() + o, n) == 0);
+        }
+      }
+    }
+    // Refusals did not cost connections: at most the pool's bound were opened.
+    CHECK(t.a->stats().outbound_connections <= engine_options{}.connections_per_peer);
   }
 }

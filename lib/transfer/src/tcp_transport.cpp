@@ -1,5 +1,6 @@
 // TCP transport, initiator side: slices requests over a bounded pool of
-// connections to the peer; one outstanding request per connection.
+// connections to the peer; each connection carries a window of pipelined
+// requests (up to 16 slices / 4 MiB), sent in one gathered send.
 #include "engine_impl.hpp"
 #include "io.hpp"
 #include "wire.hpp"
@@ -10,6 +11,7 @@
 #include <boost/asio/socket_base.hpp>
 
 #include <algorithm>
+#include <array>
 #include <optional>
 
 namespace mc::transfer::detail {
@@ -77,17 +79,46 @@ class tcp_transport final : public transport {
   }
 
  private:
+  /// Requests one connection carries at once (pipelined: the target serves a
+  /// connection's requests in order), and their bytes at most.
+  static constexpr std::size_t max_window = 16;
+  static constexpr std::uint64_t max_window_bytes = 4u << 20;
+
+  /// Outcome of one window: slices [0, resolved) got their answer (success or
+  /// a refusal, already applied to their items); the rest failed with `ec`.
+  struct window_result {
+    std::size_t resolved = 0;
+    boost::system::error_code ec;
+  };
+
+  /// Takes the next slices for one window (skipping items already finished).
+  static void take(job& j, std::vector<slice>& win) {
+    std::uint64_t bytes = 0;
+    while (j.next < j.slices.size() && win.size() < max_window) {
+      const slice& s = j.slices[j.next];
+      if (j.items[s.item]->done) {
+        ++j.next;
+        continue;
+      }
+      if (!win.empty() && bytes + s.length > max_window_bytes) break;
+      bytes += s.length;
+      win.push_back(s);
+      ++j.next;
+    }
+  }
+
   task<int> worker(job& j, std::size_t w) {
     lease c;
     bool first_on_conn = true;
-    std::optional<slice> pending;  // a slice to retry on a fresh connection
+    std::vector<slice> retry;  // a window to retry once on a fresh connection
+    std::vector<slice> win;
     for (;;) {
-      if (!pending && j.next >= j.slices.size()) co_return 0;
+      if (retry.empty() && j.next >= j.slices.size()) co_return 0;
       if (!c) {
-        auto got = co_await j.pool->acquire(j.connect, w == 0 || pending.has_value());
+        auto got = co_await j.pool->acquire(j.connect, w == 0 || !retry.empty());
         if (!got) {
           if (!mc::is(got.error(), errc::cancelled)) {
-            if (pending) j.items[pending->item]->finish(got.error());
+            for (auto& s : retry) j.items[s.item]->finish(got.error());
             fail_rest(j, got.error());
           }
           co_return 0;
@@ -96,46 +127,33 @@ class tcp_transport final : public transport {
         c = std::move(*got);
         first_on_conn = true;
       }
-      const bool is_retry = pending.has_value();
-      if (!is_retry && j.next >= j.slices.size()) co_return 0;  // others took the rest meanwhile
-      slice s;
-      if (is_retry) {
-        s = *pending;
-        pending.reset();
-      } else {
-        s = j.slices[j.next++];
-      }
-      transfer_item& it = *j.items[s.item];
-      if (it.done) continue;
+      const bool is_retry = !retry.empty();
+      win.clear();
+      if (is_retry) win.swap(retry);
+      else take(j, win);
+      if (win.empty()) continue;  // every slice left belonged to finished items
       c.begin();
-      auto r = co_await run_slice(*c, s, it);
-      if (!r.ec) {
-        c.keep();  // request and whole response done: reusable
+      auto r = co_await run_window(*c, j, win);
+      if (r.resolved == win.size()) {
+        c.keep();  // every request and whole response done: reusable
         first_on_conn = false;
-        if (--j.remaining[s.item] == 0) it.finish({});
         continue;
       }
       if (mc::is(r.ec, errc::cancelled)) {
         c.discard();
-        co_return 0;  // deadline / stop: the item stays unfinished
+        co_return 0;  // deadline / stop: the unresolved items stay unfinished
       }
-      if (r.conn_ok) {  // the target refused; the connection is fine
-        c.keep();
-        first_on_conn = false;
-        it.finish(r.ec);
-        continue;
-      }
-      // Broken connection. A pooled connection that fails on its first use
-      // is probably stale (peer restarted): retry once on a fresh one (READ
-      // and WRITE are idempotent).
-      const bool stale = c.reused() && first_on_conn && !is_retry;
+      // Broken connection. A pooled connection that fails before its first
+      // answer is probably stale (peer restarted): retry the window once on a
+      // fresh one (READ and WRITE are idempotent).
+      const bool stale = c.reused() && first_on_conn && !is_retry && r.resolved == 0;
       c.discard();
       if (stale) {
         j.pool->drop_idle();
-        pending = s;
+        retry.assign(win.begin(), win.end());
         continue;
       }
-      it.finish(r.ec);
+      for (std::size_t k = r.resolved; k < win.size(); ++k) j.items[win[k].item]->finish(r.ec);
     }
   }
 
@@ -143,43 +161,52 @@ class tcp_transport final : public transport {
     for (; j.next < j.slices.size(); ++j.next) j.items[j.slices[j.next].item]->finish(ec);
   }
 
-  task<slice_result> run_slice(pooled_conn<tcp_socket>& c, slice s, transfer_item& it) {
-    header h;
-    h.op = it.op == op_kind::write ? wire_op::write_req : wire_op::read_req;
-    h.request_id = c.next_id++;
-    h.address = it.address + s.offset;
-    h.length = s.length;
-    h.token = it.token;
-    header_bytes hb;
-    encode(h, hb);
-    std::byte* local = it.local + s.offset;
-    if (it.op == op_kind::write) {
-      iovec iov[2] = {{hb.data(), hb.size()}, {local, static_cast<std::size_t>(s.length)}};
-      auto r = co_await send_all(c.sock, iov, 2);
-      if (!r) co_return slice_result{r.error(), false};
-    } else {
-      auto r = co_await send_all(c.sock, hb.data(), hb.size());
-      if (!r) co_return slice_result{r.error(), false};
+  /// Sends every request of `win` in one gathered send, then reads the
+  /// answers in order. A target's refusal finishes that item and keeps the
+  /// stream in step; anything else unexpected breaks the connection.
+  task<window_result> run_window(pooled_conn<tcp_socket>& c, job& j, const std::vector<slice>& win) {
+    std::array<header_bytes, max_window> hbs;
+    std::array<std::uint64_t, max_window> ids;
+    std::array<iovec, 2 * max_window> iov;
+    int n_iov = 0;
+    for (std::size_t k = 0; k < win.size(); ++k) {
+      const slice& s = win[k];
+      transfer_item& it = *j.items[s.item];
+      header h;
+      h.op = it.op == op_kind::write ? wire_op::write_req : wire_op::read_req;
+      h.request_id = ids[k] = c.next_id++;
+      h.address = it.address + s.offset;
+      h.length = s.length;
+      h.token = it.token;
+      encode(h, hbs[k]);
+      iov[n_iov++] = {hbs[k].data(), hbs[k].size()};
+      if (it.op == op_kind::write) iov[n_iov++] = {it.local + s.offset, static_cast<std::size_t>(s.length)};
     }
-    header_bytes rb;
-    auto r = co_await recv_all(c.sock, rb.data(), rb.size());
-    if (!r) co_return slice_result{r.error(), false};
-    auto resp = decode(rb);
-    const auto expect = it.op == op_kind::write ? wire_op::write_resp : wire_op::read_resp;
-    if (!resp || resp->op != expect || resp->request_id != h.request_id)
-      co_return slice_result{make_error_code(errc::transfer_fail), false};
-    if (resp->status != 0) {
-      if (resp->length != 0) co_return slice_result{make_error_code(errc::transfer_fail), false};
-      co_return slice_result{status_to_error(resp->status), true};
+    if (auto r = co_await send_all(c.sock, iov.data(), n_iov); !r) co_return window_result{0, r.error()};
+    for (std::size_t k = 0; k < win.size(); ++k) {
+      const slice& s = win[k];
+      transfer_item& it = *j.items[s.item];
+      header_bytes rb;
+      if (auto r = co_await recv_all(c.sock, rb.data(), rb.size()); !r) co_return window_result{k, r.error()};
+      auto resp = decode(rb);
+      const auto expect = it.op == op_kind::write ? wire_op::write_resp : wire_op::read_resp;
+      if (!resp || resp->op != expect || resp->request_id != ids[k])
+        co_return window_result{k, make_error_code(errc::transfer_fail)};
+      if (resp->status != 0) {
+        if (resp->length != 0) co_return window_result{k, make_error_code(errc::transfer_fail)};
+        it.finish(status_to_error(resp->status));  // refused; the stream is still in step
+        continue;
+      }
+      if (it.op == op_kind::read) {
+        if (resp->length != s.length) co_return window_result{k, make_error_code(errc::transfer_fail)};
+        if (auto p = co_await recv_all(c.sock, it.local + s.offset, static_cast<std::size_t>(s.length)); !p)
+          co_return window_result{k, p.error()};
+      } else if (resp->length != 0) {
+        co_return window_result{k, make_error_code(errc::transfer_fail)};
+      }
+      if (--j.remaining[s.item] == 0) it.finish({});
     }
-    if (it.op == op_kind::read) {
-      if (resp->length != s.length) co_return slice_result{make_error_code(errc::transfer_fail), false};
-      auto p = co_await recv_all(c.sock, local, static_cast<std::size_t>(s.length));
-      if (!p) co_return slice_result{p.error(), false};
-    } else if (resp->length != 0) {
-      co_return slice_result{make_error_code(errc::transfer_fail), false};
-    }
-    co_return slice_result{};
+    co_return window_result{win.size(), {}};
   }
 
   task<result<std::unique_ptr<pooled_conn<tcp_socket>>>> connect(thread_state& ts, std::string endpoint) {
