@@ -144,10 +144,10 @@ unsigned status_for(errc e) noexcept {
 }
 
 response error_response(errc e, std::string_view message) {
-  return detail::json_response(
-      status_for(e), {{"error", detail::json_string(error_name(e))},
-                      {"code", static_cast<int>(e)},
-                      {"message", detail::json_string(message.empty() ? std::string_view(error_message(e)) : message)}});
+  if (message.empty()) message = error_message(e);
+  return detail::json_response(status_for(e), {{"error", detail::json_string(error_name(e))},
+                                               {"code", static_cast<int>(e)},
+                                               {"message", detail::json_string(message)}});
 }
 
 }  // namespace mc::http

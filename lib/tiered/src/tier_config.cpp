@@ -196,7 +196,8 @@ config_result<std::vector<tier_config>> parse_tiers_json(std::string_view json_o
   std::vector<raw_tier> raws;
   bool have_tiers = false;
   for (const auto& member : *top) {
-    if (member.key() != "tiers") return err("tiers JSON: unknown top-level field \"" + std::string(member.key()) + "\"");
+    if (member.key() != "tiers")
+      return err("tiers JSON: unknown top-level field \"" + std::string(member.key()) + "\"");
     have_tiers = true;
     auto* arr = member.value().if_array();
     if (!arr) return err("tiers: expected an array");
