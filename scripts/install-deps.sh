@@ -7,7 +7,7 @@ set -euo pipefail
 
 pkgs=(
   build-essential g++ pkg-config meson ninja-build cmake
-  libboost1.81-dev liburing-dev capnproto libcapnp-dev
+  libboost1.81-dev libboost-json1.81-dev liburing-dev capnproto libcapnp-dev
   doctest-dev libtomlplusplus-dev libibverbs-dev librdmacm-dev
   iproute2 procps
   prometheus curl

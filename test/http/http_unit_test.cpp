@@ -7,43 +7,13 @@
 
 #include <doctest/doctest.h>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
+#include "exchange.hpp"
 
 #include <array>
 #include <cstring>
 #include <string>
 #include <vector>
 
-namespace {
-
-/// Sends `raw` to 127.0.0.1:port (blocking, from the test thread) and returns
-/// everything the server sends until it closes (or 5 s pass).
-std::string exchange(std::uint16_t port, const std::string& raw) {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  REQUIRE(fd >= 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(port);
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-  timeval tv{5, 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  REQUIRE(::send(fd, raw.data(), raw.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(raw.size()));
-  std::string out;
-  char buf[4096];
-  for (;;) {
-    auto n = ::recv(fd, buf, sizeof buf, 0);
-    if (n <= 0) break;
-    out.append(buf, static_cast<std::size_t>(n));
-  }
-  ::close(fd);
-  return out;
-}
-
-}  // namespace
 
 TEST_SUITE("http") {
   TEST_CASE("a histogram is cumulative and ends with +Inf, _sum and _count") {
@@ -75,7 +45,6 @@ TEST_SUITE("http") {
     CHECK(r.status == 404);
     CHECK(r.text.find("\"error\":\"OBJECT_NOT_FOUND\"") != std::string::npos);
     CHECK(mc::http::status_for(mc::errc::timeout) == 504);
-    CHECK(mc::http::json_quote(std::string("a\x01\"", 3)) == "\"a\\u0001\\\"\"");
   }
 
   TEST_CASE("the server routes, bounds bodies and answers garbage with 4xx") {
@@ -114,24 +83,24 @@ TEST_SUITE("http") {
       REQUIRE(s.start());
       auto port = s.port();
 
-      auto ok = exchange(port, "PUT /echo/a%20b HTTP/1.1\r\nContent-Length: 3\r\nConnection: close\r\n\r\nxyz");
+      auto ok = mc::test::exchange(port, "PUT /echo/a%20b HTTP/1.1\r\nContent-Length: 3\r\nConnection: close\r\n\r\nxyz");
       CHECK(ok.rfind("HTTP/1.1 200 OK", 0) == 0);
       CHECK(ok.find("/echo/a b|xyz") != std::string::npos);
-      CHECK(exchange(port, "PUT /echo/x HTTP/1.1\r\nContent-Length: 17\r\n\r\n").find(" 413 ") != std::string::npos);
-      CHECK(exchange(port, "GET /nope HTTP/1.1\r\nConnection: close\r\n\r\n").find(" 404 ") != std::string::npos);
-      CHECK(exchange(port, "\x01\x02garbage\r\n\r\n").find(" 400 ") != std::string::npos);
-      CHECK(exchange(port, "GET /boom HTTP/1.1\r\nConnection: close\r\n\r\n").find(" 500 ") != std::string::npos);
-      CHECK(exchange(port, "GET /echo/%zz HTTP/1.1\r\n\r\n").find(" 400 ") != std::string::npos);
-      auto over = exchange(port, "GET /overread HTTP/1.1\r\nConnection: close\r\n\r\n");
+      CHECK(mc::test::exchange(port, "PUT /echo/x HTTP/1.1\r\nContent-Length: 17\r\n\r\n").find(" 413 ") != std::string::npos);
+      CHECK(mc::test::exchange(port, "GET /nope HTTP/1.1\r\nConnection: close\r\n\r\n").find(" 404 ") != std::string::npos);
+      CHECK(mc::test::exchange(port, "\x01\x02garbage\r\n\r\n").find(" 400 ") != std::string::npos);
+      CHECK(mc::test::exchange(port, "GET /boom HTTP/1.1\r\nConnection: close\r\n\r\n").find(" 500 ") != std::string::npos);
+      CHECK(mc::test::exchange(port, "GET /echo/%zz HTTP/1.1\r\n\r\n").find(" 400 ") != std::string::npos);
+      auto over = mc::test::exchange(port, "GET /overread HTTP/1.1\r\nConnection: close\r\n\r\n");
       CHECK(over.find(" 500 ") != std::string::npos);
       CHECK(over.find("QQQQ") == std::string::npos);
-      auto blob = exchange(port, "GET /blob HTTP/1.1\r\nConnection: close\r\n\r\n");
+      auto blob = mc::test::exchange(port, "GET /blob HTTP/1.1\r\nConnection: close\r\n\r\n");
       CHECK(blob.find(" 200 ") != std::string::npos);
       CHECK(blob.find("Content-Length: 5") != std::string::npos);
       CHECK(blob.substr(blob.size() - 5) == "QQQQQ");
       // An incomplete header is cut off by the header deadline (no answer).
       auto t0 = std::chrono::steady_clock::now();
-      CHECK(exchange(port, "GET /echo/x HTTP/1.1\r\nHost: a").empty());
+      CHECK(mc::test::exchange(port, "GET /echo/x HTTP/1.1\r\nHost: a").empty());
       CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(3));
       s.stop();  // waits for every session: the counters are final
       auto st = s.stats();
@@ -159,7 +128,7 @@ TEST_SUITE("http") {
       REQUIRE(s.start());
       auto port = s.port();
       auto get = [&](const std::string& path, const std::string& extra) {
-        return ::exchange(port, "GET " + path + " HTTP/1.1\r\n" + extra + "Connection: close\r\n\r\n");
+        return mc::test::exchange(port, "GET " + path + " HTTP/1.1\r\n" + extra + "Connection: close\r\n\r\n");
       };
       CHECK(get("/metrics", "").rfind("HTTP/1.1 200", 0) == 0);
       CHECK(get("/health", "").rfind("HTTP/1.1 200", 0) == 0);
@@ -179,15 +148,15 @@ TEST_SUITE("http") {
       CHECK(get("/stats", "Authorization: Bearer tok-new\r\n").rfind("HTTP/1.1 200", 0) == 0);
       CHECK(get("/key/k", "Authorization: bearer tok-old\r\n").rfind("HTTP/1.1 200", 0) == 0);
       // A PUT without the token is refused before its body is read, and the handler never runs.
-      auto put = ::exchange(port, "PUT /kv/k HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello");
+      auto put = mc::test::exchange(port, "PUT /kv/k HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello");
       CHECK(put.rfind("HTTP/1.1 401", 0) == 0);
       CHECK(put.find("served") == std::string::npos);
       ++refused;
-      auto put_ok = ::exchange(port, "PUT /kv/k HTTP/1.1\r\nAuthorization: Bearer tok-old\r\nContent-Length: 5\r\n"
+      auto put_ok = mc::test::exchange(port, "PUT /kv/k HTTP/1.1\r\nAuthorization: Bearer tok-old\r\nContent-Length: 5\r\n"
                                    "Connection: close\r\n\r\nhello");
       CHECK(put_ok.find("served /kv/k|hello") != std::string::npos);
       // Keep-alive: a refused GET leaves the connection usable for an authorized one.
-      auto two = ::exchange(port, "GET /stats HTTP/1.1\r\n\r\nGET /stats HTTP/1.1\r\nAuthorization: Bearer tok-new\r\n"
+      auto two = mc::test::exchange(port, "GET /stats HTTP/1.1\r\n\r\nGET /stats HTTP/1.1\r\nAuthorization: Bearer tok-new\r\n"
                                 "Connection: close\r\n\r\n");
       CHECK(two.rfind("HTTP/1.1 401", 0) == 0);
       CHECK(two.find("served /stats") != std::string::npos);
@@ -214,8 +183,8 @@ TEST_SUITE("http") {
         co_return mc::http::response::make(200, "ok");
       });
       REQUIRE(s.start());
-      CHECK(::exchange(s.port(), "GET /stats HTTP/1.1\r\nConnection: close\r\n\r\n").rfind("HTTP/1.1 200", 0) == 0);
-      CHECK(::exchange(s.port(), "GET /stats HTTP/1.1\r\nAuthorization: Bearer x\r\nConnection: close\r\n\r\n")
+      CHECK(mc::test::exchange(s.port(), "GET /stats HTTP/1.1\r\nConnection: close\r\n\r\n").rfind("HTTP/1.1 200", 0) == 0);
+      CHECK(mc::test::exchange(s.port(), "GET /stats HTTP/1.1\r\nAuthorization: Bearer x\r\nConnection: close\r\n\r\n")
                 .rfind("HTTP/1.1 200", 0) == 0);
       s.stop();
       CHECK(s.stats().auth_failures == 0);

@@ -4,6 +4,7 @@
 #include "mc/store/client.hpp"
 #include "mc/store/data_manager.hpp"
 #include "mc/store/tiered_backend.hpp"
+#include "text.hpp"
 
 #include <new>
 
@@ -12,13 +13,16 @@ namespace mc::http {
 namespace {
 
 using mc::store::client;
+using detail::json_response;
+using detail::json_string;
+namespace bj = boost::json;
 
 response unavailable(std::string_view why) {
-  return response::json(503, "{\"error\":\"UNAVAILABLE\",\"message\":" + json_quote(why) + "}\n");
+  return json_response(503, {{"error", "UNAVAILABLE"}, {"message", json_string(why)}});
 }
 
 response method_not_allowed(std::string allow) {
-  auto r = response::json(405, "{\"error\":\"METHOD_NOT_ALLOWED\"}\n");
+  auto r = json_response(405, {{"error", "METHOD_NOT_ALLOWED"}});
   r.headers.emplace_back("Allow", std::move(allow));
   return r;
 }
@@ -186,42 +190,47 @@ response metrics(const server& s, client& c) {
   return response::make(200, e.take(), std::string(prometheus_content_type));
 }
 
-std::string stats_json(client& c) {
+bj::object stats_json(client& c) {
   auto cs = c.stats();
   auto d = c.data().stats();
   auto t = c.engine().stats();
-  auto u = [](std::uint64_t v) { return std::to_string(v); };
-  std::string out = "{\"client_id\":" + json_quote(c.id()) + ",\"rpc_endpoint\":" + json_quote(c.rpc_endpoint()) +
-                    ",\"transfer_endpoint\":" + json_quote(c.transfer_endpoint()) +
-                    ",\"registered\":" + (cs.registered ? "true" : "false") + ",\"client\":{\"local_hits\":" +
-                    u(cs.local_hits) + ",\"remote_hits\":" + u(cs.remote_hits) + ",\"misses\":" + u(cs.misses) +
-                    ",\"fallbacks\":" + u(cs.fallbacks) + ",\"route_cache_hits\":" + u(cs.route_cache_hits) +
-                    ",\"master_errors\":" + u(cs.master_errors) + "},\"data_manager\":{\"remote_reads\":" +
-                    u(d.remote_reads) + ",\"remote_read_bytes\":" + u(d.remote_read_bytes) +
-                    ",\"remote_writes\":" + u(d.remote_writes) + ",\"remote_write_bytes\":" + u(d.remote_write_bytes) +
-                    ",\"remote_errors\":" + u(d.remote_errors) + ",\"lock_waits\":" + u(d.lock_waits) +
-                    ",\"lock_wait_ns\":" + u(d.lock_wait_ns) + "},\"tiers\":[";
-  auto tiers = c.backend().usage();
-  for (std::size_t i = 0; i < tiers.size(); ++i) {
-    auto& x = tiers[i];
-    if (i) out += ',';
-    out += "{\"type\":" + json_quote(mc::store::tier_type_name(x.type)) + ",\"priority\":" + std::to_string(x.priority) +
-           ",\"capacity\":" + u(x.capacity) + ",\"used\":" + u(x.used) + ",\"values\":" + u(x.values) +
-           ",\"evictions\":" + u(x.evictions) + ",\"demotions\":" + u(x.demotions) + "}";
-  }
-  out += "],\"transfer\":{";
+  bj::array tiers;
+  for (auto& x : c.backend().usage())
+    tiers.push_back(bj::object{{"type", json_string(mc::store::tier_type_name(x.type))},
+                               {"priority", x.priority},
+                               {"capacity", x.capacity},
+                               {"used", x.used},
+                               {"values", x.values},
+                               {"evictions", x.evictions},
+                               {"demotions", x.demotions}});
+  bj::object transfer;
   using mc::transfer::transport_kind;
-  bool first = true;
   for (auto k : {transport_kind::tcp, transport_kind::same_host, transport_kind::in_process, transport_kind::rdma}) {
     auto& x = t.initiated[static_cast<std::size_t>(k)];
-    if (!first) out += ',';
-    first = false;
-    out += json_quote(to_string(k)) + ":{\"read_ops\":" + u(x.read_ops) + ",\"read_bytes\":" + u(x.read_bytes) +
-           ",\"write_ops\":" + u(x.write_ops) + ",\"write_bytes\":" + u(x.write_bytes) + ",\"errors\":" + u(x.errors) +
-           "}";
+    transfer[to_string(k)] = bj::object{{"read_ops", x.read_ops},   {"read_bytes", x.read_bytes},
+                                        {"write_ops", x.write_ops}, {"write_bytes", x.write_bytes},
+                                        {"errors", x.errors}};
   }
-  out += "}}\n";
-  return out;
+  return bj::object{
+      {"client_id", json_string(c.id())},
+      {"rpc_endpoint", json_string(c.rpc_endpoint())},
+      {"transfer_endpoint", json_string(c.transfer_endpoint())},
+      {"registered", cs.registered},
+      {"client", {{"local_hits", cs.local_hits},
+                  {"remote_hits", cs.remote_hits},
+                  {"misses", cs.misses},
+                  {"fallbacks", cs.fallbacks},
+                  {"route_cache_hits", cs.route_cache_hits},
+                  {"master_errors", cs.master_errors}}},
+      {"data_manager", {{"remote_reads", d.remote_reads},
+                        {"remote_read_bytes", d.remote_read_bytes},
+                        {"remote_writes", d.remote_writes},
+                        {"remote_write_bytes", d.remote_write_bytes},
+                        {"remote_errors", d.remote_errors},
+                        {"lock_waits", d.lock_waits},
+                        {"lock_wait_ns", d.lock_wait_ns}}},
+      {"tiers", std::move(tiers)},
+      {"transfer", std::move(transfer)}};
 }
 
 task<response> kv_get(client& c, std::string key, std::size_t max_value) {
@@ -263,10 +272,10 @@ void add_client_endpoints(server& s, client_slot& slot, node_status& status, std
     if (req.verb != method::get) co_return method_not_allowed("GET");
     auto state = st->state.load(std::memory_order_relaxed);
     client* c = sl->client.load(std::memory_order_acquire);
-    if (state == node_state::draining) co_return response::json(503, "{\"status\":\"draining\"}\n");
-    if (state == node_state::starting || !c) co_return response::json(503, "{\"status\":\"starting\"}\n");
-    if (!c->stats().registered) co_return response::json(503, "{\"status\":\"not_registered\"}\n");
-    co_return response::json(200, "{\"status\":\"serving\"}\n");
+    if (state == node_state::draining) co_return json_response(503, {{"status", "draining"}});
+    if (state == node_state::starting || !c) co_return json_response(503, {{"status", "starting"}});
+    if (!c->stats().registered) co_return json_response(503, {{"status", "not_registered"}});
+    co_return json_response(200, {{"status", "serving"}});
   });
 
   s.route("/metrics", [srv, sl](request& req) -> task<response> {
@@ -284,7 +293,7 @@ void add_client_endpoints(server& s, client_slot& slot, node_status& status, std
     if (req.verb != method::get) co_return method_not_allowed("GET");
     client* c = sl->client.load(std::memory_order_acquire);
     if (!c) co_return unavailable("starting");
-    co_return response::json(200, stats_json(*c));
+    co_return json_response(200, stats_json(*c));
   });
 
   s.route(
@@ -301,13 +310,12 @@ void add_client_endpoints(server& s, client_slot& slot, node_status& status, std
             auto bytes = std::as_bytes(std::span<const char>(req.body.data(), req.body.size()));
             auto r = co_await c->put(key, bytes);
             if (!r) co_return error_response(to_errc(r.error()), "key " + key);
-            co_return response::json(
-                200, "{\"key\":" + json_quote(key) + ",\"size\":" + std::to_string(req.body.size()) + "}\n");
+            co_return json_response(200, {{"key", json_string(key)}, {"size", req.body.size()}});
           }
           case method::del: {
             auto r = co_await c->remove(key);
             if (!r) co_return error_response(to_errc(r.error()), "key " + key);
-            co_return response::json(200, "{\"key\":" + json_quote(key) + ",\"removed\":true}\n");
+            co_return json_response(200, {{"key", json_string(key)}, {"removed", true}});
           }
           default: co_return method_not_allowed("GET, PUT, DELETE");
         }

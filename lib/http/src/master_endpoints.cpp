@@ -2,6 +2,7 @@
 #include "mc/http/node_endpoints.hpp"
 #include "mc/http/prometheus.hpp"
 #include "mc/master/master_server.hpp"
+#include "text.hpp"
 
 #include <array>
 #include <charconv>
@@ -13,18 +14,27 @@ namespace {
 constexpr std::size_t default_key_limit = 100;
 constexpr std::size_t max_key_limit = 10000;
 
-std::string replicas_json(const std::vector<mc::master::replica>& rs) {
-  std::string out = "[";
-  for (std::size_t i = 0; i < rs.size(); ++i) {
-    if (i) out += ',';
-    out += "{\"client_id\":" + json_quote(rs[i].client_id) + ",\"rpc_endpoint\":" + json_quote(rs[i].rpc_endpoint) +
-           ",\"transfer_endpoint\":" + json_quote(rs[i].transfer_endpoint) + "}";
-  }
-  return out + "]";
+using detail::json_response;
+using detail::json_string;
+namespace bj = boost::json;
+
+bj::array replicas_json(const std::vector<mc::master::replica>& rs) {
+  bj::array out;
+  out.reserve(rs.size());
+  for (auto& r : rs)
+    out.push_back(bj::object{{"client_id", json_string(r.client_id)},
+                             {"rpc_endpoint", json_string(r.rpc_endpoint)},
+                             {"transfer_endpoint", json_string(r.transfer_endpoint)}});
+  return out;
+}
+
+/// {"key":..,"size":..,"replicas":[..]} of /keys and /key/.
+bj::object key_json(std::string_view key, const mc::master::key_info& info) {
+  return bj::object{{"key", json_string(key)}, {"size", info.size}, {"replicas", replicas_json(info.replicas)}};
 }
 
 response method_not_allowed() {
-  auto r = response::json(405, "{\"error\":\"METHOD_NOT_ALLOWED\"}\n");
+  auto r = json_response(405, {{"error", "METHOD_NOT_ALLOWED"}});
   r.headers.emplace_back("Allow", "GET");
   return r;
 }
@@ -40,9 +50,8 @@ void add_master_endpoints(server& s, mc::master::master_server& m, node_status& 
   s.route("/health", [st](request& req) -> task<response> {
     if (req.verb != method::get) co_return method_not_allowed();
     auto state = st->state.load(std::memory_order_relaxed);
-    if (state == node_state::serving) co_return response::json(200, "{\"status\":\"serving\"}\n");
-    co_return response::json(
-        503, state == node_state::starting ? "{\"status\":\"starting\"}\n" : "{\"status\":\"draining\"}\n");
+    if (state == node_state::serving) co_return json_response(200, {{"status", "serving"}});
+    co_return json_response(503, {{"status", state == node_state::starting ? "starting" : "draining"}});
   });
 
   s.route("/metrics", [srv, master](request& req) -> task<response> {
@@ -72,38 +81,36 @@ void add_master_endpoints(server& s, mc::master::master_server& m, node_status& 
 
   s.route("/clients", [master](request& req) -> task<response> {
     if (req.verb != method::get) co_return method_not_allowed();
-    std::string out = "{\"clients\":[";
-    bool first = true;
+    bj::array clients;
     for (auto& c : master->state().clients()) {
-      if (!first) out += ',';
-      first = false;
-      auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(c.since_heartbeat).count();
-      out += "{\"client_id\":" + json_quote(c.info.client_id) + ",\"rpc_endpoint\":" + json_quote(c.info.rpc_endpoint) +
-             ",\"transfer_endpoint\":" + json_quote(c.info.transfer_endpoint) +
-             ",\"http_endpoint\":" + json_quote(c.info.http_endpoint) +
-             ",\"capacity\":" + std::to_string(c.info.capacity) + ",\"used\":" + std::to_string(c.info.used) +
-             ",\"health\":" + json_quote(mc::master::health_name(c.state)) +
-             ",\"since_heartbeat_ms\":" + std::to_string(ms) + ",\"keys\":" + std::to_string(c.keys) + "}";
+      std::int64_t ms = std::chrono::duration_cast<std::chrono::milliseconds>(c.since_heartbeat).count();
+      clients.push_back(bj::object{{"client_id", json_string(c.info.client_id)},
+                                   {"rpc_endpoint", json_string(c.info.rpc_endpoint)},
+                                   {"transfer_endpoint", json_string(c.info.transfer_endpoint)},
+                                   {"http_endpoint", json_string(c.info.http_endpoint)},
+                                   {"capacity", c.info.capacity},
+                                   {"used", c.info.used},
+                                   {"health", json_string(mc::master::health_name(c.state))},
+                                   {"since_heartbeat_ms", ms},
+                                   {"keys", c.keys}});
     }
-    out += "]}\n";
-    co_return response::json(200, std::move(out));
+    co_return json_response(200, bj::object{{"clients", std::move(clients)}});
   });
 
   // Prometheus HTTP service discovery (http_sd_configs): one target group per
   // healthy node with an HTTP endpoint, and the master's own.
   s.route("/prometheus/targets", [master, self = std::move(self_metrics_endpoint)](request& req) -> task<response> {
     if (req.verb != method::get) co_return method_not_allowed();
-    std::string out = "[";
+    bj::array groups;
     if (!self.empty())
-      out += "{\"targets\":[" + json_quote(self) + "],\"labels\":{\"mc_role\":\"master\"}}";
+      groups.push_back(bj::object{{"targets", bj::array{json_string(self)}}, {"labels", {{"mc_role", "master"}}}});
     for (auto& c : master->state().clients()) {
       if (c.state != mc::master::health::healthy || c.info.http_endpoint.empty()) continue;
-      if (out.size() > 1) out += ',';
-      out += "{\"targets\":[" + json_quote(c.info.http_endpoint) +
-             "],\"labels\":{\"mc_role\":\"client\",\"mc_client_id\":" + json_quote(c.info.client_id) + "}}";
+      groups.push_back(bj::object{
+          {"targets", bj::array{json_string(c.info.http_endpoint)}},
+          {"labels", bj::object{{"mc_role", "client"}, {"mc_client_id", json_string(c.info.client_id)}}}});
     }
-    out += "]\n";
-    co_return response::json(200, std::move(out));
+    co_return json_response(200, groups);
   });
 
   s.route("/keys", [master](request& req) -> task<response> {
@@ -117,15 +124,12 @@ void add_master_endpoints(server& s, mc::master::master_server& m, node_status& 
       limit = std::min(limit, max_key_limit);
     }
     auto keys = master->state().keys(prefix, limit);
-    std::string out = "{\"total_keys\":" + std::to_string(master->state().key_count()) +
-                      ",\"limit\":" + std::to_string(limit) + ",\"keys\":[";
-    for (std::size_t i = 0; i < keys.size(); ++i) {
-      if (i) out += ',';
-      out += "{\"key\":" + json_quote(keys[i].first) + ",\"size\":" + std::to_string(keys[i].second.size) +
-             ",\"replicas\":" + replicas_json(keys[i].second.replicas) + "}";
-    }
-    out += "]}\n";
-    co_return response::json(200, std::move(out));
+    bj::array items;
+    items.reserve(keys.size());
+    for (auto& [k, info] : keys) items.push_back(key_json(k, info));
+    co_return json_response(200, bj::object{{"total_keys", master->state().key_count()},
+                                            {"limit", limit},
+                                            {"keys", std::move(items)}});
   });
 
   s.route("/key/", [master](request& req) -> task<response> {
@@ -134,8 +138,7 @@ void add_master_endpoints(server& s, mc::master::master_server& m, node_status& 
     if (key.empty()) co_return error_response(errc::invalid_key, "empty key");
     auto info = master->state().lookup(key);
     if (!info) co_return error_response(to_errc(info.error()), "key not found: " + key);
-    co_return response::json(200, "{\"key\":" + json_quote(key) + ",\"size\":" + std::to_string(info->size) +
-                                      ",\"replicas\":" + replicas_json(info->replicas) + "}\n");
+    co_return json_response(200, key_json(key, *info));
   });
 }
 

@@ -119,7 +119,7 @@ task<void> write_response(server::impl& s, beast::tcp_stream& stream, response& 
   if (res.blob && res.blob_size > res.blob_capacity) {
     // A handler bug (or a size that came from a peer unchecked): never read
     // past the buffer.
-    res = response::json(500, "{\"error\":\"INTERNAL_ERROR\",\"message\":\"response size exceeds its buffer\"}\n");
+    res = detail::json_response(500, {{"error", "INTERNAL_ERROR"}, {"message", "response size exceeds its buffer"}});
   }
   bhttp::response<bhttp::span_body<char>> msg{static_cast<bhttp::status>(res.status), 11};
   msg.set(bhttp::field::server, "mooncake-p2p");
@@ -164,7 +164,7 @@ task<void> answer_and_close(server::impl& s, beast::tcp_stream& stream, response
 /// Answers a request that cannot be served (malformed / oversize) and closes.
 task<void> reject(server::impl& s, beast::tcp_stream& stream, unsigned status, std::string_view why) {
   s.bad_requests.fetch_add(1, std::memory_order_relaxed);
-  auto res = response::json(status, "{\"error\":" + json_quote(why) + "}\n");
+  auto res = detail::json_response(status, {{"error", detail::json_string(why)}});
   co_await answer_and_close(s, stream, res);
 }
 
@@ -183,10 +183,9 @@ bool authorized(const server::impl& s, std::string_view path, std::string_view a
 }
 
 response unauthorized() {
-  auto r = response::json(401, "{\"error\":\"ACCESS_DENIED\",\"code\":" +
-                                   std::to_string(static_cast<int>(errc::access_denied)) +
-                                   ",\"message\":\"missing or wrong bearer token (Authorization: Bearer "
-                                   "<token>)\"}\n");
+  auto r = detail::json_response(401, {{"error", "ACCESS_DENIED"},
+                                       {"code", static_cast<int>(errc::access_denied)},
+                                       {"message", "missing or wrong bearer token (Authorization: Bearer <token>)"}});
   r.headers.emplace_back("WWW-Authenticate", "Bearer realm=\"mooncake\"");
   return r;
 }
@@ -279,12 +278,13 @@ task<void> serve_connection(server::impl& s, beast::tcp_stream& stream) {
 
     response res;
     if (!route) {
-      res = response::json(404, "{\"error\":\"NOT_FOUND\",\"message\":" + json_quote("no such endpoint: " + req.path) + "}\n");
+      res = detail::json_response(
+          404, {{"error", "NOT_FOUND"}, {"message", detail::json_string("no such endpoint: " + req.path)}});
     } else {
       try {
         res = co_await route->h(req);
       } catch (const std::exception& e) {
-        res = response::json(500, "{\"error\":\"INTERNAL_ERROR\",\"message\":" + json_quote(e.what()) + "}\n");
+        res = detail::json_response(500, {{"error", "INTERNAL_ERROR"}, {"message", detail::json_string(e.what())}});
       }
     }
     co_await write_response(s, stream, res, req.keep_alive);
@@ -327,7 +327,8 @@ constexpr std::uint64_t max_rejecting = 64;
 /// closes, 64 KiB or 1 s, so that closing is not a reset of unread data.
 task<void> answer_busy(impl_ptr self, tcp::socket sock) {
   static const std::string busy = [] {
-    std::string body = "{\"error\":\"OVERLOADED\",\"message\":\"too many connections; retry later\"}\n";
+    std::string body =
+        detail::json_response(503, {{"error", "OVERLOADED"}, {"message", "too many connections; retry later"}}).text;
     // (appends, not "literal" + string: gcc 12 -O3 raises a false -Wrestrict on that)
     std::string head = "HTTP/1.1 503 Service Unavailable\r\nServer: mooncake-p2p\r\nRetry-After: 1\r\n"
                        "Content-Type: application/json\r\nContent-Length: ";

@@ -2,6 +2,8 @@
 
 #include "mc/http/server.hpp"
 
+#include <boost/json/serialize.hpp>
+
 #include <cmath>
 #include <cstdio>
 
@@ -36,6 +38,53 @@ std::optional<std::string> percent_decode(std::string_view s, bool plus_is_space
     out.push_back(c);
   }
   return out;
+}
+
+namespace {
+/// Length of the valid UTF-8 sequence at the start of `s` (RFC 3629: no
+/// overlong forms, no surrogates, at most U+10FFFF), 0 when there is none.
+std::size_t utf8_sequence(std::string_view s) {
+  auto b = [&](std::size_t i) { return static_cast<unsigned char>(s[i]); };
+  auto cont = [&](std::size_t i) { return i < s.size() && (b(i) & 0xC0) == 0x80; };
+  unsigned char c = b(0);
+  if (c < 0x80) return 1;
+  if (c >= 0xC2 && c <= 0xDF) return cont(1) ? 2 : 0;
+  if (c >= 0xE0 && c <= 0xEF) {
+    if (!cont(1) || !cont(2)) return 0;
+    if (c == 0xE0 && b(1) < 0xA0) return 0;  // overlong
+    if (c == 0xED && b(1) >= 0xA0) return 0;  // a surrogate
+    return 3;
+  }
+  if (c >= 0xF0 && c <= 0xF4) {
+    if (!cont(1) || !cont(2) || !cont(3)) return 0;
+    if (c == 0xF0 && b(1) < 0x90) return 0;  // overlong
+    if (c == 0xF4 && b(1) >= 0x90) return 0;  // beyond U+10FFFF
+    return 4;
+  }
+  return 0;  // a continuation byte, C0/C1, F5..FF
+}
+}  // namespace
+
+boost::json::string json_string(std::string_view s) {
+  boost::json::string out;
+  out.reserve(s.size());
+  while (!s.empty()) {
+    std::size_t n = utf8_sequence(s);
+    if (n == 0) {
+      out.append("\xEF\xBF\xBD");  // U+FFFD REPLACEMENT CHARACTER
+      n = 1;
+    } else {
+      out.append(s.substr(0, n));
+    }
+    s.remove_prefix(n);
+  }
+  return out;
+}
+
+response json_response(unsigned status, const boost::json::value& body) {
+  std::string text = boost::json::serialize(body);
+  text.push_back('\n');
+  return response::json(status, std::move(text));
 }
 
 std::string format_number(double v) {
@@ -95,34 +144,10 @@ unsigned status_for(errc e) noexcept {
 }
 
 response error_response(errc e, std::string_view message) {
-  std::string body = "{\"error\":" + json_quote(error_name(e)) + ",\"code\":" + std::to_string(static_cast<int>(e)) +
-                     ",\"message\":" + json_quote(message.empty() ? error_message(e) : message) + "}\n";
-  return response::json(status_for(e), std::move(body));
-}
-
-std::string json_quote(std::string_view s) {
-  std::string out;
-  out.reserve(s.size() + 2);
-  out.push_back('"');
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (c < 0x20 || c == 0x7f) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          out += buf;
-        } else {
-          out.push_back(static_cast<char>(c));
-        }
-    }
-  }
-  out.push_back('"');
-  return out;
+  if (message.empty()) message = error_message(e);
+  return detail::json_response(status_for(e), {{"error", detail::json_string(error_name(e))},
+                                               {"code", static_cast<int>(e)},
+                                               {"message", detail::json_string(message)}});
 }
 
 }  // namespace mc::http

@@ -1,7 +1,7 @@
-// Tier configuration parsing: JSON (Boost.JSON, header-only), TOML (toml++).
+// Tier configuration parsing: JSON (Boost.JSON, strict_json.hpp), TOML (toml++).
 #include "mc/store/tier_config.hpp"
 
-#include "json_lite.hpp"
+#include "strict_json.hpp"
 
 #include <toml++/toml.h>
 
@@ -109,12 +109,29 @@ config_result<std::vector<tier_config>> build(const std::vector<raw_tier>& raws)
   return out;
 }
 
-config_result<field_value> json_field(const json::value& v, const std::string& where) {
-  if (auto* s = std::get_if<std::string>(&v.v)) return field_value(*s);
-  if (auto* n = std::get_if<std::int64_t>(&v.v)) return field_value(*n);
-  if (auto* d = std::get_if<double>(&v.v)) return field_value(*d);
-  if (auto* b = std::get_if<bool>(&v.v)) return field_value(*b);
+config_result<field_value> json_field(const boost::json::value& v, const std::string& where) {
+  if (auto* s = v.if_string()) return field_value(std::string(*s));
+  if (auto* n = v.if_int64()) return field_value(*n);  // strict_json refuses integers beyond int64
+  if (auto* d = v.if_double()) return field_value(*d);
+  if (auto* b = v.if_bool()) return field_value(*b);
   return err(where + ": expected a string, number or boolean");
+}
+
+/// The text of `json_or_path`: inline JSON (starts with '{') or a file's
+/// content, at most json::max_text_bytes either way.
+config_result<std::string> tiers_text(std::string_view json_or_path) {
+  auto first = json_or_path.find_first_not_of(" \t\r\n");
+  if (first != std::string_view::npos && json_or_path[first] == '{') return std::string(json_or_path);
+  std::string path(json_or_path.substr(first == std::string_view::npos ? json_or_path.size() : first));
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return err("tiers: \"" + path + "\" is neither inline JSON nor a readable file");
+  std::string text(json::max_text_bytes + 1, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  if (in.bad()) return err("tiers: cannot read \"" + path + "\"");
+  text.resize(static_cast<std::size_t>(in.gcount()));
+  if (text.size() > json::max_text_bytes)
+    return err("tiers: \"" + path + "\" is larger than " + std::to_string(json::max_text_bytes) + " bytes");
+  return text;
 }
 
 }  // namespace
@@ -170,40 +187,31 @@ config_result<void> validate_tiers(const std::vector<tier_config>& tiers) {
 }
 
 config_result<std::vector<tier_config>> parse_tiers_json(std::string_view json_or_path) {
-  std::string text;
-  auto first = json_or_path.find_first_not_of(" \t\r\n");
-  if (first != std::string_view::npos && json_or_path[first] == '{') {
-    text = json_or_path;
-  } else {
-    std::string path(json_or_path.substr(first == std::string_view::npos ? json_or_path.size() : first));
-    std::ifstream in(path);
-    if (!in) return err("tiers: \"" + path + "\" is neither inline JSON nor a readable file");
-    std::stringstream ss;
-    ss << in.rdbuf();
-    text = ss.str();
-  }
-  json::value doc;
-  std::string perr;
-  if (!json::parse(text, doc, perr)) return err("tiers JSON: " + perr);
-  auto* top = doc.as_object();
+  auto text = tiers_text(json_or_path);
+  if (!text) return text.error();
+  auto doc = json::parse_strict(*text);
+  if (!doc) return err("tiers JSON: " + doc.error());
+  auto* top = doc->if_object();
   if (!top) return err("tiers JSON: expected an object {\"tiers\": [...]}");
   std::vector<raw_tier> raws;
   bool have_tiers = false;
-  for (const auto& [k, v] : *top) {
-    if (k != "tiers") return err("tiers JSON: unknown top-level field \"" + k + "\"");
+  for (const auto& member : *top) {
+    if (member.key() != "tiers")
+      return err("tiers JSON: unknown top-level field \"" + std::string(member.key()) + "\"");
     have_tiers = true;
-    auto* arr = v.as_array();
+    auto* arr = member.value().if_array();
     if (!arr) return err("tiers: expected an array");
     std::size_t i = 0;
     for (const auto& item : *arr) {
       const std::string at = "tiers[" + std::to_string(i++) + "]";
-      auto* obj = item.as_object();
+      auto* obj = item.if_object();
       if (!obj) return err(at + ": expected an object");
       raw_tier rt;
-      for (const auto& [fk, fv] : *obj) {
-        auto f = json_field(fv, at + "." + fk);
+      for (const auto& field : *obj) {
+        std::string name(field.key());
+        auto f = json_field(field.value(), at + "." + name);
         if (!f) return f.error();
-        rt.fields.emplace_back(fk, std::move(*f));
+        rt.fields.emplace_back(std::move(name), std::move(*f));
       }
       raws.push_back(std::move(rt));
     }

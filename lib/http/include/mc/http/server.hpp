@@ -68,8 +68,6 @@ struct response {
 response error_response(errc e, std::string_view message = {});
 /// The HTTP status used for an mc error code.
 unsigned status_for(errc e) noexcept;
-/// A JSON string literal (quotes included) with every control byte escaped.
-std::string json_quote(std::string_view s);
 
 /// Handlers run on the runtime thread owning the connection; they may await
 /// anything that is safe on that thread. Exceptions become 500.

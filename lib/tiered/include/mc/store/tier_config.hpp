@@ -54,7 +54,10 @@ using config_result = boost::system::result<T, config_error>;
 /// capacity (number or string with unit), priority (integer, default 0),
 /// allocator_type (OFFSET), path (SSD only, required), prefault (bool, DRAM).
 /// Unknown fields, types and allocators are errors. The result is sorted by
-/// descending priority (stable).
+/// descending priority (stable). The JSON is strict (RFC 8259, UTF-8, no
+/// comments): a key repeated in one object, an integer beyond int64, more
+/// than 1 MiB of text (inline or file), nesting deeper than 16, strings over
+/// 4096 bytes are errors; syntax errors read "tiers JSON: line L col C: ...".
 config_result<std::vector<tier_config>> parse_tiers_json(std::string_view json_or_path);
 
 /// The same content from a TOML document: an array of tables `[[tiers]]` with
