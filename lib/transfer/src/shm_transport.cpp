@@ -21,6 +21,9 @@
 // before each chunk and yields to the runtime between chunks; on lease
 // expiry it releases and asks again for the rest. Unregistration never waits
 // for grants (revoke now, reclaim later); the target forgets expired grants.
+// Small items of one direction (<= 256 KiB, <= 1 MiB and 16 items together)
+// move as a window: their grant requests in one send, one gathered
+// process_vm_* call over all granted items, their releases in one send.
 // The target's control server runs on a private service thread.
 #include "engine_impl.hpp"
 #include "io.hpp"
@@ -146,6 +149,27 @@ class shm_transport final : public transport {
     if (!c) co_return 0;
     bool first_on_conn = true;
     while (next < items.size()) {
+      // Small items of one direction move as a window: one send of their
+      // grant requests, one gathered process_vm_* call, one send of the
+      // releases (no round trip per item).
+      if (first_on_conn == false || !c.reused()) {
+        std::vector<transfer_item*> win;
+        take_window(items, next, win);
+        if (win.size() > 1) {
+          c.begin();
+          auto r = co_await move_window(ts, endpoint, *c, win);
+          if (r) {
+            c.keep();
+            first_on_conn = false;
+            continue;
+          }
+          c.discard();
+          if (!mc::is(r.error(), errc::cancelled))
+            for (auto* it : win) it->finish(r.error());
+          co_return 0;  // the other items: the remaining workers, or unfinished when cancelled
+        }
+        if (win.size() == 1) --next;  // one item: the path below
+      }
       transfer_item& it = *items[next++];
       c.begin();
       auto r = co_await move_one(ts, endpoint, *c, it);
@@ -237,6 +261,122 @@ class shm_transport final : public transport {
       // copy_end::lease_over: ask again for the rest (the deadline still bounds it)
     }
     it.finish({});
+    co_return result<void>{};
+  }
+
+  /// Items a window takes at most (the target's bound on outstanding grants
+  /// per connection), the largest item it takes, and its bytes at most (one
+  /// system call: at most one copy chunk).
+  static constexpr std::size_t window_items = max_grants_per_conn;
+  static constexpr std::uint64_t window_item_max = 256u << 10;
+
+  /// The next items of one direction that are small enough for a window.
+  static void take_window(std::span<transfer_item*> items, std::size_t& next, std::vector<transfer_item*>& win) {
+    std::uint64_t bytes = 0;
+    while (next < items.size() && win.size() < window_items) {
+      auto* it = items[next];
+      if (it->done) {
+        ++next;
+        continue;
+      }
+      if (it->length > window_item_max || bytes + it->length > max_copy_chunk ||
+          (!win.empty() && it->op != win.front()->op))
+        break;
+      bytes += it->length;
+      win.push_back(it);
+      ++next;
+    }
+  }
+
+  /// Grants, one gathered copy and releases for a window of small items. An
+  /// error result means the connection is unusable (the caller fails the
+  /// window's unfinished items); refusals finish their item. Items the
+  /// gathered copy did not complete (a lease over, a fault) go through
+  /// move_one, which tells their errors apart.
+  task<result<void>> move_window(thread_state& ts, const std::string& endpoint, pooled_conn<unix_socket>& c,
+                                 const std::vector<transfer_item*>& win) {
+    std::array<std::byte, window_items*(header_size + 8)> out{};
+    std::array<std::uint64_t, window_items> ids{};
+    std::size_t n = 0;
+    for (auto* it : win) {
+      if (it->instance != 0 && it->instance != c.peer_instance) refuse(ts, endpoint, "another engine instance");
+      if (refused(ts, endpoint)) {
+        it->finish(make_error_code(errc::unsupported));
+        continue;
+      }
+      header g;
+      g.op = wire_op::shm_grant;
+      g.flags = static_cast<std::uint16_t>((it->op == op_kind::write ? grant_write : 0) | grant_lease);
+      g.request_id = ids[n] = c.next_id++;
+      g.address = it->address;
+      g.length = it->length;
+      g.token = it->token;
+      header_bytes hb;
+      encode(g, hb);
+      std::memcpy(out.data() + n * (header_size + 8), hb.data(), header_size);
+      put_u64(out.data() + n * (header_size + 8) + header_size, to_monotonic_ns(it->deadline));
+      ++n;
+    }
+    if (n == 0) co_return result<void>{};
+    if (auto s = co_await send_all(c.sock, out.data(), n * (header_size + 8)); !s) co_return s.error();
+    // Answers in order; keep the granted items.
+    std::array<transfer_item*, window_items> granted{};
+    std::array<std::uint64_t, window_items> granted_ids{};
+    std::array<iovec, window_items> l{}, r{};
+    std::size_t g = 0, k = 0;
+    std::uint64_t lease_end = UINT64_MAX, total = 0;
+    for (auto* it : win) {
+      if (it->done) continue;  // refused above: no request was sent
+      auto resp = co_await recv_header(c.sock);
+      if (!resp) co_return resp.error();
+      if (resp->op != wire_op::shm_grant_resp || resp->request_id != ids[k]) co_return fail(errc::transfer_fail);
+      ++k;
+      if (resp->status != 0) {
+        it->finish(status_to_error(resp->status));
+        continue;
+      }
+      granted[g] = it;
+      granted_ids[g] = resp->request_id;
+      l[g] = {it->local, static_cast<std::size_t>(it->length)};
+      r[g] = {reinterpret_cast<void*>(static_cast<std::uintptr_t>(it->address)), static_cast<std::size_t>(it->length)};
+      lease_end = std::min({lease_end, resp->token, to_monotonic_ns(it->deadline)});
+      total += it->length;
+      ++g;
+    }
+    ssize_t copied = 0;
+    if (g > 0 && monotonic_ns() < lease_end && !eng_.refuse_cma_for_tests_) {
+      const auto pid = static_cast<pid_t>(c.peer_pid);
+      const auto cnt = static_cast<unsigned long>(g);
+      do {
+        copied = win.front()->op == op_kind::read ? ::process_vm_readv(pid, l.data(), cnt, r.data(), cnt, 0)
+                                                  : ::process_vm_writev(pid, l.data(), cnt, r.data(), cnt, 0);
+      } while (copied < 0 && errno == EINTR);
+    }
+    // Releases for every grant, in one send.
+    std::array<std::byte, window_items * header_size> rel{};
+    for (std::size_t i = 0; i < g; ++i) {
+      header h;
+      h.op = wire_op::shm_release;
+      h.request_id = granted_ids[i];
+      header_bytes hb;
+      encode(h, hb);
+      std::memcpy(rel.data() + i * header_size, hb.data(), header_size);
+    }
+    if (g > 0)
+      if (auto s = co_await send_all(c.sock, rel.data(), g * header_size); !s) co_return s.error();
+    // The copy covers the granted items in order: the whole ones are done.
+    std::uint64_t left = copied > 0 ? static_cast<std::uint64_t>(copied) : 0;
+    for (std::size_t i = 0; i < g; ++i) {
+      if (left >= granted[i]->length) {
+        left -= granted[i]->length;
+        granted[i]->finish({});
+        continue;
+      }
+      left = 0;
+      // Not (wholly) copied: again on its own (grant, chunked copy, release).
+      if (auto one = co_await move_one(ts, endpoint, c, *granted[i]); !one) co_return one;
+    }
+    if (total > 0 && !co_await yield_to_runtime()) co_return fail(errc::cancelled);
     co_return result<void>{};
   }
 
