@@ -196,12 +196,14 @@ TEST_SUITE("transfer_trust") {
     }
   }
 
-  TEST_CASE("pipelined TCP windows keep the stream in step through refusals spread over reads and writes") {
+  TEST_CASE("pipelined windows (TCP, same-host) keep the stream in step through refusals spread over reads and writes") {
     // Many small requests (odd sizes) share a few connections, several per
     // window; every 7th carries a wrong token. Refusals must answer only
     // their own request, every other byte must land, and the connections
     // must stay reusable (no reconnect per refusal).
-    two_engines t;
+    for (auto force : {transport_kind::tcp, transport_kind::same_host}) {
+    CAPTURE(force);
+    two_engines t(loopback_options(force), loopback_options(force));
     std::vector<std::uint8_t> target(4 << 20, 0);
     auto reg = t.b->register_memory(target.data(), target.size());
     REQUIRE(reg);
@@ -241,5 +243,7 @@ TEST_SUITE("transfer_trust") {
     }
     // Refusals did not cost connections: at most the pool's bound were opened.
     CHECK(t.a->stats().outbound_connections <= engine_options{}.connections_per_peer);
+    CHECK(t.a->stats().initiated[std::size_t(force)].write_ops > 0);  // no silent fallback
+    }
   }
 }
