@@ -1,0 +1,164 @@
+// Standalone (attach) mode across processes: attachers are forked children
+// (forked before this process starts any thread), the node runs here, so
+// the node's transfers cross processes (same-host process_vm_* when the
+// kernel allows it, else TCP) and a SIGKILLed attacher really disappears.
+#include "attach_fixture.hpp"
+
+#include <csignal>
+#include <cstdio>
+#include <sys/wait.h>
+#include <unistd.h>
+
+using namespace mc::test;
+
+namespace {
+
+constexpr std::size_t sizes[] = {1, 4095, 65537, (3u << 20) + 17};
+
+/// Reads one line (without the newline) from `fd`; "" on EOF.
+std::string read_line(int fd) {
+  std::string line;
+  char c = 0;
+  while (::read(fd, &c, 1) == 1 && c != '\n') line += c;
+  return line;
+}
+
+void write_line(int fd, const std::string& s) {
+  auto line = s;
+  line += '\n';
+  (void)!::write(fd, line.data(), line.size());
+}
+
+/// The child: attaches to the node named on `in`, then
+/// mode 0: puts values, reads them back and the node's keys, reports "ok";
+/// mode 1: says "ready" and reads in a loop until it is killed.
+int child_main(int in, int out) {
+  std::string line = read_line(in);
+  unsigned rpc = 0, port = 0, mode = 0;
+  if (std::sscanf(line.c_str(), "%u %u %u", &rpc, &port, &mode) != 3) return 3;
+  mc::runtime::runtime rt(2);
+  rt.start();
+  std::string report = "ok";
+  {
+    mc::store::attach_options o;
+    o.attach_port = static_cast<std::uint16_t>(port);
+    std::string why;
+    auto c = mc::store::attached_client::connect(rt, "localhost:" + std::to_string(rpc), o, &why);
+    if (!c) {
+      report = "fail connect: " + why;
+    } else if (mode == 0) {
+      for (auto n : sizes) {
+        auto v = random_bytes(n, n + 1000);
+        auto key = "p" + std::to_string(n);
+        std::vector<std::uint8_t> back(n + 3, sentinel_byte);
+        if (!rt.block_on(a_put(**c, key, one(v)))) report = "fail put " + key;
+        auto g = rt.block_on(a_get(**c, key, one_mut(back)));
+        if (!g || *g != n || checksum(back.data(), n) != checksum(v.data(), n) || back[n] != sentinel_byte)
+          report = "fail get " + key;
+      }
+      for (std::string key : {"near", "far"}) {
+        auto v = random_bytes(700001, key.size());
+        std::vector<std::uint8_t> back(v.size());
+        auto g = rt.block_on(a_get(**c, key, one_mut(back)));
+        if (!g || checksum(back.data(), back.size()) != checksum(v.data(), v.size())) report = "fail node key " + key;
+      }
+    } else {
+      std::vector<std::vector<std::uint8_t>> bufs(16, std::vector<std::uint8_t>(700001));
+      std::vector<mut_pieces> pieces;
+      for (auto& b : bufs) pieces.push_back(one_mut(b));
+      write_line(out, "ready");
+      for (;;) (void)rt.block_on(a_batch_get(**c, std::vector<std::string>(16, "near"), pieces));
+    }
+    if (c) (*c)->stop();
+  }
+  mc::rpc::shutdown(rt);
+  rt.stop();
+  write_line(out, report);
+  return 0;
+}
+
+struct child {
+  pid_t pid = -1;
+  int to = -1, from = -1;
+};
+
+/// Forks a child running child_main (call before this process has threads).
+child spawn() {
+  int down[2], up[2];
+  REQUIRE(::pipe(down) == 0);
+  REQUIRE(::pipe(up) == 0);
+  pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    ::close(down[1]);
+    ::close(up[0]);
+    int rc = 4;
+    try {
+      rc = child_main(down[0], up[1]);
+    } catch (...) {
+    }
+    ::_exit(rc);
+  }
+  ::close(down[0]);
+  ::close(up[1]);
+  return {pid, down[1], up[0]};
+}
+
+int wait_exit(pid_t pid) {
+  int status = 0;
+  if (::waitpid(pid, &status, 0) != pid) return -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+}  // namespace
+
+TEST_SUITE("store attach") {
+
+TEST_CASE("attachers in other processes: byte-exact across processes, and a killed one leaves nothing held") {
+  auto worker = spawn();
+  auto victim = spawn();
+  attached_cluster a(2);
+  auto near = random_bytes(700001, 4), far = random_bytes(700001, 3);
+  REQUIRE(a.cl.on(0, n_put(a.node(0), "near", bytes_of(near))));
+  REQUIRE(a.cl.on(1, n_put(a.node(1), "far", bytes_of(far))));
+  const auto rpc = std::to_string(a.node(0).rpc_port()), port = std::to_string(a.server->port());
+  const auto before = a.node(0).engine().stats();
+
+  write_line(worker.to, rpc + " " + port + " 0");
+  auto report = read_line(worker.from);
+  CHECK_MESSAGE(report == "ok", report);
+  CHECK(wait_exit(worker.pid) == 0);
+  // The children's puts are on the node.
+  for (auto n : sizes) {
+    auto v = random_bytes(n, n + 1000);
+    std::vector<std::uint8_t> back(n);
+    auto g = a.cl.on(0, n_get(a.node(0), "p" + std::to_string(n), writable(back)));
+    REQUIRE(g);
+    CHECK(checksum(back.data(), n) == checksum(v.data(), n));
+  }
+  const auto after = a.node(0).engine().stats();
+  const auto& sh_before = before.initiated[static_cast<std::size_t>(mc::transfer::transport_kind::same_host)];
+  const auto& sh = after.initiated[static_cast<std::size_t>(mc::transfer::transport_kind::same_host)];
+  if (after.same_host_fallbacks > before.same_host_fallbacks) {
+    MESSAGE("the kernel refused process_vm_* here: the node used TCP (fallback)");
+  } else {
+    CHECK(sh.write_ops > sh_before.write_ops);  // gets: the node wrote into the child
+    CHECK(sh.read_ops > sh_before.read_ops);    // puts: the node read from it
+  }
+
+  write_line(victim.to, rpc + " " + port + " 1");
+  CHECK(read_line(victim.from) == "ready");
+  (void)eventually([&] { return a.server->stats().calls_in_flight > 0; });
+  ::kill(victim.pid, SIGKILL);
+  CHECK(wait_exit(victim.pid) == 128 + SIGKILL);
+  CHECK(eventually([&] { return drained(*a.server); }));
+  // The node still serves, both here and through the attach service.
+  attacher at(a);
+  std::vector<std::uint8_t> back(near.size());
+  auto g = at.on(a_get(*at.c, "near", one_mut(back)));
+  REQUIRE(g);
+  CHECK(checksum(back.data(), back.size()) == checksum(near.data(), near.size()));
+  for (auto fd : {worker.to, worker.from, victim.to, victim.from}) ::close(fd);
+}
+
+}  // TEST_SUITE
