@@ -94,6 +94,14 @@ TEST_CASE("an attached process puts and gets odd sizes byte-exact over every tra
     attacher at(a);
     CHECK(at.c->node_id() == "node0");
     round_trips(a, at, transport);
+    // The node moved the bytes with the transport it was told to use
+    // ("auto" within one process: in_process).
+    auto kind = transport == "tcp"         ? mc::transfer::transport_kind::tcp
+                : transport == "same_host" ? mc::transfer::transport_kind::same_host
+                                           : mc::transfer::transport_kind::in_process;
+    auto used = a.node().engine().stats().initiated[static_cast<std::size_t>(kind)];
+    CHECK(used.write_ops >= 6);  // gets: pushed into the attacher
+    CHECK(used.read_ops >= 6);   // puts: pulled from it
     auto s = a.server->stats();
     CHECK(s.put_keys >= 6);
     CHECK(s.get_keys >= 6);
