@@ -4,10 +4,16 @@
 // kernel allows it, else TCP) and a SIGKILLed attacher really disappears.
 #include "attach_fixture.hpp"
 
-#include <csignal>
-#include <cstdio>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <spawn.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
 
 using namespace mc::test;
 
@@ -159,6 +165,117 @@ TEST_CASE("attachers in other processes: byte-exact across processes, and a kill
   REQUIRE(g);
   CHECK(checksum(back.data(), back.size()) == checksum(near.data(), near.size()));
   for (auto fd : {worker.to, worker.from, victim.to, victim.from}) ::close(fd);
+}
+
+}  // TEST_SUITE
+
+// ---- Against the real binaries (paths from MC_APPS_DIR, set by meson) -----
+
+extern char** environ;
+
+namespace {
+
+/// Whether something accepts TCP connections on 127.0.0.1:port.
+bool port_open(std::uint16_t port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return false;
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+  ::close(fd);
+  return ok;
+}
+
+struct process {
+  pid_t pid = -1;
+  explicit process(std::vector<std::string> argv) {
+    std::vector<char*> args;
+    for (auto& a : argv) args.push_back(a.data());
+    args.push_back(nullptr);
+    if (::posix_spawn(&pid, args[0], nullptr, nullptr, args.data(), environ) != 0) pid = -1;
+  }
+  ~process() {
+    if (pid <= 0) return;
+    ::kill(pid, SIGTERM);
+    (void)wait_exit(pid);
+  }
+  process(const process&) = delete;
+  process& operator=(const process&) = delete;
+};
+
+/// Attaches to `server_address` (derived attach port), retrying while the
+/// node starts (up to 30 s).
+std::unique_ptr<mc::store::attached_client> attach_when_up(mc::runtime::runtime& rt, const std::string& address,
+                                                           std::string* why) {
+  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  for (;;) {
+    mc::store::attach_options o;
+    o.rpc_timeout = std::chrono::seconds(5);
+    auto c = mc::store::attached_client::connect(rt, address, o, why);
+    if (c) return std::move(*c);
+    if (std::chrono::steady_clock::now() > until) return nullptr;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
+}  // namespace
+
+TEST_SUITE("store attach") {
+
+TEST_CASE("a real mooncake_client serves attachers on the port derived from its client RPC port") {
+  const char* dir = std::getenv("MC_APPS_DIR");
+  if (!dir) {
+    MESSAGE("MC_APPS_DIR not set: skipped (meson sets it)");
+    return;
+  }
+  // Fixed ports (the attach port is derived from the RPC port): below the
+  // ephemeral range and used by no other test.
+  const std::string apps = dir, mport = "29371";
+  const std::uint16_t rpc = 12945;
+  const std::string tiers = R"({"tiers":[{"type":"DRAM","capacity":"64MiB","priority":100}]})";
+  process master({apps + "/mooncake_master", "--rpc_port", mport, "--metrics_port", "0"});
+  REQUIRE(master.pid > 0);
+  auto node = [&](std::uint16_t port, std::uint16_t te, const char* attach) {
+    return std::make_unique<process>(std::vector<std::string>{
+        apps + "/mooncake_client", "--master_server_address", "127.0.0.1:" + mport, "--port", std::to_string(te),
+        "--client_rpc_port", std::to_string(port), "--http_port", "0", "--heartbeat_interval", "200ms",
+        "--tiered_backend_config", tiers, std::string("--attach=") + attach});
+  };
+  auto on = node(rpc, 29372, "true");
+  auto off = node(rpc + 1, 29373, "false");
+  REQUIRE(on->pid > 0);
+  REQUIRE(off->pid > 0);
+  mc::runtime::runtime rt(2);
+  rt.start();
+  {
+    std::string why;
+    auto c = attach_when_up(rt, "127.0.0.1:" + std::to_string(rpc), &why);
+    REQUIRE_MESSAGE(c, why);
+    CHECK(c->attach_endpoint() == "127.0.0.1:" + std::to_string(mc::store::derived_attach_port(rpc)));
+    auto v = random_bytes((1u << 20) + 77, 12);
+    REQUIRE(rt.block_on(a_put(*c, "real", one(v))));
+    std::vector<std::uint8_t> back(v.size());
+    auto g = rt.block_on(a_get(*c, "real", one_mut(back)));
+    REQUIRE(g);
+    CHECK(checksum(back.data(), back.size()) == checksum(v.data(), v.size()));
+    auto s = rt.block_on(a_size(*c, "real"));
+    REQUIRE(s);
+    CHECK(*s == v.size());
+    REQUIRE(rt.block_on(a_remove(*c, "real")));
+    auto e = rt.block_on(a_exists(*c, {"real"}));
+    CHECK((e[0] && !*e[0]));
+    c->stop();
+    // --attach=false: nothing listens on its derived port (the node itself
+    // serves: wait until its RPC port accepts before asking).
+    mc::store::attach_options o;
+    o.rpc_timeout = std::chrono::seconds(2);
+    CHECK(eventually([&] { return port_open(static_cast<std::uint16_t>(rpc + 1)); }));
+    CHECK(!mc::store::attached_client::connect(rt, "127.0.0.1:" + std::to_string(rpc + 1), o, &why));
+  }
+  mc::rpc::shutdown(rt);
+  rt.stop();
 }
 
 }  // TEST_SUITE
