@@ -99,6 +99,64 @@ struct attached_client::impl {
 
   mc::duration call_timeout() const { return opts.rpc_timeout + std::chrono::milliseconds(500); }
 
+  /// Starts the attacher's engine on 127.0.0.1 (ephemeral port) and
+  /// registers the local buffer. Errors: rpc_fail / the registration's.
+  result<void> start_engine(std::string* why) {
+    mc::transfer::engine_options eo;
+    eo.bind_host = "127.0.0.1";
+    eo.advertise_host = "127.0.0.1";
+    eo.port = 0;
+    eo.default_timeout = opts.rpc_timeout;
+    eng = std::make_unique<mc::transfer::engine>(rt, eo);
+    if (auto r = eng->start(); !r) {
+      *why = "attach: cannot start the TransferEngine";
+      return fail(errc::rpc_fail);
+    }
+    auto port = server_port_of(eng->endpoint());
+    if (!port) {
+      *why = "attach: the TransferEngine has no port";
+      return fail(errc::rpc_fail);
+    }
+    transfer_port = *port;
+    if (opts.local_buffer_bytes == 0) return {};
+    local_size = static_cast<std::size_t>(opts.local_buffer_bytes);
+    local = std::make_unique_for_overwrite<std::byte[]>(local_size);
+    auto r = eng->register_memory(local.get(), local_size, region_access::remote_read_write);
+    if (!r) {
+      *why = "attach: cannot register the local buffer";
+      return r.error();
+    }
+    local_region = std::move(*r);
+    return {};
+  }
+
+  struct hello_out {
+    result<void> r;
+    std::uint32_t version = 0, max_keys = 0, max_pieces = 0;
+    std::string node_id;
+  };
+  /// The handshake (one round trip).
+  task<hello_out> hello() {
+    hello_out o;
+    auto cap = co_await mc::rpc::connect<Attach>(endpoint, attach_service_name);
+    if (!cap) {
+      o.r = cap.error();
+      co_return o;
+    }
+    auto req = cap->helloRequest();
+    req.setVersion(attach_protocol_version);
+    auto resp = co_await mc::rpc::call(req.send(), call_timeout());
+    if (!resp) {
+      o.r = resp.error();
+      co_return o;
+    }
+    o.version = resp->getVersion();
+    o.max_keys = resp->getMaxKeys();
+    o.max_pieces = resp->getMaxPieces();
+    o.node_id = resp->getNodeId();
+    co_return o;
+  }
+
   /// Exposes `pieces` to the node with `access`: derived from a registration
   /// containing them when there is one, else registered on their own.
   result<void> expose(prepared& p, const std::vector<std::span<std::byte>>& pieces, region_access access) {
@@ -248,51 +306,11 @@ result<std::unique_ptr<attached_client>> attached_client::connect(mc::runtime::r
   auto p = std::make_unique<impl>(rt, opts);
   p->endpoint = "127.0.0.1:";
   p->endpoint += std::to_string(opts.attach_port ? opts.attach_port : derived_attach_port(*port));
-  mc::transfer::engine_options eo;
-  eo.bind_host = "127.0.0.1";
-  eo.advertise_host = "127.0.0.1";
-  eo.port = 0;
-  eo.default_timeout = opts.rpc_timeout;
-  p->eng = std::make_unique<mc::transfer::engine>(rt, eo);
-  if (auto r = p->eng->start(); !r) return refuse(errc::rpc_fail, "attach: cannot start the TransferEngine");
-  auto ep = p->eng->endpoint();
-  auto tport = server_port_of(ep);
-  if (!tport) return refuse(errc::rpc_fail, "attach: the TransferEngine has no port");
-  p->transfer_port = *tport;
-  if (opts.local_buffer_bytes > 0) {
-    p->local_size = static_cast<std::size_t>(opts.local_buffer_bytes);
-    p->local = std::make_unique_for_overwrite<std::byte[]>(p->local_size);
-    auto r = p->eng->register_memory(p->local.get(), p->local_size, region_access::remote_read_write);
-    if (!r) return refuse(to_errc(r.error()), "attach: cannot register the local buffer");
-    p->local_region = std::move(*r);
-  }
-  struct hello_out {
-    result<void> r;
-    std::uint32_t version = 0, max_keys = 0, max_pieces = 0;
-    std::string node_id;
-  };
-  auto h = rt.block_on([](impl* self) -> task<hello_out> {
-    hello_out o;
-    auto cap = co_await mc::rpc::connect<Attach>(self->endpoint, attach_service_name);
-    if (!cap) {
-      o.r = cap.error();
-      co_return o;
-    }
-    auto req = cap->helloRequest();
-    req.setVersion(attach_protocol_version);
-    auto resp = co_await mc::rpc::call(req.send(), self->call_timeout());
-    if (!resp) {
-      o.r = resp.error();
-      co_return o;
-    }
-    o.version = resp->getVersion();
-    o.max_keys = resp->getMaxKeys();
-    o.max_pieces = resp->getMaxPieces();
-    o.node_id = resp->getNodeId();
-    co_return o;
-  }(p.get()));
+  std::string text;
+  if (auto r = p->start_engine(&text); !r) return refuse(to_errc(r.error()), std::move(text));
+  auto h = rt.block_on(p->hello());
   if (!h.r) {
-    std::string text = "attach: ";
+    text = "attach: ";
     text += p->endpoint;
     text += ": ";
     text += h.r.error().message();

@@ -7,6 +7,7 @@
 #include "mc/transfer/engine.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <memory>
 
 namespace mc::store::detail {
@@ -172,9 +173,10 @@ task<std::vector<result<void>>> attach_core::put(std::vector<attach_item> items,
   const auto n = items.size();
   put_keys_.fetch_add(n, std::memory_order_relaxed);
   std::vector<result<void>> out(n);
+  constexpr auto max = std::numeric_limits<std::uint64_t>::max();
   std::uint64_t bytes = 0;
-  for (auto& it : items)
-    if (!it.bad.has_error()) bytes += it.room;
+  for (auto& it : items)  // saturating: rooms are the attacher's claims
+    if (!it.bad.has_error()) bytes = it.room > max - bytes ? max : bytes + it.room;
   auto room = co_await bytes_.acquire_for(bytes, mc::time_left(deadline));
   std::vector<task<result<void>>> work;
   std::vector<std::size_t> index;
