@@ -37,11 +37,13 @@ void write_line(int fd, const std::string& s) {
 
 /// The child: attaches to the node named on `in`, then
 /// mode 0: puts values, reads them back and the node's keys, reports "ok";
-/// mode 1: says "ready" and reads in a loop until it is killed.
+/// mode 1: says "ready" and reads in a loop until it is killed;
+/// mode 2: becomes uid 65534 and reports whether the node refused it.
 int child_main(int in, int out) {
   std::string line = read_line(in);
   unsigned rpc = 0, port = 0, mode = 0;
   if (std::sscanf(line.c_str(), "%u %u %u", &rpc, &port, &mode) != 3) return 3;
+  if (mode == 2 && ::setuid(65534) != 0) return 5;  // another uid than the node's
   mc::runtime::runtime rt(2);
   rt.start();
   std::string report = "ok";
@@ -50,7 +52,9 @@ int child_main(int in, int out) {
     o.attach_port = static_cast<std::uint16_t>(port);
     std::string why;
     auto c = mc::store::attached_client::connect(rt, "localhost:" + std::to_string(rpc), o, &why);
-    if (!c) {
+    if (mode == 2) {
+      report = c ? "fail: attached as another uid" : mc::is(c.error(), mc::errc::access_denied) ? "denied" : why;
+    } else if (!c) {
       report = "fail connect: " + why;
     } else if (mode == 0) {
       for (auto n : sizes) {
@@ -123,6 +127,9 @@ TEST_SUITE("store attach") {
 TEST_CASE("attachers in other processes: byte-exact across processes, and a killed one leaves nothing held") {
   auto worker = spawn();
   auto victim = spawn();
+  const bool root = ::geteuid() == 0;
+  child stranger;
+  if (root) stranger = spawn();
   attached_cluster a(2);
   auto near = random_bytes(700001, 4), far = random_bytes(700001, 3);
   REQUIRE(a.cl.on(0, n_put(a.node(0), "near", bytes_of(near))));
@@ -164,6 +171,17 @@ TEST_CASE("attachers in other processes: byte-exact across processes, and a kill
   auto g = at.on(a_get(*at.c, "near", one_mut(back)));
   REQUIRE(g);
   CHECK(checksum(back.data(), back.size()) == checksum(near.data(), near.size()));
+  // Another uid on the same host is refused (the same-host transport's rule).
+  if (root) {
+    write_line(stranger.to, rpc + " " + port + " 2");
+    auto said = read_line(stranger.from);
+    CHECK_MESSAGE(said == "denied", said);
+    CHECK(wait_exit(stranger.pid) == 0);
+    CHECK(a.server->stats().refused >= 1);
+    for (auto fd : {stranger.to, stranger.from}) ::close(fd);
+  } else {
+    MESSAGE("not root: the other-uid attacher is not tested");
+  }
   for (auto fd : {worker.to, worker.from, victim.to, victim.from}) ::close(fd);
 }
 

@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,13 @@ struct attach_item {
   std::uint64_t room = 0;
   result<void> bad;
 };
+
+/// The uid owning the TCP socket at peer_ip:peer_port connected to
+/// local_ip:local_port (the peer of one of our loopback connections), as the
+/// kernel reports it (NETLINK_SOCK_DIAG); nullopt when it cannot tell. One
+/// netlink round trip answered synchronously by the kernel (attach_peer.cpp).
+std::optional<std::uint32_t> loopback_peer_uid(const std::string& peer_ip, std::uint16_t peer_port,
+                                               const std::string& local_ip, std::uint16_t local_port);
 
 /// The first `size` bytes of `pieces` (the caller checked size <= their total).
 remote_pieces prefix_of(const remote_pieces& pieces, std::uint64_t size);
@@ -61,6 +69,8 @@ class attach_core {
 
   // Counters the service bumps.
   std::atomic<std::uint64_t> connections{0}, refused{0}, calls{0}, calls_in_flight{0};
+  /// The listener's port (set once it listens; connections come after).
+  std::atomic<std::uint16_t> port{0};
 
  private:
   task<void> get_staged(std::vector<attach_item>& items, std::vector<std::size_t> which,

@@ -9,8 +9,12 @@
 #include "mc/runtime/runtime.hpp"
 #include "mc/store/client.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <atomic>
 #include <charconv>
+#include <cstdio>
 #include <chrono>
 #include <limits>
 
@@ -22,6 +26,21 @@ using detail::attach_item;
 
 /// Loopback as the kernel reports the peer (IPv4-mapped addresses come as IPv4).
 bool is_loopback_ip(const std::string& ip) { return ip.starts_with("127.") || ip == "::1"; }
+
+/// Same host (loopback) and the same uid as this node, or root: the rule of
+/// the same-host transport, checked with the kernel's view of the peer's
+/// socket. A peer whose uid the kernel cannot tell is refused.
+bool allowed_peer(const mc::rpc::connection_info& c, std::uint16_t port) {
+  if (!is_loopback_ip(c.remote_address)) return false;
+  auto uid = detail::loopback_peer_uid(c.remote_address, c.remote_port, "127.0.0.1", port);
+  if (!uid) {
+    static std::atomic<bool> said{false};
+    if (!said.exchange(true))
+      std::fprintf(stderr, "attach: the kernel cannot tell the uid of a loopback peer (sock_diag): refused\n");
+    return false;
+  }
+  return *uid == 0 || *uid == ::geteuid();
+}
 
 std::string endpoint_of(const std::string& ip, std::uint16_t port) {
   const bool v6 = ip.find(':') != std::string::npos;
@@ -59,7 +78,7 @@ class attach_service_impl final : public mc::rpc::service<Attach> {
  public:
   attach_service_impl(mc::executor ex, const mc::rpc::connection_info& conn,
                       std::shared_ptr<detail::attach_core> core)
-      : service(std::move(ex)), conn_(conn), core_(std::move(core)), loopback_(is_loopback_ip(conn.remote_address)) {
+      : service(std::move(ex)), conn_(conn), core_(std::move(core)), allowed_(allowed_peer(conn, core_->port.load())) {
     core_->connections.fetch_add(1, std::memory_order_relaxed);
   }
 
@@ -74,7 +93,7 @@ class attach_service_impl final : public mc::rpc::service<Attach> {
   enum class op { put, get };
 
   result<void> allowed() {
-    if (loopback_) return {};
+    if (allowed_) return {};
     core_->refused.fetch_add(1, std::memory_order_relaxed);
     return fail(errc::access_denied);
   }
@@ -220,7 +239,7 @@ class attach_service_impl final : public mc::rpc::service<Attach> {
 
   mc::rpc::connection_info conn_;
   std::shared_ptr<detail::attach_core> core_;
-  bool loopback_;
+  bool allowed_;  // same host and uid (checked once per connection)
 };
 
 }  // namespace
@@ -264,6 +283,7 @@ result<std::unique_ptr<attach_server>> attach_server::start(mc::runtime::runtime
   so.threads = opts.threads;
   so.max_connections = opts.max_connections;
   so.accept_rdma = false;  // same host: TCP loopback is the control plane
+  p->core->port.store(port);  // ephemeral: set below, once known
   p->server = std::make_unique<mc::rpc::server>(rt, so);
   p->server->add_service(attach_service_name, mc::rpc::make_connection_service<attach_service_impl>(p->core));
   if (auto r = p->server->start(); !r) {
@@ -274,6 +294,7 @@ result<std::unique_ptr<attach_server>> attach_server::start(mc::runtime::runtime
     return refuse(to_errc(r.error()), std::move(text));
   }
   p->port = p->server->port();
+  p->core->port.store(p->port);
   return std::unique_ptr<attach_server>(new attach_server(std::move(p)));
 }
 
