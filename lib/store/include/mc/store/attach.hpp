@@ -17,16 +17,17 @@
 /// a loopback listener gives the same reach (same host, same network
 /// namespace: what an abstract socket reaches too) with all of that reused.
 ///
-/// Trust: a connection whose peer address (from the kernel) is not loopback
-/// is refused (every call: ACCESS_DENIED, counted); the process-wide RPC auth
-/// token applies like on every listener (mc/rpc/auth.hpp). The node writes
-/// and reads value bytes only at the attacher's TransferEngine on this
-/// connection's own IP (loopback) and the port it announces, and only
-/// through registered memory (token, range and access checked by the
-/// attacher's engine); the same-host transport's own uid / namespace checks
-/// decide between process_vm_* and TCP. Anything on loopback that presents
-/// the auth token may use the node's data: the same trust as the node's
-/// client RPC port.
+/// Trust: only a peer on loopback whose socket belongs to the node's uid (or
+/// root) is served, both read from the kernel (the connection's peer
+/// address; the uid of the peer's socket through NETLINK_SOCK_DIAG, the TCP
+/// counterpart of SO_PEERCRED, once per connection); any other gets
+/// ACCESS_DENIED on every call (counted), also when the kernel cannot tell
+/// the uid. The process-wide RPC auth token applies like on every listener
+/// (mc/rpc/auth.hpp). The node writes and reads value bytes only at the
+/// attacher's TransferEngine on this connection's own IP (loopback) and the
+/// port it announces, and only through registered memory (token, range and
+/// access checked by the attacher's engine); the same-host transport's own
+/// uid / namespace checks decide between process_vm_* and TCP.
 ///
 /// Bounds (attach_server_options): connections; keys and pieces per call
 /// (larger calls fail as a whole with INVALID_PARAMS); keys and transferred
@@ -101,7 +102,7 @@ struct attach_server_options {
 /// Counters and gauges of one attach server (relaxed snapshots).
 struct attach_server_stats {
   std::uint64_t connections = 0;       ///< attacher connections accepted (ever)
-  std::uint64_t refused = 0;           ///< calls refused with ACCESS_DENIED (non-loopback peer)
+  std::uint64_t refused = 0;           ///< calls refused with ACCESS_DENIED (not loopback, or another uid)
   std::uint64_t calls = 0;             ///< calls served (any outcome)
   std::uint64_t calls_in_flight = 0;   ///< gauge: calls running now
   std::uint64_t inflight_keys = 0;     ///< gauge: keys admitted now
