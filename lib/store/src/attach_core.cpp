@@ -2,7 +2,6 @@
 // staged when another node holds the key), puts, exists, remove, size.
 #include "attach_core.hpp"
 
-#include "mc/runtime/when_all.hpp"
 #include "mc/store/client.hpp"
 #include "mc/transfer/engine.hpp"
 
@@ -178,18 +177,18 @@ task<std::vector<result<void>>> attach_core::put(std::vector<attach_item> items,
   for (auto& it : items)  // saturating: rooms are the attacher's claims
     if (!it.bad.has_error()) bytes = it.room > max - bytes ? max : bytes + it.room;
   auto room = co_await bytes_.acquire_for(bytes, mc::time_left(deadline));
-  std::vector<task<result<void>>> work;
+  std::vector<remote_write_item> batch;
   std::vector<std::size_t> index;
   for (std::size_t i = 0; i < n; ++i) {
     if (items[i].bad.has_error()) out[i] = items[i].bad;
     else if (!room) out[i] = room.error();
     else {
-      work.push_back(node_.data().write_remote_parts(items[i].key, std::move(items[i].pieces),
-                                                      mc::time_left(deadline)));
+      batch.push_back({std::move(items[i].key), std::move(items[i].pieces)});
       index.push_back(i);
     }
   }
-  auto rs = co_await mc::when_all(std::move(work));
+  if (batch.empty()) co_return out;
+  auto rs = co_await node_.data().write_remote_batch(std::move(batch), mc::time_left(deadline));
   for (std::size_t k = 0; k < rs.size(); ++k) out[index[k]] = std::move(rs[k]);
   co_return out;
 }
