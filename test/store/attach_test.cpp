@@ -234,6 +234,21 @@ TEST_CASE("a key held by another node is read through the attached node (staged,
   CHECK(mc::is(r[3].error(), errc::buffer_overflow));
   CHECK(std::all_of(b4.begin(), b4.end(), [](auto x) { return x == sentinel; }));
   CHECK(a.server->stats().staged_gets >= 2);
+  // Rooms above 4 MiB: the node asks the value's size first and stages
+  // about that much (a missing key / a too short room are answered then).
+  auto huge = random_bytes((5u << 20) + 9, 79);
+  REQUIRE(a.cl.on(1, n_put(a.node(1), "huge", bytes_of(huge))));
+  std::vector<std::uint8_t> r1(64u << 20, sentinel), r2(64u << 20), r3((4u << 20) + (1u << 19), sentinel);
+  auto big = at.on(a_batch_get(*at.c, {"far", "nowhere", "huge", "huge"},
+                               {one_mut(r1), one_mut(r2), one_mut(r3), one_mut(r2)}));
+  REQUIRE(big[0]);
+  CHECK(checksum(r1.data(), far.size()) == checksum(far.data(), far.size()));
+  CHECK(r1[far.size()] == sentinel);
+  CHECK(mc::is(big[1].error(), errc::object_not_found));
+  CHECK(mc::is(big[2].error(), errc::buffer_overflow));
+  CHECK(std::all_of(r3.begin(), r3.end(), [](auto x) { return x == sentinel; }));
+  REQUIRE(big[3]);
+  CHECK(checksum(r2.data(), huge.size()) == checksum(huge.data(), huge.size()));
   CHECK(eventually([&] { return drained(*a.server); }));
   // exists / size_of see the other node's key too.
   auto e = at.on(a_exists(*at.c, {"far", "nowhere"}));

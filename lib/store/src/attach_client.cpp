@@ -317,7 +317,7 @@ result<std::unique_ptr<attached_client>> attached_client::connect(mc::runtime::r
     return refuse(to_errc(h.r.error()), std::move(text));
   }
   if (h.version != attach_protocol_version) return refuse(errc::unsupported, "attach: protocol version mismatch");
-  p->max_keys = std::max<std::uint32_t>(h.max_keys, 1);
+  p->max_keys = std::clamp<std::uint32_t>(h.max_keys, 1, 65536);  // the node's word, within reason
   p->max_pieces = std::clamp<std::uint32_t>(h.max_pieces, max_value_pieces, max_attach_pieces_per_call);
   p->node_id = std::move(h.node_id);
   return std::unique_ptr<attached_client>(new attached_client(std::move(p)));

@@ -2,6 +2,7 @@
 // staged when another node holds the key), puts, exists, remove, size.
 #include "attach_core.hpp"
 
+#include "mc/runtime/when_all.hpp"
 #include "mc/store/client.hpp"
 #include "mc/transfer/engine.hpp"
 
@@ -93,18 +94,44 @@ task<void> attach_core::get_staged(std::vector<attach_item>& items, std::vector<
   // buffer_overflow). Groups stay within the staging bound; groups run one
   // after the other, each with one client batch and one transfer batch.
   const auto cap = std::max<std::uint64_t>(opts_.max_staging_bytes, 1);
+  // A large room says little about the value: ask the value's size first
+  // (one master lookup per such key, all at once) and stage a little more
+  // than that instead (room for a value replaced meanwhile by a larger one).
+  constexpr std::uint64_t ask_above = std::uint64_t{4} << 20;
+  std::vector<std::uint64_t> want(which.size());
+  std::vector<task<result<object_info>>> asks;
+  std::vector<std::size_t> asked;
+  for (std::size_t k = 0; k < which.size(); ++k) {
+    want[k] = items[which[k]].room;
+    if (want[k] <= ask_above) continue;
+    asks.push_back(node_.query(items[which[k]].key));
+    asked.push_back(k);
+  }
+  auto infos = co_await mc::when_all(std::move(asks));
+  for (std::size_t j = 0; j < infos.size(); ++j) {
+    auto k = asked[j];
+    auto& item = items[which[k]];
+    if (!infos[j]) out[which[k]] = infos[j].error();
+    else if (infos[j]->size > item.room) out[which[k]] = fail(errc::buffer_overflow);
+    else {
+      want[k] = std::min(item.room, std::max(infos[j]->size * 2, ask_above));
+      continue;
+    }
+    want[k] = 0;  // decided
+  }
   std::vector<std::size_t> group;
   std::vector<std::uint64_t> stage;
   std::uint64_t total = 0;
-  for (auto i : which) {
-    auto s = std::clamp<std::uint64_t>(items[i].room, 1, cap);
+  for (std::size_t k = 0; k < which.size(); ++k) {
+    if (items[which[k]].room > 0 && want[k] == 0) continue;
+    auto s = std::clamp<std::uint64_t>(want[k], 1, cap);
     if (total + s > cap && !group.empty()) {
       co_await stage_group(items, std::move(group), std::move(stage), out, deadline);
       group = {};
       stage = {};
       total = 0;
     }
-    group.push_back(i);
+    group.push_back(which[k]);
     stage.push_back(s);
     total += s;
   }
