@@ -106,6 +106,7 @@ TEST_CASE("an attached process puts and gets odd sizes byte-exact over every tra
     CHECK(s.put_keys >= 6);
     CHECK(s.get_keys >= 6);
     CHECK(s.staged_gets == 0);  // every key was local to the node: zero-copy from its tier
+    CHECK(at.c->engine().stats().registered_regions == 0);  // every call's exposure was revoked
     CHECK(eventually([&] { return drained(*a.server); }));
   }
 }

@@ -91,9 +91,9 @@ struct attach_server_options {
   /// Value bytes being transferred at once over all attachers (calls wait).
   std::uint64_t max_inflight_bytes = std::uint64_t{1} << 30;
   /// Node memory staging values that live on other nodes (read by the node,
-  /// then written to the attacher); calls wait for room. A single get needs
-  /// min(its buffer's size, this): a value larger than this that lives on
-  /// another node fails with TOO_LARGE.
+  /// then written to the attacher); calls wait for room. A single get stages
+  /// min(its buffer's size, this), or for buffers above 4 MiB about the
+  /// value's size (asked first); a larger value fails with TOO_LARGE.
   std::uint64_t max_staging_bytes = std::uint64_t{256} << 20;
   /// An attacher's timeoutMs is clamped to this.
   std::chrono::milliseconds max_request_timeout = std::chrono::seconds(60);
