@@ -12,6 +12,15 @@
 
 namespace mc::test {
 
+/// Concatenation by appending (gcc 12 at -O3 warns falsely about
+/// "literal" + std::string).
+template <class... T>
+std::string cat(const T&... parts) {
+  std::string s;
+  ((s += parts), ...);
+  return s;
+}
+
 /// Fills buffers that must stay untouched.
 inline constexpr std::uint8_t sentinel_byte = 0xA5;
 
@@ -25,7 +34,7 @@ struct attached_cluster {
 
   explicit attached_cluster(std::size_t n = 1, const std::string& transport = "auto",
                             mc::store::attach_server_options o = {}) {
-    for (std::size_t i = 0; i < n; ++i) cl.add("node" + std::to_string(i), {}, transport);
+    for (std::size_t i = 0; i < n; ++i) cl.add(cat("node", std::to_string(i)), {}, transport);
     o.ephemeral = true;
     std::string why;
     auto s = mc::store::attach_server::start(*cl.nodes[0].rt, *cl.nodes[0].client, o, &why);
@@ -36,7 +45,7 @@ struct attached_cluster {
     if (server) server->stop();
   }
   mc::store::client& node(std::size_t i = 0) { return *cl.nodes.at(i).client; }
-  std::string server_address() const { return "127.0.0.1:" + std::to_string(cl.nodes[0].client->rpc_port()); }
+  std::string server_address() const { return cat("127.0.0.1:", std::to_string(cl.nodes[0].client->rpc_port())); }
 };
 
 /// An attached process stand-in: its own runtime and attached_client.

@@ -51,26 +51,26 @@ int child_main(int in, int out) {
     mc::store::attach_options o;
     o.attach_port = static_cast<std::uint16_t>(port);
     std::string why;
-    auto c = mc::store::attached_client::connect(rt, "localhost:" + std::to_string(rpc), o, &why);
+    auto c = mc::store::attached_client::connect(rt, cat("localhost:", std::to_string(rpc)), o, &why);
     if (mode == 2) {
       report = c ? "fail: attached as another uid" : mc::is(c.error(), mc::errc::access_denied) ? "denied" : why;
     } else if (!c) {
-      report = "fail connect: " + why;
+      report = cat("fail connect: ", why);
     } else if (mode == 0) {
       for (auto n : sizes) {
         auto v = random_bytes(n, n + 1000);
-        auto key = "p" + std::to_string(n);
+        auto key = cat("p", std::to_string(n));
         std::vector<std::uint8_t> back(n + 3, sentinel_byte);
-        if (!rt.block_on(a_put(**c, key, one(v)))) report = "fail put " + key;
+        if (!rt.block_on(a_put(**c, key, one(v)))) report = cat("fail put ", key);
         auto g = rt.block_on(a_get(**c, key, one_mut(back)));
         if (!g || *g != n || checksum(back.data(), n) != checksum(v.data(), n) || back[n] != sentinel_byte)
-          report = "fail get " + key;
+          report = cat("fail get ", key);
       }
       for (std::string key : {"near", "far"}) {
         auto v = random_bytes(700001, key.size());
         std::vector<std::uint8_t> back(v.size());
         auto g = rt.block_on(a_get(**c, key, one_mut(back)));
-        if (!g || checksum(back.data(), back.size()) != checksum(v.data(), v.size())) report = "fail node key " + key;
+        if (!g || checksum(back.data(), back.size()) != checksum(v.data(), v.size())) report = cat("fail node key ", key);
       }
     } else {
       std::vector<std::vector<std::uint8_t>> bufs(16, std::vector<std::uint8_t>(700001));
@@ -137,7 +137,7 @@ TEST_CASE("attachers in other processes: byte-exact across processes, and a kill
   const auto rpc = std::to_string(a.node(0).rpc_port()), port = std::to_string(a.server->port());
   const auto before = a.node(0).engine().stats();
 
-  write_line(worker.to, rpc + " " + port + " 0");
+  write_line(worker.to, cat(rpc, " ", port, " 0"));
   auto report = read_line(worker.from);
   CHECK_MESSAGE(report == "ok", report);
   CHECK(wait_exit(worker.pid) == 0);
@@ -145,7 +145,7 @@ TEST_CASE("attachers in other processes: byte-exact across processes, and a kill
   for (auto n : sizes) {
     auto v = random_bytes(n, n + 1000);
     std::vector<std::uint8_t> back(n);
-    auto g = a.cl.on(0, n_get(a.node(0), "p" + std::to_string(n), writable(back)));
+    auto g = a.cl.on(0, n_get(a.node(0), cat("p", std::to_string(n)), writable(back)));
     REQUIRE(g);
     CHECK(checksum(back.data(), n) == checksum(v.data(), n));
   }
@@ -159,7 +159,7 @@ TEST_CASE("attachers in other processes: byte-exact across processes, and a kill
     CHECK(sh.read_ops > sh_before.read_ops);    // puts: the node read from it
   }
 
-  write_line(victim.to, rpc + " " + port + " 1");
+  write_line(victim.to, cat(rpc, " ", port, " 1"));
   CHECK(read_line(victim.from) == "ready");
   (void)eventually([&] { return a.server->stats().calls_in_flight > 0; });
   ::kill(victim.pid, SIGKILL);
@@ -173,7 +173,7 @@ TEST_CASE("attachers in other processes: byte-exact across processes, and a kill
   CHECK(checksum(back.data(), back.size()) == checksum(near.data(), near.size()));
   // Another uid on the same host is refused (the same-host transport's rule).
   if (root) {
-    write_line(stranger.to, rpc + " " + port + " 2");
+    write_line(stranger.to, cat(rpc, " ", port, " 2"));
     auto said = read_line(stranger.from);
     CHECK_MESSAGE(said == "denied", said);
     CHECK(wait_exit(stranger.pid) == 0);
@@ -253,13 +253,13 @@ TEST_CASE("a real mooncake_client serves attachers on the port derived from its 
   const std::string apps = dir, mport = "29371";
   const std::uint16_t rpc = 12945;
   const std::string tiers = R"({"tiers":[{"type":"DRAM","capacity":"64MiB","priority":100}]})";
-  process master({apps + "/mooncake_master", "--rpc_port", mport, "--metrics_port", "0"});
+  process master({cat(apps, "/mooncake_master"), "--rpc_port", mport, "--metrics_port", "0"});
   REQUIRE(master.pid > 0);
   auto node = [&](std::uint16_t port, std::uint16_t te, const char* attach) {
     return std::make_unique<process>(std::vector<std::string>{
-        apps + "/mooncake_client", "--master_server_address", "127.0.0.1:" + mport, "--port", std::to_string(te),
+        cat(apps, "/mooncake_client"), "--master_server_address", cat("127.0.0.1:", mport), "--port", std::to_string(te),
         "--client_rpc_port", std::to_string(port), "--http_port", "0", "--heartbeat_interval", "200ms",
-        "--tiered_backend_config", tiers, std::string("--attach=") + attach});
+        "--tiered_backend_config", tiers, cat("--attach=", attach)});
   };
   auto on = node(rpc, 29372, "true");
   auto off = node(rpc + 1, 29373, "false");
@@ -269,9 +269,9 @@ TEST_CASE("a real mooncake_client serves attachers on the port derived from its 
   rt.start();
   {
     std::string why;
-    auto c = attach_when_up(rt, "127.0.0.1:" + std::to_string(rpc), &why);
+    auto c = attach_when_up(rt, cat("127.0.0.1:", std::to_string(rpc)), &why);
     REQUIRE_MESSAGE(c, why);
-    CHECK(c->attach_endpoint() == "127.0.0.1:" + std::to_string(mc::store::derived_attach_port(rpc)));
+    CHECK(c->attach_endpoint() == cat("127.0.0.1:", std::to_string(mc::store::derived_attach_port(rpc))));
     auto v = random_bytes((1u << 20) + 77, 12);
     REQUIRE(rt.block_on(a_put(*c, "real", one(v))));
     std::vector<std::uint8_t> back(v.size());
@@ -290,7 +290,7 @@ TEST_CASE("a real mooncake_client serves attachers on the port derived from its 
     mc::store::attach_options o;
     o.rpc_timeout = std::chrono::seconds(2);
     CHECK(eventually([&] { return port_open(static_cast<std::uint16_t>(rpc + 1)); }));
-    CHECK(!mc::store::attached_client::connect(rt, "127.0.0.1:" + std::to_string(rpc + 1), o, &why));
+    CHECK(!mc::store::attached_client::connect(rt, cat("127.0.0.1:", std::to_string(rpc + 1)), o, &why));
   }
   mc::rpc::shutdown(rt);
   rt.stop();

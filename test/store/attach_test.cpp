@@ -66,7 +66,7 @@ void round_trips(attached_cluster& a, attacher& at, const std::string& tag) {
   std::uint64_t seed = 11;
   for (auto n : sizes) {
     CAPTURE(n);
-    auto key = tag + "-" + std::to_string(n);
+    auto key = cat(tag, "-", std::to_string(n));
     auto v = random_bytes(n, seed++);
     REQUIRE(at.on(a_put(*at.c, key, one(v))));
     std::vector<std::uint8_t> buf(n + 19, sentinel);
@@ -121,7 +121,7 @@ TEST_CASE("scatter-gather pieces in both directions, and pieces inside a registe
     auto src = random_bytes(n, n);
     auto src_pieces = random_pieces(src, 70001, n);
     auto v = gather(src_pieces, n);  // the value: the pieces in order (not in memory order)
-    auto key = "sg-" + std::to_string(n);
+    auto key = cat("sg-", std::to_string(n));
     REQUIRE(at.on(a_put(*at.c, key, to_const(src_pieces))));
     std::vector<std::uint8_t> dst(n + 5000, sentinel);
     auto pieces = random_pieces(dst, 50021, n + 1);
@@ -195,7 +195,7 @@ TEST_CASE("a batch larger than the node's keys per call is split and answered in
   std::vector<std::string> keys;
   std::vector<std::vector<std::uint8_t>> vals;
   for (int i = 0; i < 30; ++i) {
-    keys.push_back("k" + std::to_string(i));
+    keys.push_back(cat("k", std::to_string(i)));
     vals.push_back(random_bytes(100 + static_cast<std::size_t>(i) * 977, static_cast<std::uint64_t>(i)));
   }
   std::vector<const_pieces> in;
@@ -308,7 +308,7 @@ TEST_CASE("many coroutines on two threads use one attached_client at once") {
     for (int i = 0; i < 12; ++i) {
       auto n = static_cast<std::size_t>(1 + (id * 7919 + i * 104729) % 300000);
       auto v = random_bytes(n, static_cast<std::uint64_t>(id * 100 + i));
-      auto key = "c" + std::to_string(id) + "-" + std::to_string(i);
+      auto key = cat("c", std::to_string(id), "-", std::to_string(i));
       const_pieces src = {bytes_of(v)};
       if (!co_await c.put_parts(key, std::move(src))) ++bad;
       std::vector<std::uint8_t> out(n);
