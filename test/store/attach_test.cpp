@@ -139,7 +139,7 @@ TEST_CASE("scatter-gather pieces in both directions, and pieces inside a registe
     CHECK(checksum(lb.data() + 7, n) == checksum(v.data(), n));
     CHECK(at.c->engine().stats().derived_registrations > derived_before);
   }
-  // register_buffer: a long-lived registration is used the same way.
+  // register_buffer: a long-lived registration (Mooncake parity).
   std::vector<std::uint8_t> big(1 << 20);
   auto reg = at.c->register_buffer(writable(big));
   REQUIRE(reg);
@@ -330,6 +330,35 @@ TEST_CASE("many coroutines on two threads use one attached_client at once") {
   other.join();
   CHECK(other_bad == 0);
   CHECK(eventually([&] { return drained(*a.server); }));
+}
+
+TEST_CASE("concurrent calls on the same memory never revoke each other's exposure") {
+  attached_cluster a;
+  attacher at(a);
+  auto v = random_bytes(200003, 5);
+  auto worker = [](mc::store::attached_client& c, const std::vector<std::uint8_t>& v, int id) -> mc::task<int> {
+    int bad = 0;
+    for (int i = 0; i < 10; ++i) {
+      const_pieces src = {bytes_of(v)};  // every call exposes the same bytes
+      if (!co_await c.put_parts(cat("same-", std::to_string(id), "-", std::to_string(i)), std::move(src))) ++bad;
+    }
+    co_return bad;
+  };
+  auto run = [](mc::store::attached_client& c, decltype(worker)& w, const std::vector<std::uint8_t>& v,
+                int base) -> mc::task<int> {
+    std::vector<mc::task<int>> ts;
+    for (int k = 0; k < 8; ++k) ts.push_back(w(c, v, base + k));
+    auto rs = co_await mc::when_all(std::move(ts));
+    co_return std::accumulate(rs.begin(), rs.end(), 0);
+  };
+  int other_bad = -1;
+  std::thread other([&] { other_bad = at.on(run(*at.c, worker, v, 100), 1); });
+  CHECK(at.on(run(*at.c, worker, v, 0), 0) == 0);
+  other.join();
+  CHECK(other_bad == 0);
+  std::vector<std::uint8_t> back(v.size());
+  REQUIRE(at.on(a_get(*at.c, "same-105-9", one_mut(back))));
+  CHECK(checksum(back.data(), back.size()) == checksum(v.data(), v.size()));
 }
 
 TEST_CASE("an attacher that gives up mid-call leaves nothing held on the node") {

@@ -157,12 +157,17 @@ struct attached_client::impl {
     co_return o;
   }
 
-  /// Exposes `pieces` to the node with `access`: derived from a registration
-  /// containing them when there is one, else registered on their own.
+  /// Exposes `pieces` to the node with `access` for one call: derived from
+  /// the local buffer's registration when inside it, else registered on
+  /// their own. (Never derived from whatever registration contains them:
+  /// that may be another call's, revoked when that call ends.)
   result<void> expose(prepared& p, const std::vector<std::span<std::byte>>& pieces, region_access access) {
+    const auto* lb = local.get();
     for (auto& s : pieces) {
-      auto r = eng->register_within(s.data(), s.size(), access);
-      if (!r && mc::is(r.error(), errc::out_of_range)) r = eng->register_memory(s.data(), s.size(), access);
+      const bool inside = lb && s.data() >= lb && s.size() <= local_size &&
+                          static_cast<std::size_t>(s.data() - lb) <= local_size - s.size();
+      auto r = inside ? eng->register_within(local_region, static_cast<std::uint64_t>(s.data() - lb), s.size(), access)
+                      : eng->register_memory(s.data(), s.size(), access);
       if (!r) return r.error();
       p.room += s.size();
       p.regions.push_back(std::move(*r));
@@ -440,6 +445,8 @@ task<result<std::uint64_t>> attached_client::size_of(std::string key) {
 }
 
 result<mc::transfer::region> attached_client::register_buffer(std::span<std::byte> buf) {
+  // Pieces are still exposed per call (see impl::expose): on the attacher's
+  // transports (TCP, same-host) a registration costs no system call.
   if (impl_->stopped.load(std::memory_order_acquire)) return fail(errc::shutting_down);
   return impl_->eng->register_memory(buf.data(), buf.size(), region_access::remote_read_write);
 }

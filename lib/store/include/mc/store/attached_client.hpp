@@ -46,8 +46,8 @@ struct attach_options {
   /// Deadline of every call to the node (and of the transfers it runs).
   std::chrono::milliseconds rpc_timeout = std::chrono::seconds(10);
   /// Mooncake's local_buffer_size: bytes of a buffer allocated and registered
-  /// at connect (local_buffer()); pieces inside it are exposed without a
-  /// registration of their own. 0 = none.
+  /// at connect (local_buffer()); pieces inside it are exposed per call by a
+  /// registration derived from it. 0 = none.
   std::uint64_t local_buffer_bytes = 0;
   /// Most keys one batch call accepts (more, or keys and values of different
   /// counts: invalid_params for every key). Calls are split into RPCs of at
@@ -107,9 +107,11 @@ class attached_client {
   task<result<std::uint64_t>> size_of(std::string key);
 
   /// Registers a buffer with the attacher's TransferEngine (RAII; read and
-  /// write access for the node). Pieces inside it are then exposed per call
-  /// by a derived registration (no registration cost). Thread-safe. Errors:
-  /// invalid_params (empty), shutting_down.
+  /// write access for the node): Mooncake's register_buffer, for parity.
+  /// Calls still expose their pieces with fresh per-call tokens (revoked
+  /// when the call returns); on the attacher's transports (TCP, same-host)
+  /// that costs no system call, so this is not needed for speed. Thread-safe.
+  /// Errors: invalid_params (empty), shutting_down.
   result<mc::transfer::region> register_buffer(std::span<std::byte> buf);
   /// The buffer of attach_options::local_buffer_bytes (empty when 0);
   /// registered for the lifetime of this object. The caller shares it
