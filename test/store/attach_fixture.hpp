@@ -32,9 +32,10 @@ struct attached_cluster {
   cluster cl;
   std::unique_ptr<mc::store::attach_server> server;
 
+  /// `tiers`: the nodes' tiers (the spec's JSON; empty = 64 MiB DRAM).
   explicit attached_cluster(std::size_t n = 1, const std::string& transport = "auto",
-                            mc::store::attach_server_options o = {}) {
-    for (std::size_t i = 0; i < n; ++i) cl.add(cat("node", std::to_string(i)), {}, transport);
+                            mc::store::attach_server_options o = {}, const std::string& tiers = {}) {
+    for (std::size_t i = 0; i < n; ++i) cl.add(cat("node", std::to_string(i)), tiers, transport);
     o.ephemeral = true;
     std::string why;
     auto s = mc::store::attach_server::start(*cl.nodes[0].rt, *cl.nodes[0].client, o, &why);
