@@ -62,6 +62,17 @@ task<result<void>> move_range(mc::transfer::engine& engine, mc::transfer::op_kin
   co_return result<void>{};
 }
 
+/// Pulls every request of a remote write batch in ONE engine batch; a
+/// failed request fails its item (out[owner[k]]).
+task<result<void>> pull_batch(mc::transfer::engine& e, std::vector<mc::transfer::request> reqs,
+                              const std::vector<std::size_t>& owner, std::vector<result<void>>& out,
+                              clock::time_point deadline) {
+  auto rs = co_await e.batch(std::move(reqs), mc::time_left(deadline));
+  for (std::size_t k = 0; k < rs.size(); ++k)
+    if (!rs[k] && out[owner[k]]) out[owner[k]] = rs[k];
+  co_return result<void>{};
+}
+
 bool valid_destination(const remote_pieces& pieces, std::uint64_t size) {
   if (pieces.empty() || pieces.size() > max_value_pieces) return false;
   for (auto& p : pieces)
@@ -281,16 +292,7 @@ task<std::vector<result<void>>> data_manager::write_remote_batch(std::vector<rem
     handles[i] = std::move(*h);
   }
   std::vector<task<result<void>>> work;
-  if (!dram.empty()) {
-    work.push_back([](mc::transfer::engine& e, std::vector<mc::transfer::request> reqs,
-                      const std::vector<std::size_t>& owner, std::vector<result<void>>& out,
-                      clock::time_point deadline) -> task<result<void>> {
-      auto rs = co_await e.batch(std::move(reqs), mc::time_left(deadline));
-      for (std::size_t k = 0; k < rs.size(); ++k)
-        if (!rs[k] && out[owner[k]]) out[owner[k]] = rs[k];
-      co_return result<void>{};
-    }(engine_, std::move(dram), dram_item, out, deadline));
-  }
+  if (!dram.empty()) work.push_back(pull_batch(engine_, std::move(dram), dram_item, out, deadline));
   for (auto i : staged) work.push_back(receive_staged(handles[i], items[i].src, deadline));
   auto received = co_await mc::when_all(std::move(work));
   std::size_t r = dram_item.empty() ? 0 : 1;
@@ -298,12 +300,18 @@ task<std::vector<result<void>>> data_manager::write_remote_batch(std::vector<rem
     if (!received[r]) out[i] = received[r];
     ++r;
   }
+  co_await commit_batch(items, handles, sizes, out);
+  co_return out;
+}
+
+task<void> data_manager::commit_batch(const std::vector<remote_write_item>& items, std::vector<write_handle>& handles,
+                                      const std::vector<std::uint64_t>& sizes, std::vector<result<void>>& out) {
   // Steps 8-9: commit (exclusive lock, atomic replace) and publish, shielded
   // from cancellation; a failed item's handle releases its allocation and
   // the old value stays untouched.
   std::vector<task<result<void>>> commits;
   std::vector<std::size_t> committed;
-  for (std::size_t i = 0; i < n; ++i) {
+  for (std::size_t i = 0; i < items.size(); ++i) {
     if (sizes[i] == 0) continue;  // refused before allocation
     if (!out[i]) {
       count_write(out[i], 0);
@@ -318,7 +326,6 @@ task<std::vector<result<void>>> data_manager::write_remote_batch(std::vector<rem
     count_write(done[k] || backend_.exists(items[i].key) ? result<void>{} : done[k], sizes[i]);
     out[i] = std::move(done[k]);
   }
-  co_return out;
 }
 
 }  // namespace mc::store

@@ -194,6 +194,8 @@ class data_manager {
   task<result<read_handle>> pin(const std::string& key);
   task<result<void>> send_staged(const read_handle& h, const remote_pieces& dest, std::chrono::steady_clock::time_point deadline);
   task<result<void>> receive_staged(write_handle& h, const remote_pieces& src, std::chrono::steady_clock::time_point deadline);
+  task<void> commit_batch(const std::vector<remote_write_item>& items, std::vector<write_handle>& handles,
+                          const std::vector<std::uint64_t>& sizes, std::vector<result<void>>& out);
   void count_read(const result<std::uint64_t>& r);
   void count_write(const result<void>& r, std::uint64_t bytes);
 
