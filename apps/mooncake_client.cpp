@@ -6,6 +6,7 @@
 #include "mc/rpc/client.hpp"
 #include "mc/rpc/protocol.hpp"
 #include "mc/runtime/runtime.hpp"
+#include "mc/store/attach.hpp"
 #include "mc/store/client.hpp"
 #include "mc/store/client_options.hpp"
 #include "auth_setup.hpp"
@@ -40,6 +41,9 @@ int main(int argc, char** argv) {
                  "\nHTTP (--http_port; 0 switches it off; not given: 9080 + (client_rpc_port - 12345), wrapped\n"
                  "into 1024..65535, so nodes on one host never clash): GET /metrics, GET /health, GET /stats,\n"
                  "GET|PUT|DELETE /kv/<key>. The port is registered with the master. See lib/http/README.md.\n"
+                 "\nattach (--attach, on by default): standalone processes on this host (Mooncake's setup_dummy,\n"
+                 "mc::store::attached_client) use the store through this node via 127.0.0.1:--attach_port\n"
+                 "(not given: client_rpc_port + 1000, wrapped into 1024..65535). See lib/store/README.md.\n"
                  "\nlogs: stderr, one line per event, each starting with \"mooncake_client\". --version prints\n"
                  "\"mooncake_client <version> (<git revision>)\".\n";
     return 0;
@@ -103,6 +107,20 @@ int main(int argc, char** argv) {
     rt.stop();
     return 1;
   }
+  // Attach service (standalone mode): not fatal when its port is taken.
+  std::unique_ptr<mc::store::attach_server> attach;
+  if (opts.attach) {
+    mc::store::attach_server_options ao;
+    ao.port = opts.attach_port;
+    ao.max_request_timeout = opts.limits.max_request_timeout;
+    std::string attach_why;
+    if (auto a = mc::store::attach_server::start(rt, **c, ao, &attach_why); a) {
+      attach = std::move(*a);
+      std::fprintf(stderr, "mooncake_client: attach on %s\n", attach->endpoint().c_str());
+    } else {
+      std::cerr << "mooncake_client: warning: attach off: " << attach_why << "\n";
+    }
+  }
   slot.client.store(c->get(), std::memory_order_release);
   status.state = mc::http::node_state::serving;
   std::fprintf(stderr,
@@ -119,6 +137,7 @@ int main(int argc, char** argv) {
   mc::apps::shutdown_watchdog watchdog("mooncake_client", mc::apps::shutdown_limit(opts.rpc_timeout));
   if (http) http->stop();  // handlers use the client: stop them first
   slot.client.store(nullptr, std::memory_order_release);
+  if (attach) attach->stop();  // it uses the client: stop it first
   (*c)->stop();
   c->reset();
   mc::rpc::shutdown(rt);

@@ -77,6 +77,11 @@ mc::config::option_set make_option_set(client_options& o) {
                 "protocol rdma: a bounce arena registered once for unregistered caller memory (0 = register "
                 "per call)")
       .add("max_batch_keys", &o.max_batch_keys, "most keys one batch call accepts", 1, std::uint64_t{1} << 24)
+      .add("attach", &o.attach,
+           "serve the attach service (standalone mode: processes on this host that run no node use the store "
+           "through this one) on a loopback-only listener; --attach=false switches it off")
+      .add("attach_port", &o.attach_port,
+           "attach listener port on 127.0.0.1 (0 = client_rpc_port + 1000, wrapped into 1024..65535)")
       .env("MOONCAKE_DM_LOCK_SHARD_COUNT", "dm_lock_shard_count")
       .allow_file_key("tiers");
   return s;

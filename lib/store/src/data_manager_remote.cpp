@@ -62,6 +62,17 @@ task<result<void>> move_range(mc::transfer::engine& engine, mc::transfer::op_kin
   co_return result<void>{};
 }
 
+/// Pulls every request of a remote write batch in ONE engine batch; a
+/// failed request fails its item (out[owner[k]]).
+task<result<void>> pull_batch(mc::transfer::engine& e, std::vector<mc::transfer::request> reqs,
+                              const std::vector<std::size_t>& owner, std::vector<result<void>>& out,
+                              clock::time_point deadline) {
+  auto rs = co_await e.batch(std::move(reqs), mc::time_left(deadline));
+  for (std::size_t k = 0; k < rs.size(); ++k)
+    if (!rs[k] && out[owner[k]]) out[owner[k]] = rs[k];
+  co_return result<void>{};
+}
+
 bool valid_destination(const remote_pieces& pieces, std::uint64_t size) {
   if (pieces.empty() || pieces.size() > max_value_pieces) return false;
   for (auto& p : pieces)
@@ -229,31 +240,92 @@ task<result<void>> data_manager::write_remote(const std::string& key, mc::transf
 }
 
 task<result<void>> data_manager::write_remote_parts(const std::string& key, remote_pieces src, mc::duration timeout) {
+  std::vector<remote_write_item> one(1);
+  one[0].key = key;
+  one[0].src = std::move(src);
+  auto out = co_await write_remote_batch(std::move(one), timeout);
+  co_return std::move(out[0]);
+}
+
+task<std::vector<result<void>>> data_manager::write_remote_batch(std::vector<remote_write_item> items,
+                                                                 mc::duration timeout) {
   const auto deadline = clock::now() + timeout;
-  if (auto r = check_key(key); !r) co_return r;
-  auto total = total_length(src);
-  if (!total || !valid_destination(src, *total)) co_return fail(errc::invalid_params);
-  // Step 4: space from the TieredBackend; the handle frees it unless committed.
-  // No key lock: the allocation is invisible until the commit (step 8), and
-  // concurrent writers of one key simply commit in turn.
-  auto h = co_await backend_.allocate(static_cast<std::size_t>(*total));
-  if (!h) co_return h.error();
-  result<void> r;
-  if (h->tier() == tier_type::dram) {
-    // Step 6: TransferEngine READ from the requester straight into the tier.
-    r = co_await move_range(engine_, mc::transfer::op_kind::read, h->data(), src, 0, deadline);
-  } else {
-    r = co_await receive_staged(*h, src, deadline);  // steps 5-7
+  const auto n = items.size();
+  std::vector<result<void>> out(n);
+  std::vector<write_handle> handles(n);
+  std::vector<std::uint64_t> sizes(n, 0);
+  std::vector<mc::transfer::request> dram;  // every DRAM-bound value's pieces: one engine batch
+  std::vector<std::size_t> dram_item;       // request -> item
+  std::vector<std::size_t> staged;          // items received through staging
+  for (std::size_t i = 0; i < n; ++i) {
+    auto& it = items[i];
+    if (auto r = check_key(it.key); !r) {
+      out[i] = r;
+      continue;
+    }
+    auto total = total_length(it.src);
+    if (!total || !valid_destination(it.src, *total)) {
+      out[i] = fail(errc::invalid_params);
+      continue;
+    }
+    // Step 4: space from the TieredBackend; the handle frees it unless
+    // committed. No key lock: the allocation is invisible until the commit
+    // (step 8), and concurrent writers of one key simply commit in turn.
+    auto h = co_await backend_.allocate(static_cast<std::size_t>(*total));
+    if (!h) {
+      out[i] = h.error();
+      continue;
+    }
+    sizes[i] = *total;
+    if (h->tier() == tier_type::dram) {
+      // Step 6: TransferEngine READ from the requester straight into the tier.
+      auto bytes = h->data();
+      std::uint64_t off = 0;
+      for (auto& p : it.src) {
+        dram.push_back(mc::transfer::request::make_read(bytes.subspan(off, p.length), p));
+        dram_item.push_back(i);
+        off += p.length;
+      }
+    } else {
+      staged.push_back(i);  // steps 5-7
+    }
+    handles[i] = std::move(*h);
   }
-  if (!r) {
-    count_write(r, 0);
-    co_return r;  // RAII: `h` releases the allocation, the old value is untouched
+  std::vector<task<result<void>>> work;
+  if (!dram.empty()) work.push_back(pull_batch(engine_, std::move(dram), dram_item, out, deadline));
+  for (auto i : staged) work.push_back(receive_staged(handles[i], items[i].src, deadline));
+  auto received = co_await mc::when_all(std::move(work));
+  std::size_t r = dram_item.empty() ? 0 : 1;
+  for (auto i : staged) {
+    if (!received[r]) out[i] = received[r];
+    ++r;
   }
+  co_await commit_batch(items, handles, sizes, out);
+  co_return out;
+}
+
+task<void> data_manager::commit_batch(const std::vector<remote_write_item>& items, std::vector<write_handle>& handles,
+                                      const std::vector<std::uint64_t>& sizes, std::vector<result<void>>& out) {
   // Steps 8-9: commit (exclusive lock, atomic replace) and publish, shielded
-  // from cancellation.
-  auto c = co_await commit_and_publish(key, std::move(*h), *total);
-  count_write(c || backend_.exists(key) ? result<void>{} : c, *total);
-  co_return c;
+  // from cancellation; a failed item's handle releases its allocation and
+  // the old value stays untouched.
+  std::vector<task<result<void>>> commits;
+  std::vector<std::size_t> committed;
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    if (sizes[i] == 0) continue;  // refused before allocation
+    if (!out[i]) {
+      count_write(out[i], 0);
+      continue;
+    }
+    commits.push_back(commit_and_publish(items[i].key, std::move(handles[i]), sizes[i]));
+    committed.push_back(i);
+  }
+  auto done = co_await mc::when_all(std::move(commits));
+  for (std::size_t k = 0; k < done.size(); ++k) {
+    auto i = committed[k];
+    count_write(done[k] || backend_.exists(items[i].key) ? result<void>{} : done[k], sizes[i]);
+    out[i] = std::move(done[k]);
+  }
 }
 
 }  // namespace mc::store

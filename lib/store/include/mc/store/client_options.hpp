@@ -90,6 +90,11 @@ struct client_options {
   std::uint64_t rdma_bounce_bytes = std::uint64_t{64} << 20;
   /// Most keys one batch call accepts (invalid_params for every key beyond).
   std::uint64_t max_batch_keys = 65536;
+  /// mooncake_client: serve the attach service (standalone mode, mc/store/attach.hpp)
+  /// on 127.0.0.1:attach_port.
+  bool attach = true;
+  /// 0 = derived from client_rpc_port (derived_attach_port: client_rpc_port + 1000, wrapped).
+  std::uint16_t attach_port = 0;
 };
 
 /// Binds `o` to an option set (flags, file keys, environment variables).

@@ -81,6 +81,13 @@ struct remote_read_outcome {
   std::optional<read_handle> inline_value;
 };
 
+/// One item of write_remote_batch(): a key and its value's bytes in the
+/// requester's memory, in order (already checked by the caller).
+struct remote_write_item {
+  std::string key;
+  remote_pieces src;
+};
+
 struct data_manager_stats {
   std::uint64_t remote_reads = 0;
   std::uint64_t remote_read_bytes = 0;
@@ -165,6 +172,12 @@ class data_manager {
   /// The spec's remote write with the value gathered from `src` pieces (in
   /// order). Errors as write_remote().
   task<result<void>> write_remote_parts(const std::string& key, remote_pieces src, mc::duration timeout);
+  /// The batch form of the remote write, one result per item in order: every
+  /// item is allocated, then every DRAM-bound value comes in through ONE
+  /// TransferEngine batch (values for other tiers through staging buffers,
+  /// concurrently), then each is committed and published. Per item the
+  /// errors of write_remote(); a failed item leaves its key's old value.
+  task<std::vector<result<void>>> write_remote_batch(std::vector<remote_write_item> items, mc::duration timeout);
   /// The spec's remote write (steps 2-9): allocate, TransferEngine READ from
   /// `src` (through staging for non-DRAM tiers), then commit under the
   /// exclusive lock and run the commit hook (shielded from cancellation). On
@@ -185,6 +198,8 @@ class data_manager {
   task<result<read_handle>> pin(const std::string& key);
   task<result<void>> send_staged(const read_handle& h, const remote_pieces& dest, std::chrono::steady_clock::time_point deadline);
   task<result<void>> receive_staged(write_handle& h, const remote_pieces& src, std::chrono::steady_clock::time_point deadline);
+  task<void> commit_batch(const std::vector<remote_write_item>& items, std::vector<write_handle>& handles,
+                          const std::vector<std::uint64_t>& sizes, std::vector<result<void>>& out);
   void count_read(const result<std::uint64_t>& r);
   void count_write(const result<void>& r, std::uint64_t bytes);
 
