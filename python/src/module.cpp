@@ -403,6 +403,22 @@ void bind_lifecycle(store_class& c) {
       .def(
           "setup_p2p_real_client", [](store& st, const py::dict& config) { return do_setup(st, dict_items(config)); },
           py::arg("config"))
+      .def(
+          "setup_dummy",
+          [](store& st, std::size_t mem_pool_size, std::size_t local_buffer_size, const std::string& server_address) {
+            // mem_pool_size: Mooncake's pool the real client maps; here the
+            // node's tiers hold the values, so it only has to be sane.
+            (void)mem_pool_size;
+            std::string why;
+            int rc;
+            {
+              py::gil_scoped_release release;
+              rc = st.s->setup_dummy(local_buffer_size, server_address, &why);
+            }
+            if (rc != 0) std::fprintf(stderr, "mooncake_p2p: setup_dummy failed (%d): %s\n", rc, why.c_str());
+            return rc;
+          },
+          py::arg("mem_pool_size"), py::arg("local_buffer_size"), py::arg("server_address"))
       .def("close",
            [](store& st) {
              py::gil_scoped_release release;

@@ -4,6 +4,7 @@
 #include "mc/rpc/client.hpp"
 #include "mc/runtime/runtime.hpp"
 #include "mc/runtime/when_all.hpp"
+#include "mc/store/attached_client.hpp"
 #include "mc/store/data_manager.hpp"
 
 #include <boost/asio/bind_cancellation_slot.hpp>
@@ -36,7 +37,8 @@ constexpr int e(errc c) { return static_cast<int>(c); }
 
 struct store_session::node {
   std::unique_ptr<mc::runtime::runtime> rt;
-  std::unique_ptr<mc::store::client> client;
+  std::unique_ptr<mc::store::client> client;              ///< setup(): the embedded node
+  std::unique_ptr<mc::store::attached_client> attached;  ///< setup_dummy(): a node of this host
   bool pure_client = false;  ///< global_segment_size 0: puts go to peers
   std::uint64_t generation = 0;
   std::atomic<std::size_t> next_thread{0};
@@ -63,7 +65,8 @@ store_session::store_session() {
 
 store_session::~store_session() { close(); }
 
-int store_session::setup(setup_config cfg, std::string* why) {
+int store_session::start_node(std::size_t threads, const std::function<int(node&, std::string*)>& start,
+                              std::string* why) {
   std::lock_guard lk(mu_);
   if (node_ && generation_ == g_fork_generation.load(std::memory_order_relaxed) && !node_->closing) {
     if (why) *why = "the store is already set up (close() it first)";
@@ -75,24 +78,49 @@ int store_session::setup(setup_config cfg, std::string* why) {
   }
   node_.reset();
   auto n = std::make_shared<node>();
-  n->pure_client = cfg.global_segment_size == 0;
-  std::size_t threads = std::max<std::uint64_t>(2, cfg.opts.rpc_thread_num);
-  n->rt = std::make_unique<mc::runtime::runtime>(threads);
+  n->rt = std::make_unique<mc::runtime::runtime>(std::max<std::size_t>(2, threads));
   n->rt->start();
-  std::string reason;
-  auto c = mc::store::client::start(*n->rt, std::move(cfg.opts), &reason);
-  if (!c) {
-    if (why) *why = reason.empty() ? c.error().message() : reason;
+  if (int rc = start(*n, why); rc != 0) {
     mc::rpc::shutdown(*n->rt);
     n->rt->stop();
-    return code(c.error());
+    return rc;
   }
-  n->client = std::move(*c);
   n->generation = g_fork_generation.load(std::memory_order_relaxed);
-  hostname_ = cfg.hostname.empty() ? n->client->rpc_endpoint() : cfg.hostname;
   generation_ = n->generation;
   node_ = std::move(n);
   return 0;
+}
+
+int store_session::setup(setup_config cfg, std::string* why) {
+  auto threads = cfg.opts.rpc_thread_num;
+  return start_node(threads, [&](node& n, std::string* why) {
+    n.pure_client = cfg.global_segment_size == 0;
+    std::string reason;
+    auto c = mc::store::client::start(*n.rt, std::move(cfg.opts), &reason);
+    if (!c) {
+      if (why) *why = reason.empty() ? c.error().message() : reason;
+      return code(c.error());
+    }
+    n.client = std::move(*c);
+    hostname_ = cfg.hostname.empty() ? n.client->rpc_endpoint() : cfg.hostname;
+    return 0;
+  }, why);
+}
+
+int store_session::setup_dummy(std::uint64_t local_buffer_size, std::string server_address, std::string* why) {
+  return start_node(2, [&](node& n, std::string* why) {
+    mc::store::attach_options o;
+    o.local_buffer_bytes = local_buffer_size;
+    std::string reason;
+    auto a = mc::store::attached_client::connect(*n.rt, server_address, o, &reason);
+    if (!a) {
+      if (why) *why = reason.empty() ? a.error().message() : reason;
+      return code(a.error());
+    }
+    n.attached = std::move(*a);
+    hostname_ = server_address;
+    return 0;
+  }, why);
 }
 
 int store_session::close() {
@@ -116,8 +144,10 @@ int store_session::close() {
     std::lock_guard lk(n->regs_mu);
     n->regs.clear();
   }
-  n->client->stop();
+  if (n->client) n->client->stop();
+  if (n->attached) n->attached->stop();
   n->client.reset();
+  n->attached.reset();
   mc::rpc::shutdown(*n->rt);
   n->rt->stop();
   return 0;
@@ -156,7 +186,9 @@ void store_session::leave(node& n) {
 int store_session::health_check() {
   auto n = enter();
   if (!n) return hc_not_initialized;
-  bool registered = n->client->stats().registered;
+  // An attached session is healthy while its node answers (calls report
+  // errors otherwise); an embedded node while it is registered.
+  bool registered = n->attached || n->client->stats().registered;
   leave(*n);
   return registered ? hc_healthy : hc_master_unreachable;
 }
@@ -221,11 +253,37 @@ std::shared_ptr<async_op> store_session::spawn(const std::function<task<void>(no
 
 namespace {
 
+// The embedded node or the attached one (setup_dummy): the same calls.
+using node = store_session::node;
+
+task<std::vector<result<bool>>> exists_batch(node& n, std::vector<std::string> keys) {
+  if (n.attached) co_return co_await n.attached->batch_exists(std::move(keys));
+  co_return co_await n.client->batch_exists(std::move(keys));
+}
+
+task<std::vector<result<void>>> put_batch(node& n, std::vector<std::string> keys,
+                                          std::vector<std::vector<std::span<const std::byte>>> values,
+                                          mc::store::put_options opts) {
+  if (n.attached) co_return co_await n.attached->batch_put_parts(std::move(keys), std::move(values));
+  co_return co_await n.client->batch_put_parts(std::move(keys), std::move(values), std::move(opts));
+}
+
+task<std::vector<result<std::size_t>>> get_batch(node& n, std::vector<std::string> keys,
+                                                 std::vector<std::vector<std::span<std::byte>>> pieces) {
+  if (n.attached) co_return co_await n.attached->batch_get_parts(std::move(keys), std::move(pieces));
+  co_return co_await n.client->batch_get_parts(std::move(keys), std::move(pieces));
+}
+
+task<result<void>> remove_one(node& n, std::string key) {
+  if (n.attached) co_return co_await n.attached->remove(std::move(key));
+  co_return co_await n.client->remove(std::move(key));
+}
+
 /// Mooncake's put keeps an existing key. The keys to write: those that do not
 /// exist anywhere (a lookup error counts as absent: the put then decides).
-task<std::vector<bool>> absent_keys(mc::store::client& c, const std::vector<std::string>& keys) {
+task<std::vector<bool>> absent_keys(node& n, const std::vector<std::string>& keys) {
   std::vector<bool> absent(keys.size(), true);
-  auto ex = co_await c.batch_exists(keys);
+  auto ex = co_await exists_batch(n, keys);
   for (std::size_t i = 0; i < keys.size() && i < ex.size(); ++i)
     if (ex[i] && *ex[i]) absent[i] = false;
   co_return absent;
@@ -256,7 +314,7 @@ task<std::vector<int>> store_session::op_batch_put_parts(node& n, std::vector<st
   std::vector<int> out(keys.size(), e(errc::invalid_params));
   if (keys.size() != values.size()) co_return out;
   std::vector<bool> todo(keys.size(), true);
-  if (!upsert) todo = co_await absent_keys(*n.client, keys);
+  if (!upsert) todo = co_await absent_keys(n, keys);
   std::vector<std::size_t> idx;
   std::vector<std::string> k2;
   std::vector<std::vector<std::span<const std::byte>>> v2;
@@ -271,28 +329,43 @@ task<std::vector<int>> store_session::op_batch_put_parts(node& n, std::vector<st
   }
   if (idx.empty()) co_return out;
   auto opts = put_opts(n.pure_client);
-  auto r = co_await n.client->batch_put_parts(std::move(k2), std::move(v2), opts);
+  auto r = co_await put_batch(n, std::move(k2), std::move(v2), opts);
   for (std::size_t j = 0; j < idx.size() && j < r.size(); ++j) out[idx[j]] = r[j] ? 0 : code(r[j].error());
   co_return out;
 }
 
 task<std::int64_t> store_session::op_get_parts(node& n, std::string key, std::vector<std::span<std::byte>> pieces) {
-  auto r = co_await n.client->get_parts(std::move(key), std::move(pieces));
-  if (!r) co_return code(r.error());
-  co_return static_cast<std::int64_t>(*r);
+  if (n.client) {
+    auto r = co_await n.client->get_parts(std::move(key), std::move(pieces));
+    if (!r) co_return code(r.error());
+    co_return static_cast<std::int64_t>(*r);
+  }
+  std::vector<std::string> keys;
+  keys.push_back(std::move(key));
+  std::vector<std::vector<std::span<std::byte>>> all;
+  all.push_back(std::move(pieces));
+  auto r = co_await get_batch(n, std::move(keys), std::move(all));
+  if (r.empty()) co_return e(errc::internal_error);
+  if (!r[0]) co_return code(r[0].error());
+  co_return static_cast<std::int64_t>(*r[0]);
 }
 
 task<std::vector<std::int64_t>> store_session::op_batch_get_parts(
     node& n, std::vector<std::string> keys, std::vector<std::vector<std::span<std::byte>>> pieces) {
   std::vector<std::int64_t> out(keys.size(), e(errc::invalid_params));
   if (keys.size() != pieces.size()) co_return out;
-  auto r = co_await n.client->batch_get_parts(std::move(keys), std::move(pieces));
+  auto r = co_await get_batch(n, std::move(keys), std::move(pieces));
   for (std::size_t i = 0; i < out.size() && i < r.size(); ++i)
     out[i] = r[i] ? static_cast<std::int64_t>(*r[i]) : code(r[i].error());
   co_return out;
 }
 
 task<std::int64_t> store_session::op_get_size(node& n, std::string key) {
+  if (n.attached) {
+    auto z = co_await n.attached->size_of(std::move(key));
+    if (!z) co_return code(z.error());
+    co_return static_cast<std::int64_t>(*z);
+  }
   if (auto local = n.client->data().size_of(key); local) co_return static_cast<std::int64_t>(*local);
   auto q = co_await n.client->query(std::move(key));
   if (!q) co_return code(q.error());
@@ -334,7 +407,7 @@ task<std::vector<result<owned_buffer>>> store_session::op_batch_get_owned(node& 
     }
     todo.clear();
     if (idx.empty()) break;
-    auto r = co_await n.client->batch_get_parts(std::move(k2), std::move(bufs));
+    auto r = co_await get_batch(n, std::move(k2), std::move(bufs));
     for (std::size_t j = 0; j < idx.size(); ++j) {
       auto i = idx[j];
       if (j >= r.size()) {
@@ -352,7 +425,7 @@ task<std::vector<result<owned_buffer>>> store_session::op_batch_get_owned(node& 
 }
 
 task<std::vector<int>> store_session::op_batch_exists(node& n, std::vector<std::string> keys) {
-  auto r = co_await n.client->batch_exists(std::move(keys));
+  auto r = co_await exists_batch(n, std::move(keys));
   std::vector<int> out;
   out.reserve(r.size());
   for (auto& x : r) out.push_back(x ? (*x ? 1 : 0) : code(x.error()));
@@ -360,14 +433,14 @@ task<std::vector<int>> store_session::op_batch_exists(node& n, std::vector<std::
 }
 
 task<int> store_session::op_remove(node& n, std::string key) {
-  auto r = co_await n.client->remove(std::move(key));
+  auto r = co_await remove_one(n, std::move(key));
   co_return r ? 0 : code(r.error());
 }
 
 task<std::vector<int>> store_session::op_batch_remove(node& n, std::vector<std::string> keys) {
   std::vector<task<result<void>>> all;
   all.reserve(keys.size());
-  for (auto& k : keys) all.push_back(n.client->remove(k));
+  for (auto& k : keys) all.push_back(remove_one(n, k));
   auto r = co_await mc::when_all(std::move(all));
   std::vector<int> out;
   out.reserve(r.size());
@@ -376,17 +449,20 @@ task<std::vector<int>> store_session::op_batch_remove(node& n, std::vector<std::
 }
 
 task<std::int64_t> store_session::op_remove_matching(node& n, std::string pattern, bool all) {
+  if (n.attached) co_return e(errc::unsupported);  // standalone mode: see the README
   auto r = co_await n.client->remove_matching(std::move(pattern), all);
   if (!r) co_return code(r.error());
   co_return static_cast<std::int64_t>(*r);
 }
 
 task<int> store_session::op_remove_local(node& n, std::string key) {
+  if (n.attached) co_return e(errc::unsupported);
   auto r = co_await n.client->remove_local(std::move(key));
   co_return r ? 0 : code(r.error());
 }
 
 task<std::int64_t> store_session::op_remove_all_local(node& n) {
+  if (n.attached) co_return e(errc::unsupported);
   auto r = co_await n.client->remove_all_local();
   if (!r) co_return code(r.error());
   co_return static_cast<std::int64_t>(*r);
@@ -409,7 +485,8 @@ int store_session::register_buffer(std::uintptr_t ptr, std::size_t size) {
     if (overlap) {
       rc = e(errc::invalid_params);
     } else {
-      auto r = n->client->register_buffer({reinterpret_cast<std::byte*>(ptr), size});
+      std::span<std::byte> mem{reinterpret_cast<std::byte*>(ptr), size};
+      auto r = n->attached ? n->attached->register_buffer(mem) : n->client->register_buffer(mem);
       if (!r) rc = code(r.error());
       else n->regs.emplace(ptr, std::make_pair(size, std::move(*r)));
     }

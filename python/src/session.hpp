@@ -100,6 +100,12 @@ class store_session : public std::enable_shared_from_this<store_session> {
   /// otherwise, e.g. rpc_fail when the master is unreachable). A session that
   /// is running answers invalid_params (close() first).
   int setup(setup_config cfg, std::string* why);
+  /// Standalone mode (Mooncake's setup_dummy): attaches to the mooncake_client
+  /// node whose client RPC endpoint is `server_address` (on this host) instead
+  /// of embedding one; data moves between this process and that node through
+  /// the same-host transport (TCP when it cannot be used). 0 or negative
+  /// (rpc_fail: no node there; access_denied: the node refused this process).
+  int setup_dummy(std::uint64_t local_buffer_size, std::string server_address, std::string* why);
   /// Stops the node after the calls in flight finished (each is bounded by
   /// its deadline). 0; idempotent. In a forked child it only forgets the
   /// inherited node (never touches its threads).
@@ -162,6 +168,9 @@ class store_session : public std::enable_shared_from_this<store_session> {
   static result<std::vector<std::span<std::byte>>> pieces_of(const std::vector<raw_span>& spans);
 
  private:
+  /// The common part of setup / setup_dummy: a runtime of `threads` threads
+  /// and `start` filling the node; refused while a node runs.
+  int start_node(std::size_t threads, const std::function<int(node&, std::string*)>& start, std::string* why);
   /// Takes the node for one call (nullptr when not usable); release with
   /// leave().
   std::shared_ptr<node> enter();

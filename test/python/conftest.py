@@ -84,14 +84,28 @@ def master(procs):
     return f"127.0.0.1:{port}"
 
 
+def free_rpc_port():
+    """A free client RPC port whose derived attach port (+1000) is free too."""
+    for _ in range(100):
+        p = free_port()
+        if p + 1000 <= 65535:
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", p + 1000)) != 0:
+                    return p
+    raise RuntimeError("no free port pair")
+
+
 def start_node(procs, master_addr, name="node", dram="64MiB", extra=()):
-    """A mooncake_client process; returns (process, rpc port)."""
-    rpc, te = free_port(), free_port()
+    """A mooncake_client process (attach service on its derived port);
+    returns (process, rpc port)."""
+    rpc, te = free_rpc_port(), free_port()
     tiers = '{"tiers":[{"type":"DRAM","capacity":"%s","priority":100}]}' % dram
     p = procs.spawn(name, [os.path.join(BIN, "mooncake_client"), "--master_server_address", master_addr,
                            "--port", str(te), "--client_rpc_port", str(rpc), "--http_port", "0",
                            "--heartbeat_interval", "200ms", "--tiered_backend_config", tiers, *extra])
     wait_port(rpc)
+    if "--attach=false" not in extra:
+        wait_port(rpc + 1000)
     return p, rpc
 
 
