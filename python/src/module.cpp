@@ -2,6 +2,7 @@
 // Mooncake's method names, arguments and return values (store_py.cpp of
 // kvcache-ai/Mooncake at 3b5a594133958449a1feaf1c9e0fc1b553e34a28).
 #include "prepared.hpp"
+#include "types.hpp"
 
 #include "mc/config/version.hpp"
 
@@ -13,38 +14,6 @@
 namespace mc::python {
 
 namespace {
-
-enum class soft_pin_action : std::uint8_t { preserve, enable, disable };
-enum class object_data_type : std::uint8_t {
-  unknown, kvcache, tensor, weight, sample, activation, gradient, optimizer_state, metadata, general
-};
-
-/// Mooncake's ReplicateConfig: accepted everywhere Mooncake accepts it. This
-/// store keeps one copy per put on the node that put it (or, for a pure
-/// client, on a peer the master routes it to); no field changes placement
-/// (see the README's "Python" section).
-struct replicate_config {
-  std::size_t replica_num = 1;
-  std::size_t nof_replica_num = 0;
-  std::size_t dfs_replica_num = 0;
-  soft_pin_action soft_pin = soft_pin_action::preserve;
-  std::optional<std::uint64_t> soft_pin_ttl_ms;
-  bool with_hard_pin = false;
-  std::vector<std::string> preferred_segments;
-  std::string preferred_segment;
-  std::vector<std::string> preferred_nof_segments;
-  bool prefer_alloc_in_same_node = false;
-  object_data_type data_type = object_data_type::unknown;
-  std::optional<std::vector<std::string>> group_ids;
-};
-
-/// A value read by get_buffer / batch_get_buffer: memory of its own, valid
-/// after close().
-struct buffer_handle {
-  owned_buffer buf;
-  std::uintptr_t ptr() const { return reinterpret_cast<std::uintptr_t>(buf.data.get()); }
-  std::size_t size() const { return buf.size; }
-};
 
 /// The Python object: a session that setup() fills and close() empties.
 struct store {
@@ -322,50 +291,6 @@ void def_both(store_class& c, const char* name, F prep, const Extra&... extra) {
 py::object run(store& st, prepared p) {
   if (!p.make) return p.unusable();  // rejected before reaching the node
   return run_sync(*st.s, p);
-}
-
-void bind_types(py::module_& m) {
-  py::enum_<soft_pin_action>(m, "SoftPinAction")
-      .value("PRESERVE", soft_pin_action::preserve)
-      .value("ENABLE", soft_pin_action::enable)
-      .value("DISABLE", soft_pin_action::disable);
-  py::enum_<object_data_type>(m, "ObjectDataType")
-      .value("UNKNOWN", object_data_type::unknown)
-      .value("KVCACHE", object_data_type::kvcache)
-      .value("TENSOR", object_data_type::tensor)
-      .value("WEIGHT", object_data_type::weight)
-      .value("SAMPLE", object_data_type::sample)
-      .value("ACTIVATION", object_data_type::activation)
-      .value("GRADIENT", object_data_type::gradient)
-      .value("OPTIMIZER_STATE", object_data_type::optimizer_state)
-      .value("METADATA", object_data_type::metadata)
-      .value("GENERAL", object_data_type::general);
-  py::class_<replicate_config>(m, "ReplicateConfig")
-      .def(py::init<>())
-      .def_readwrite("replica_num", &replicate_config::replica_num)
-      .def_readwrite("nof_replica_num", &replicate_config::nof_replica_num)
-      .def_readwrite("dfs_replica_num", &replicate_config::dfs_replica_num)
-      .def_readwrite("soft_pin_action", &replicate_config::soft_pin)
-      .def_readwrite("soft_pin_ttl_ms", &replicate_config::soft_pin_ttl_ms)
-      .def_readwrite("with_hard_pin", &replicate_config::with_hard_pin)
-      .def_readwrite("preferred_segments", &replicate_config::preferred_segments)
-      .def_readwrite("preferred_nof_segments", &replicate_config::preferred_nof_segments)
-      .def_readwrite("preferred_segment", &replicate_config::preferred_segment)
-      .def_readwrite("prefer_alloc_in_same_node", &replicate_config::prefer_alloc_in_same_node)
-      .def_readwrite("data_type", &replicate_config::data_type)
-      .def_readwrite("group_ids", &replicate_config::group_ids)
-      .def("__str__", [](const replicate_config& c) {
-        return "ReplicateConfig(replica_num=" + std::to_string(c.replica_num) +
-               ", with_hard_pin=" + (c.with_hard_pin ? std::string("True") : std::string("False")) + ")";
-      });
-  py::class_<buffer_handle>(m, "BufferHandle", py::buffer_protocol())
-      .def("ptr", &buffer_handle::ptr)
-      .def("size", &buffer_handle::size)
-      .def("__len__", &buffer_handle::size)
-      .def_buffer([](buffer_handle& b) -> py::buffer_info {
-        return py::buffer_info(b.buf.data.get(), 1, py::format_descriptor<std::uint8_t>::format(), 1,
-                               {static_cast<py::ssize_t>(b.buf.size)}, {py::ssize_t{1}});
-      });
 }
 
 void bind_lifecycle(store_class& c) {

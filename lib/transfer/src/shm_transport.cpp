@@ -25,14 +25,8 @@
 // move as a window: their grant requests in one send, one gathered
 // process_vm_* call over all granted items, their releases in one send.
 // The target's control server runs on a private service thread.
-#include "engine_impl.hpp"
-#include "io.hpp"
-#include "wire.hpp"
+#include "shm_common.hpp"
 
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/local/stream_protocol.hpp>
-
-#include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -42,57 +36,13 @@
 #include <cstdio>
 #include <cstring>
 #include <optional>
-#include <thread>
 
 #include "mc/runtime/when_all.hpp"
 
 namespace mc::transfer::detail {
 namespace {
 
-namespace asio = boost::asio;
-using local_ep = asio::local::stream_protocol::endpoint;
-using lease = conn_lease<unix_socket>;
-constexpr auto no_socket_ttl = std::chrono::seconds(30);
-constexpr auto refused_ttl = std::chrono::seconds(60);
-/// Outstanding grants per control connection (the initiator uses one).
-constexpr std::size_t max_grants_per_conn = 16;
-
-local_ep abstract_endpoint(const std::string& name) { return local_ep(std::string(1, '\0') + name); }
-
-/// The other end's credentials as the kernel reports them, translated into
-/// our namespaces (pid 0: the process is not visible in our pid namespace).
-std::optional<ucred> peer_cred_of(unix_socket& s) {
-  ucred cred{};
-  socklen_t len = sizeof cred;
-  if (::getsockopt(s.native_handle(), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 || len != sizeof cred)
-    return std::nullopt;
-  return cred;
-}
-
-void put_u64(std::byte* p, std::uint64_t v) noexcept { wire_le::store<std::uint64_t>(p, v); }
-std::uint64_t get_u64(const std::byte* p) noexcept { return wire_le::load<std::uint64_t>(p); }
-
-/// `tp` (steady_clock = CLOCK_MONOTONIC on Linux, made explicit) in ns.
-std::uint64_t to_monotonic_ns(std::chrono::steady_clock::time_point tp) noexcept {
-  const auto now = std::chrono::steady_clock::now();
-  const auto mono = monotonic_ns();
-  if (tp <= now) return mono;
-  const auto left = std::chrono::duration_cast<std::chrono::nanoseconds>(tp - now).count();
-  return static_cast<std::uint64_t>(left) > ~mono ? ~0ull : mono + static_cast<std::uint64_t>(left);
-}
-
-task<result<void>> send_header(unix_socket& s, const header& h) {
-  header_bytes hb;
-  encode(h, hb);
-  co_return co_await send_all(s, hb.data(), hb.size());
-}
-
-task<result<header>> recv_header(unix_socket& s) {
-  header_bytes hb;
-  auto r = co_await recv_all(s, hb.data(), hb.size());
-  if (!r) co_return r.error();
-  co_return decode(hb);
-}
+using namespace shm;
 
 class shm_transport final : public transport {
  public:
@@ -456,202 +406,8 @@ class shm_transport final : public transport {
   engine_impl& eng_;
 };
 
-// ---- target side -------------------------------------------------------------
-
-struct served_unix final : closable {
-  served_unix(unix_socket s, std::unordered_set<closable*>& live) : sock(std::move(s)), reg(live, this) {}
-  void close_now() noexcept override { interrupt_socket(sock); }
-  unix_socket sock;
-  live_registration reg;
-};
-
 }  // namespace
 
 std::unique_ptr<transport> make_shm_transport(engine_impl& eng) { return std::make_unique<shm_transport>(eng); }
 
-struct shm_server::state {
-  explicit state(engine_impl& e) : eng(e), acceptor(ctx) {}
-  engine_impl& eng;
-  asio::io_context ctx{1};
-  asio::local::stream_protocol::acceptor acceptor;
-  std::unordered_set<closable*> live;  // service thread only
-  bool stopping = false;               // service thread only
-  std::size_t running = 0;             // accept loop + connection coroutines; service thread only
-  asio::steady_timer stop_bound{ctx};  // stop(): run() ends after 2 s even if a coroutine never unwinds
-  std::thread thread;
-};
-
-namespace {
-/// Counts a coroutine of the service thread. stop() ends run() itself once the
-/// last one has unwound: work that Asio's io_uring backend lost (see
-/// interrupt_socket) must not keep the thread, and stop(), waiting forever.
-struct running_guard {
-  explicit running_guard(shm_server::state* s) : st(s) { ++st->running; }
-  ~running_guard() {
-    if (--st->running == 0 && st->stopping) st->ctx.stop();
-  }
-  running_guard(const running_guard&) = delete;
-  running_guard& operator=(const running_guard&) = delete;
-  shm_server::state* st;
-};
-}  // namespace
-
-namespace {
-
-task<void> serve_unix(shm_server::state* st, unix_socket sock);
-
-}  // namespace
-
-shm_server::shm_server(engine_impl& eng) : s_(std::make_unique<state>(eng)) {}
-shm_server::~shm_server() { stop(); }
-
-mc::result<void> shm_server::listen(const std::string& name) {
-  boost::system::error_code ec;
-  auto ep = abstract_endpoint(name);
-  s_->acceptor.open(ep.protocol(), ec);
-  if (!ec) s_->acceptor.bind(ep, ec);
-  if (!ec) s_->acceptor.listen(asio::socket_base::max_listen_connections, ec);
-  if (ec) {
-    s_->acceptor.close(ec);
-    return fail(errc::io_error);
-  }
-  asio::co_spawn(
-      s_->ctx,
-      [](state* st) -> task<void> {
-        running_guard counted(st);
-        for (;;) {
-          unix_socket s(st->ctx);
-          auto [ec] = co_await st->acceptor.async_accept(s, asio::as_tuple(asio::use_awaitable));
-          if (!st->acceptor.is_open() || st->stopping) {
-            st->acceptor.close(ec);  // nothing is pending on it any more
-            break;
-          }
-          if (ec) continue;
-          asio::co_spawn(st->ctx, serve_unix(st, std::move(s)), asio::detached);
-        }
-      }(s_.get()),
-      asio::detached);
-  s_->thread = std::thread([st = s_.get()] { st->ctx.run(); });
-  return {};
-}
-
-void shm_server::stop() noexcept {
-  if (!s_->thread.joinable()) return;
-  asio::post(s_->ctx, [st = s_.get()] {
-    st->stopping = true;  // connections accepted but not yet started end at once
-    interrupt_socket(st->acceptor);  // the accept loop wakes and closes it
-    std::vector<closable*> all(st->live.begin(), st->live.end());
-    for (auto* c : all) c->close_now();
-    if (st->running == 0) st->ctx.stop();
-    st->stop_bound.expires_after(std::chrono::seconds(2));
-    st->stop_bound.async_wait([st](boost::system::error_code) { st->ctx.stop(); });
-  });
-  s_->thread.join();  // run() returns once every connection coroutine ended
-}
-
-namespace {
-
-struct held_grant {
-  std::shared_ptr<region_entry> entry;  // keeps a revoked entry alive until the grant ends
-  std::uint64_t lease_end = 0;          // CLOCK_MONOTONIC ns
-};
-
-/// Answers a grant request `h` (its lease payload already read).
-header grant(shm_server::state* st, const header& h, std::uint64_t requested_end,
-             std::unordered_map<std::uint64_t, held_grant>& grants) {
-  auto& ctr = st->eng.counters_;
-  header resp;
-  resp.op = wire_op::shm_grant_resp;
-  resp.request_id = h.request_id;
-  const bool w = h.flags & grant_write;
-  auto e = st->eng.registry_->find(h.address, h.length, h.token,
-                                   w ? region_access::remote_write : region_access::remote_read);
-  const auto now = monotonic_ns();
-  // The lease: at most max_lease_ns_ (1 s), never after the initiator's deadline.
-  const auto lease_end = std::max(now, std::min(now + st->eng.max_lease_ns_, requested_end));
-  if (e && !grants.count(h.request_id) && grants.size() < max_grants_per_conn && (*e)->try_grant(lease_end)) {
-    grants.emplace(h.request_id, held_grant{*e, lease_end});
-    bump(ctr.grants_held);
-    resp.token = lease_end;
-    bump(w ? ctr.served_write_ops : ctr.served_read_ops);
-    bump(w ? ctr.served_write_bytes : ctr.served_read_bytes, h.length);
-  } else {
-    // One answer for every "not yours" (unknown token, outside, access, revoked).
-    bump(ctr.served_rejects);
-    resp.status = static_cast<std::int32_t>(errc::access_denied);
-  }
-  return resp;
-}
-
-void end_grant(shm_server::state* st, const held_grant& g) {
-  g.entry->release_grant();
-  st->eng.counters_.grants_held.fetch_sub(1, std::memory_order_relaxed);
-}
-
-/// Forgets grants whose lease ended (the initiator stops copying at its end).
-void forget_expired(shm_server::state* st, std::unordered_map<std::uint64_t, held_grant>& grants) {
-  const auto now = monotonic_ns();
-  std::erase_if(grants, [&](auto& kv) {
-    if (now < kv.second.lease_end) return false;
-    end_grant(st, kv.second);
-    return true;
-  });
-}
-
-task<void> serve_unix(shm_server::state* st, unix_socket sock) {
-  running_guard counted(st);
-  served_unix c(std::move(sock), st->live);
-  if (st->stopping) co_return;  // spawned before stop() swept `live`: would wait forever
-  // Only processes of our own uid may ask (the kernel's view of the caller).
-  auto cred = peer_cred_of(c.sock);
-  if (!cred || cred->uid != ::geteuid()) {
-    bump(st->eng.counters_.served_rejects);
-    co_return;
-  }
-  boost::system::error_code ig;
-  c.sock.non_blocking(true, ig);
-  std::unordered_map<std::uint64_t, held_grant> grants;
-  for (;;) {
-    auto h = co_await recv_header(c.sock);
-    if (!h) break;
-    forget_expired(st, grants);
-    std::array<std::byte, header_size + shm_identity_size> out{};
-    std::size_t extra = 0;
-    header resp;
-    resp.request_id = h->request_id;
-    if (h->op == wire_op::shm_hello) {
-      resp.op = wire_op::shm_hello_resp;
-      resp.address = static_cast<std::uint64_t>(::getpid());  // informational (older initiators compare it)
-      if (h->length == shm_identity_size) {  // revision 2: our identity follows
-        resp.length = extra = shm_identity_size;
-        put_u64(out.data() + header_size, st->eng.pid_ns_.first);
-        put_u64(out.data() + header_size + 8, st->eng.pid_ns_.second);
-        put_u64(out.data() + header_size + 16, st->eng.instance_id_);
-      }
-    } else if (h->op == wire_op::shm_grant) {
-      std::uint64_t requested = monotonic_ns() + st->eng.max_lease_ns_;  // older initiators send no lease
-      if (h->flags & grant_lease) {
-        std::array<std::byte, 8> p;
-        if (!co_await recv_all(c.sock, p.data(), p.size())) break;
-        requested = get_u64(p.data());
-      }
-      resp = grant(st, *h, requested, grants);
-    } else if (h->op == wire_op::shm_release) {
-      if (auto it = grants.find(h->request_id); it != grants.end()) {  // unknown / expired: nothing to do
-        end_grant(st, it->second);
-        grants.erase(it);
-      }
-      continue;  // no response
-    } else {
-      break;
-    }
-    header_bytes hb;
-    encode(resp, hb);
-    std::memcpy(out.data(), hb.data(), header_size);
-    if (!co_await send_all(c.sock, out.data(), header_size + extra)) break;
-  }
-  for (auto& [id, g] : grants) end_grant(st, g);  // peer gone: its copies are over
-}
-
-}  // namespace
 }  // namespace mc::transfer::detail
