@@ -1,7 +1,9 @@
 """Replays LMCache's Mooncake store backend against mooncake-p2p.
 
-Source replayed: LMCache's MooncakeStore connector (lmcache/v1/storage_backend/
-connector/mooncakestore_connector.py): setup from its config, then per chunk
+Source replayed: LMCache/LMCache,
+lmcache/v1/storage_backend/connector/mooncakestore_connector.py at
+958d8ce4cd478b639e83f770735577487e221839 (the MooncakeStore connector): setup
+from its config, then per chunk
   exists   is_exist(key) == 1
   put      put_from(key, buffer pointer, size) of a 32 MiB-class chunk (buffers registered once)
   get      batch_get_into(keys, pointers, sizes) of several chunks

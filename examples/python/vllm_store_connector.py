@@ -1,8 +1,10 @@
 """Replays vLLM's MooncakeStoreConnector worker against mooncake-p2p.
 
-Source replayed: vLLM's MooncakeStoreWorker (kv_transfer/kv_connector/v1,
-Mooncake store connector): KVCacheStoreSendingThread._handle_request and
-KVCacheStoreRecvingThread._handle_request:
+Source replayed: vllm-project/vllm,
+vllm/distributed/kv_transfer/kv_connector/v1/mooncake/store/worker.py at
+6d6eb50d7926f6f72b1980c35738ae75454d7ab4 (MooncakeStoreWorker;
+KVCacheStoreSendingThread._handle_request and
+KVCacheStoreRecvingThread._handle_request):
   save  batch_is_exist(keys) (dedup) -> batch_put_from_multi_buffers(keys, addrs, sizes, replicate_config);
         a key failed when its result < 0
   load  batch_get_into_multi_buffers(keys, addrs, sizes); a block failed when its result < 0
