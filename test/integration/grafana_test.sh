@@ -159,6 +159,7 @@ ids = [p.get("id") for p in panels]
 report(len(ids) == len(set(ids)) and all(isinstance(i, int) for i in ids), "%d panels with unique integer ids" % len(ids))
 titles = [p.get("title") for p in panels if p["type"] != "row"]
 report(len(titles) == len(set(titles)), "panel titles are unique")
+bad = []
 for p in panels:
     g = p.get("gridPos", {})
     ok = all(isinstance(g.get(k), int) for k in "xywh") and 0 <= g["x"] and g["x"] + g["w"] <= 24 and g["h"] > 0
@@ -167,8 +168,9 @@ for p in panels:
         refs = [p.get("datasource")] + [t.get("datasource") for t in p.get("targets", [])]
         ok = ok and bool(p.get("targets")) and all(r == {"type": "prometheus", "uid": DS_UID} for r in refs)
         ok = ok and all(t.get("expr") and t.get("refId") for t in p["targets"])
-    if not ok: report(False, "panel %r: title, gridPos within 24 columns, targets with expr/refId, datasource refs" % p.get("title"))
-report(fails == 0, "every panel has a title, a gridPos, and Prometheus datasource refs (%s)" % DS_UID)
+    if not ok: bad.append(p.get("title") or "#%s" % p.get("id"))
+report(not bad, "every panel has a title, a gridPos within 24 columns, targets with expr/refId and Prometheus "
+       "datasource refs (%s)%s" % (DS_UID, ": not %s" % bad if bad else ""))
 for p in panels:
     for q in panels:
         if p is q or p["type"] == "row" or q["type"] == "row": continue
