@@ -2,6 +2,7 @@
 // scatter-gather values, inline small values, bounded bytes in flight,
 // group-committed publishes, batch_exists. Results per key, byte-exact.
 #include "mc/store/client.hpp"
+#include "mc/store/data_manager.hpp"
 #include "mc/store/tiered_backend.hpp"
 #include "store_fixture.hpp"
 
@@ -202,9 +203,14 @@ TEST_SUITE("store batch") {
       REQUIRE(cl.on(0, put(a, key, v)));
       std::vector<std::uint8_t> out(n + 1, 0x11);
       auto before = b.stats();
+      auto served_before = a.data().stats();
       auto r = cl.on(1, batch_get(b, {key}, {one_piece(out)}));
       auto after = b.stats();
+      auto served_after = a.data().stats();
       REQUIRE(r[0].has_value());
+      // The owner counts the read it served, inline or transferred.
+      CHECK(served_after.remote_reads - served_before.remote_reads == 1);
+      CHECK(served_after.remote_read_bytes - served_before.remote_read_bytes == n);
       CHECK(std::equal(v.begin(), v.end(), out.begin()));
       CHECK(out[n] == 0x11);
       CHECK(after.inline_reads - before.inline_reads == (n <= t ? 1u : 0u));

@@ -414,6 +414,7 @@ class client_service_impl final : public mc::rpc::service<ClientService> {
         b.setCode(r.error().value());
         b.disownData();
       }
+      s_->dm.count_read(r ? result<std::uint64_t>(o.size) : result<std::uint64_t>(r.error()));
       copied += o.size;
       if (copied >= (1u << 20)) {  // never more than ~1 MiB of copies without yielding the thread
         copied = 0;

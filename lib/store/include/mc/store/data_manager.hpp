@@ -166,6 +166,10 @@ class data_manager {
   /// chunk k). Per item: object_not_found, invalid_params (no destination for
   /// a non-inline value, or the destination's total length differs from the
   /// value's size: `size` tells it), and the transfer's errors.
+  /// Counts one served remote read (its size, or its error) in stats(); the
+  /// ClientRpcService calls it for values it answers inline (read_remote_batch
+  /// counts the transferred ones itself). Thread-safe.
+  void count_read(const result<std::uint64_t>& r);
   task<std::vector<remote_read_outcome>> read_remote_batch(std::vector<remote_read_item> items,
                                                            mc::duration timeout, std::uint64_t inline_limit,
                                                            std::uint64_t inline_budget);
@@ -200,7 +204,6 @@ class data_manager {
   task<result<void>> receive_staged(write_handle& h, const remote_pieces& src, std::chrono::steady_clock::time_point deadline);
   task<void> commit_batch(const std::vector<remote_write_item>& items, std::vector<write_handle>& handles,
                           const std::vector<std::uint64_t>& sizes, std::vector<result<void>>& out);
-  void count_read(const result<std::uint64_t>& r);
   void count_write(const result<void>& r, std::uint64_t bytes);
 
   struct shard;
