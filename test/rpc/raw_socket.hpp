@@ -50,8 +50,11 @@ inline bool raw_read(int fd, std::uint8_t* p, std::size_t n, std::chrono::millis
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) return false;
     pollfd pf{fd, POLLIN, 0};
-    if (::poll(&pf, 1, static_cast<int>(left.count())) <= 0) return false;
+    int r = ::poll(&pf, 1, static_cast<int>(left.count()));
+    if (r < 0 && errno == EINTR) continue;  // a signal, not the peer
+    if (r <= 0) return false;
     auto k = ::recv(fd, p, n, 0);
+    if (k < 0 && errno == EINTR) continue;
     if (k <= 0) return false;
     p += k;
     n -= static_cast<std::size_t>(k);
