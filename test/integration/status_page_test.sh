@@ -31,6 +31,58 @@ browser() {
     --user-data-dir="$profile" --window-size=1100,620 --hide-scrollbars --virtual-time-budget=6000 "$@" \
     --dump-dom "$url" >"$out" 2>>"$WORK/chromium.log"
 }
+# live URL SECONDS DOM_OUT [PNG_OUT] : the page open for SECONDS of real time
+# (so that it samples rates), then its DOM (and a screenshot). chromium is
+# driven over --remote-debugging-pipe (fds 3/4, NUL-separated CDP JSON) by
+# python3's standard library: no websocket client needed.
+cat >cdp.py <<'PY'
+import json, os, subprocess, sys, time, base64
+chromium, url, secs, dom_out, png_out, profile = sys.argv[1:7]
+to_r, to_w = os.pipe()
+from_r, from_w = os.pipe()
+def child():  # chromium reads commands on fd 3 and writes answers on fd 4
+    a, b = os.dup(to_r), os.dup(from_w)
+    os.dup2(a, 3); os.dup2(b, 4)
+proc = subprocess.Popen([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                         "--no-first-run", "--user-data-dir=" + profile, "--window-size=760,420", "--hide-scrollbars",
+                         "--remote-debugging-pipe", "about:blank"],
+                        preexec_fn=child, pass_fds=(3, 4), stdout=subprocess.DEVNULL, stderr=sys.stderr)
+os.close(to_r); os.close(from_w)
+buf, last = b"", 0
+def call(method, params=None, session=None):
+    global buf, last
+    last += 1
+    msg = {"id": last, "method": method, "params": params or {}}
+    if session: msg["sessionId"] = session
+    os.write(to_w, json.dumps(msg).encode() + b"\0")
+    while True:
+        while b"\0" not in buf:
+            chunk = os.read(from_r, 1 << 20)
+            if not chunk: sys.exit("chromium closed the debugging pipe")
+            buf += chunk
+        raw, buf = buf.split(b"\0", 1)
+        m = json.loads(raw)
+        if m.get("id") == last:
+            if "error" in m: sys.exit(method + ": " + json.dumps(m["error"]))
+            return m["result"]
+try:
+    target = call("Target.createTarget", {"url": url})["targetId"]
+    sid = call("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
+    time.sleep(float(secs))
+    html = call("Runtime.evaluate", {"expression": "document.documentElement.outerHTML", "returnByValue": True}, sid)
+    open(dom_out, "w").write(html["result"]["value"])
+    if png_out:
+        open(png_out, "wb").write(base64.b64decode(call("Page.captureScreenshot", {"format": "png"}, sid)["data"]))
+    call("Browser.close")
+    proc.wait(timeout=30)
+finally:
+    if proc.poll() is None: proc.kill(); proc.wait()
+PY
+live() {
+  local profile
+  profile=$(mktemp -d "$WORK/chromium.XXXXXX")
+  timeout -k 5 $(($2 + 90)) python3 cdp.py "$CHROMIUM" "$1" "$2" "$3" "${4:-}" "$profile" 2>>"$WORK/chromium.log"
+}
 # dom_has URL PATTERN... : the rendered DOM matches every extended regex PATTERN.
 dom_has() {
   local url=$1; shift
@@ -94,8 +146,32 @@ used_shown() {  # the page shows A with one key and at least the value's bytes u
 check "after the put the page shows A's new usage (1 key, >= 1000003 bytes)" wait_for 120 used_shown
 check "the page's totals show the key" grep -q 'data-keys="1"' dom.html
 
-if [[ -n "${STATUS_PAGE_SHOT:-}" ]]; then  # the README's screenshot: make -C . status-page-shot, or by hand
-  browser "$M/" shot.dom --screenshot="$STATUS_PAGE_SHOT" && echo "     screenshot: $STATUS_PAGE_SHOT"
+# --- rates over real time: gets of the key through B (remote reads from A) while the page samples
+gets_loop() {  # remote hits on B, local hits on A
+  while :; do
+    curl -s --max-time 20 -o /dev/null "http://127.0.0.1:$BHTTP/kv/status-page-key"
+    curl -s --max-time 20 -o /dev/null "http://127.0.0.1:$AHTTP/kv/status-page-key"
+    sleep 0.05
+  done
+}
+gets_loop &
+LOOP=$!
+PIDS+=("$LOOP")
+# Peaks over the page's ring buffers; the transfer is initiated by the holder
+# (A), the gets are B's. Longer for the README's screenshot (fuller charts).
+charted() {
+  live "$M/" "$([[ -n ${STATUS_PAGE_SHOT:-} ]] && echo 45 || echo 12)" live.html "$WORK/shot.png" || return 1
+  local a b
+  a=$(grep -Eo "<div class=\"node\" data-client-id=\"$A_ID\"[^>]*>" live.html) || return 1
+  b=$(grep -Eo "<div class=\"node\" data-client-id=\"$B_ID\"[^>]*>" live.html) || return 1
+  [[ $b =~ data-gets-peak=\"([0-9.]+)\" ]] && [[ ${BASH_REMATCH[1]} != 0.00 ]] || return 1
+  [[ $a =~ data-xfer-peak=\"([0-9]+)\" ]] && ((BASH_REMATCH[1] > 0))
+}
+check "over real time the page charts B's gets/s and A's transfer/s (remote gets through B)" wait_for 240 charted
+kill "$LOOP" 2>/dev/null; wait "$LOOP" 2>/dev/null
+check "the screenshot is a PNG" bash -c "head -c 8 '$WORK/shot.png' | od -An -c | grep -q 'P   N   G'"
+if [[ -n "${STATUS_PAGE_SHOT:-}" ]]; then  # the README's screenshot (docs/status-page.png)
+  cp "$WORK/shot.png" "$STATUS_PAGE_SHOT" && echo "     screenshot: $STATUS_PAGE_SHOT"
 fi
 KEEP_WORK=1 cleanup  # stops these nodes, keeps $WORK
 
