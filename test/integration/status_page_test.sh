@@ -96,6 +96,7 @@ wait_port 127.0.0.1 $MHTTP 20 || exit 1
 node() { spawn_client "$1" $MRPC "$2" "$3" "$4" 64MiB "${@:5}"; }  # node NAME TE_PORT RPC_PORT HTTP_PORT EXTRA...
 node a 29452 12745 $AHTTP
 node b 29453 12746 $BHTTP
+B_PID=$LAST_PID
 check "client A registers" wait_for 30 "${C[@]}" -f "http://127.0.0.1:$AHTTP/health"
 check "client B registers" wait_for 30 "${C[@]}" -f "http://127.0.0.1:$BHTTP/health"
 A_ID=$("${C[@]}" "http://127.0.0.1:$AHTTP/stats" | sed -n 's/.*"client_id":"\([^"]*\)".*/\1/p')
@@ -173,6 +174,24 @@ check "the screenshot is a PNG" bash -c "head -c 8 '$WORK/shot.png' | od -An -c 
 if [[ -n "${STATUS_PAGE_SHOT:-}" ]]; then  # the README's screenshot (docs/status-page.png)
   cp "$WORK/shot.png" "$STATUS_PAGE_SHOT" && echo "     screenshot: $STATUS_PAGE_SHOT"
 fi
+# --- a frozen node: its /stats times out (the master's fetch is bounded), its
+# heartbeats stop; the page keeps answering and shows it as no longer healthy.
+kill -STOP "$B_PID"
+b_frozen() {
+  "${C[@]}" -f "$M/status.json" | python3 -c '
+import json, sys
+n = {x["client_id"]: x for x in json.load(sys.stdin)["nodes"]}
+a, b = n.get(sys.argv[1]), n.get(sys.argv[2])
+sys.exit(0 if a and a["stats"] and (b is None or (b["health"] != "healthy" and b["stats"] is None)) else 1)
+' "$A_ID" "$B_ID"
+}
+check "B frozen (SIGSTOP): /status.json still answers, A with stats, B unhealthy without" wait_for 60 b_frozen
+page_b_down() {
+  dom_has "$M/" "data-client-id=\"$A_ID\" data-health=\"healthy\"" 'data-updates="[1-9]' || return 1
+  ! grep -q "data-client-id=\"$B_ID\" data-health=\"healthy\"" dom.html
+}
+check "B frozen: the page shows B as suspect or dead (or gone), A healthy" wait_for 60 page_b_down
+kill -CONT "$B_PID"
 KEEP_WORK=1 cleanup  # stops these nodes, keeps $WORK
 
 # --- auth on: the page is public, its data is not

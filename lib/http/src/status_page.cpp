@@ -22,6 +22,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <charconv>
 #include <chrono>
 #include <memory>
 #include <mutex>
@@ -56,20 +57,33 @@ bool split_endpoint(std::string_view ep, std::string& host, std::string& port) {
   return !host.empty() && !port.empty();
 }
 
+errc io_errc(const boost::system::error_code& ec) {
+  return ec == beast::error::timeout ? errc::timeout : errc::rpc_fail;
+}
+
 /// GET http://<endpoint>/stats, parsed. Errors: rpc_fail (connect, protocol,
-/// non-200, not a JSON object), too_large (body over max_stats_body).
+/// non-200, not a JSON object), timeout, too_large (body over max_stats_body),
+/// invalid_params (not host:port).
 task<result<bj::object>> fetch_stats(std::string endpoint, std::string token) {
   std::string host, port;
   if (!split_endpoint(endpoint, host, port)) co_return fail(errc::invalid_params);
   auto ex = co_await asio::this_coro::executor;
   boost::system::error_code ec;
-  tcp::resolver resolver(ex);
-  auto addrs = co_await resolver.async_resolve(host, port, tcp::resolver::numeric_service,
-                                               asio::redirect_error(asio::use_awaitable, ec));
-  if (ec) co_return fail(errc::rpc_fail);
   beast::tcp_stream stream(ex);
-  co_await stream.async_connect(addrs, asio::redirect_error(asio::use_awaitable, ec));
-  if (ec) co_return fail(errc::rpc_fail);
+  stream.expires_after(stats_timeout);  // beast's own deadline too: every step below is bounded
+  if (auto ip = asio::ip::make_address(host, ec); !ec) {  // the usual case: no resolver involved
+    std::uint16_t p = 0;
+    auto [end, perr] = std::from_chars(port.data(), port.data() + port.size(), p);
+    if (perr != std::errc{} || end != port.data() + port.size() || p == 0) co_return fail(errc::invalid_params);
+    co_await stream.async_connect(tcp::endpoint(ip, p), asio::redirect_error(asio::use_awaitable, ec));
+  } else {  // a host name (asio resolves on its own thread; with_deadline bounds the wait)
+    tcp::resolver resolver(ex);
+    auto addrs = co_await resolver.async_resolve(host, port, tcp::resolver::numeric_service,
+                                                 asio::redirect_error(asio::use_awaitable, ec));
+    if (ec) co_return fail(io_errc(ec));
+    co_await stream.async_connect(addrs, asio::redirect_error(asio::use_awaitable, ec));
+  }
+  if (ec) co_return fail(io_errc(ec));
   bhttp::request<bhttp::empty_body> req{bhttp::verb::get, "/stats", 11};
   req.set(bhttp::field::host, endpoint);
   req.set(bhttp::field::connection, "close");
@@ -79,14 +93,14 @@ task<result<bj::object>> fetch_stats(std::string endpoint, std::string token) {
     req.set(bhttp::field::authorization, auth);
   }
   co_await bhttp::async_write(stream, req, asio::redirect_error(asio::use_awaitable, ec));
-  if (ec) co_return fail(errc::rpc_fail);
+  if (ec) co_return fail(io_errc(ec));
   beast::flat_buffer buf;
   bhttp::response_parser<bhttp::string_body> parser;
   parser.header_limit(16 << 10);
   parser.body_limit(max_stats_body);
   co_await bhttp::async_read(stream, buf, parser, asio::redirect_error(asio::use_awaitable, ec));
   if (ec == bhttp::error::body_limit) co_return fail(errc::too_large);
-  if (ec) co_return fail(errc::rpc_fail);
+  if (ec) co_return fail(io_errc(ec));
   auto& res = parser.get();
   if (res.result_int() != 200) co_return fail(errc::rpc_fail);
   auto v = bj::parse(res.body(), ec);
@@ -95,7 +109,9 @@ task<result<bj::object>> fetch_stats(std::string endpoint, std::string token) {
 }
 
 task<result<bj::object>> fetch_stats_bounded(std::string endpoint, std::string token) {
-  co_return co_await with_deadline(fetch_stats(std::move(endpoint), std::move(token)), stats_timeout);
+  // The resolver is not bounded by the stream's expiry: this bounds the whole call.
+  co_return co_await with_deadline(fetch_stats(std::move(endpoint), std::move(token)),
+                                   stats_timeout + std::chrono::milliseconds(500));
 }
 
 /// obj[a][b] as an unsigned integer; 0 when absent or not a non-negative integer.
