@@ -83,8 +83,11 @@ int main(int argc, char** argv) {
       ho.host = opts.http_host;
       ho.port = opts.metrics_port;
       ho.auth_tokens = tokens;
+      ho.public_paths.insert(ho.public_paths.end(), mc::http::status_page_paths.begin(),
+                             mc::http::status_page_paths.end());  // the page holds no data
       http = std::make_unique<mc::http::server>(rt, ho);
       mc::http::add_master_endpoints(*http, server, status, self_metrics_endpoint(opts));
+      mc::http::add_status_page(*http, server, tokens.empty() ? std::string() : tokens.front());
       // Not fatal: a node keeps serving data when its metrics port is taken
       // (several nodes started with default flags on one host).
       if (auto r = http->start(); !r) {

@@ -1,4 +1,5 @@
-// Master endpoints: /metrics, /health, /clients, /keys, /key/<key>, /prometheus/targets.
+// Master endpoints: /metrics, /health, /clients, /keys, /key/<key>, /prometheus/targets
+// (the status page and /status.json: status_page.cpp).
 #include "mc/http/node_endpoints.hpp"
 #include "mc/http/prometheus.hpp"
 #include "mc/master/master_server.hpp"
@@ -84,10 +85,17 @@ void add_master_endpoints(server& s, mc::master::master_server& m, node_status& 
     bj::array clients;
     for (auto& c : master->state().clients()) {
       std::int64_t ms = std::chrono::duration_cast<std::chrono::milliseconds>(c.since_heartbeat).count();
+      std::string url;  // a link to the node's HTTP server ("" = none registered)
+      if (!c.info.http_endpoint.empty()) {
+        url = "http://";
+        url += c.info.http_endpoint;
+        url += '/';
+      }
       clients.push_back(bj::object{{"client_id", json_string(c.info.client_id)},
                                    {"rpc_endpoint", json_string(c.info.rpc_endpoint)},
                                    {"transfer_endpoint", json_string(c.info.transfer_endpoint)},
                                    {"http_endpoint", json_string(c.info.http_endpoint)},
+                                   {"http_url", json_string(url)},
                                    {"capacity", c.info.capacity},
                                    {"used", c.info.used},
                                    {"health", json_string(mc::master::health_name(c.state))},

@@ -3,10 +3,12 @@
 /// /metrics, /health, /stats and /kv/<key> on a client. See lib/http/README.md.
 #include "mc/http/server.hpp"
 
+#include <array>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 namespace mc::master {
 class master_server;
@@ -36,6 +38,24 @@ inline constexpr std::size_t default_max_value_bytes = std::size_t{64} << 20;
 /// own target in /prometheus/targets.
 void add_master_endpoints(server& s, mc::master::master_server& m, node_status& status,
                           std::string self_metrics_endpoint = {});
+
+/// Paths of the master's status page. The page itself holds no data, so the
+/// master serves them without a token even with auth on (add them to
+/// server_options::public_paths); the JSON the page polls (/status.json)
+/// keeps needing the token, which the page asks for on a 401.
+inline constexpr std::array<std::string_view, 2> status_page_paths{"/", "/status"};
+
+/// Registers the status page (status_page_paths: one self-contained HTML
+/// page, inline CSS and JS) and /status.json, which the page polls: per node
+/// its registration, health, capacity, used and keys from the master, plus
+/// counters from the node's /stats (hits, misses, transfer bytes and ops,
+/// tier usage), fetched by the master from the registered HTTP endpoint with
+/// `node_token` as bearer token ("" = none), at most 64 nodes, 1.5 s each,
+/// 64 KiB each, all at once. A snapshot is shared by requests within 0.5 s;
+/// at most two are built at once (others get the last one, or 503
+/// OVERLOADED). A node whose /stats fails is listed with "stats":null and
+/// "stats_error". `m` must outlive `s`. Call before s.start().
+void add_status_page(server& s, mc::master::master_server& m, std::string node_token = {});
 
 /// The client's HTTP port when --http_port is not given, derived from its
 /// client RPC port so that nodes on one host never clash: 9080 + (rpc_port -
