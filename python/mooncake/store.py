@@ -1,20 +1,3 @@
 """``mooncake.store`` as Mooncake's connectors import it, served by mooncake-p2p."""
-from mooncake_p2p import (  # noqa: F401
-    BufferHandle,
-    MooncakeDistributedStore,
-    MooncakeHostMemAllocator,
-    MooncakeDistributedStoreAsync,
-    ObjectDataType,
-    ReplicateConfig,
-    SoftPinAction,
-)
-
-__all__ = [
-    "BufferHandle",
-    "MooncakeDistributedStore",
-    "MooncakeHostMemAllocator",
-    "MooncakeDistributedStoreAsync",
-    "ObjectDataType",
-    "ReplicateConfig",
-    "SoftPinAction",
-]
+from mooncake_p2p import *  # noqa: F401,F403
+from mooncake_p2p import __all__  # noqa: F401

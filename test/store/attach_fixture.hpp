@@ -3,6 +3,7 @@
 // attacher (its own runtime, as in another process) connected to it.
 #include "mc/store/attach.hpp"
 #include "mc/store/attached_client.hpp"
+#include "pieces.hpp"
 #include "store_fixture.hpp"
 
 #include <chrono>
@@ -24,8 +25,6 @@ std::string cat(const T&... parts) {
 /// Fills buffers that must stay untouched.
 inline constexpr std::uint8_t sentinel_byte = 0xA5;
 
-using mut_pieces = std::vector<std::span<std::byte>>;
-using const_pieces = std::vector<std::span<const std::byte>>;
 
 /// A cluster of `n` nodes; node 0 serves the attach service (ephemeral port).
 struct attached_cluster {

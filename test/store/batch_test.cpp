@@ -4,6 +4,7 @@
 #include "mc/store/client.hpp"
 #include "mc/store/data_manager.hpp"
 #include "mc/store/tiered_backend.hpp"
+#include "pieces.hpp"
 #include "store_fixture.hpp"
 
 #include <algorithm>
@@ -17,8 +18,11 @@ using mc::test::writable;
 
 namespace {
 
-using mut_pieces = std::vector<std::span<std::byte>>;
-using const_pieces = std::vector<std::span<const std::byte>>;
+using mc::test::const_pieces;
+using mc::test::gather;
+using mc::test::mut_pieces;
+using mc::test::random_pieces;
+using mc::test::to_const;
 
 mc::task<std::vector<mc::result<std::size_t>>> batch_get(mc::store::client& c, std::vector<std::string> keys,
                                                          std::vector<mut_pieces> pieces) {
@@ -37,46 +41,6 @@ mc::task<std::vector<mc::result<bool>>> exists(mc::store::client& c, std::vector
 
 mut_pieces one_piece(std::vector<std::uint8_t>& v) { return {writable(v)}; }
 
-/// Cuts `buf` into pieces of random sizes (1 .. max_piece) and returns them
-/// in a shuffled memory order (piece k of the value is not next to k + 1).
-mut_pieces random_pieces(std::vector<std::uint8_t>& buf, std::size_t max_piece, std::uint64_t seed) {
-  std::vector<std::pair<std::size_t, std::size_t>> cuts;  // [offset, length) in buf
-  std::size_t off = 0;
-  std::uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
-  while (off < buf.size()) {
-    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-    auto n = std::min<std::size_t>(buf.size() - off, 1 + x % max_piece);
-    cuts.emplace_back(off, n);
-    off += n;
-  }
-  // Value order = a permutation of memory order.
-  std::vector<std::size_t> order(cuts.size());
-  std::iota(order.begin(), order.end(), 0);
-  for (std::size_t i = order.size(); i > 1; --i) {
-    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-    std::swap(order[i - 1], order[x % i]);
-  }
-  mut_pieces out;
-  for (auto k : order) out.emplace_back(reinterpret_cast<std::byte*>(buf.data()) + cuts[k].first, cuts[k].second);
-  return out;
-}
-
-/// The bytes of `pieces` concatenated in order.
-std::vector<std::uint8_t> gather(const mut_pieces& pieces, std::size_t n) {
-  std::vector<std::uint8_t> out;
-  for (auto& p : pieces)
-    for (auto b : p) {
-      if (out.size() == n) return out;
-      out.push_back(static_cast<std::uint8_t>(b));
-    }
-  return out;
-}
-
-const_pieces to_const(const mut_pieces& p) {
-  const_pieces out;
-  for (auto& s : p) out.emplace_back(s.data(), s.size());
-  return out;
-}
 
 }  // namespace
 

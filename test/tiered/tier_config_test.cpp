@@ -9,21 +9,16 @@
 #include <fstream>
 
 using namespace mc::store;
+using mc::test::has;
+using mc::test::json_error;
 
 namespace {
-std::string json_error(std::string_view text) {
-  auto r = parse_tiers_json(text);
-  REQUIRE_FALSE(r);
-  CHECK(r.error().code == mc::errc::invalid_params);
-  return r.error().message;
-}
 std::string toml_error(std::string_view text) {
   auto r = parse_tiers_toml(text);
   REQUIRE_FALSE(r);
   CHECK(r.error().code == mc::errc::invalid_params);
   return r.error().message;
 }
-bool has(const std::string& s, std::string_view what) { return s.find(what) != std::string::npos; }
 }  // namespace
 
 TEST_SUITE("tier_config") {
