@@ -209,6 +209,11 @@ TEST_CASE("a client that connects and never speaks is closed after the idle time
   CHECK(raw_wait_closed(fd, std::chrono::seconds(5)));
   CHECK(std::chrono::steady_clock::now() - t0 >= std::chrono::milliseconds(140));
   ::close(fd);
+  // The server counts the close on its own thread, after the socket closed:
+  // wait for the count rather than race it.
+  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (f.srv->stats().idle_closed < 1 && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
   CHECK(f.srv->stats().idle_closed >= 1);
   CHECK(f.rt.block_on(echo(f.endpoint(), 10), 2));  // a talking client is served
 }
