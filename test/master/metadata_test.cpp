@@ -4,6 +4,7 @@
 
 #include <doctest/doctest.h>
 
+#include <set>
 #include <thread>
 
 using namespace std::chrono_literals;
@@ -100,33 +101,64 @@ TEST_SUITE("master metadata") {
     REQUIRE(m.register_client(client("b")));
     for (int i = 0; i < 10; ++i) REQUIRE(m.add_replica("r/" + std::to_string(i), i % 2 ? "a" : "b", 1, 1));
     REQUIRE(m.add_replica("keep", "a", 1, 1));
-    auto page = m.remove_matching("^r/", false, 4);
-    REQUIRE(page);
-    CHECK(page->first.size() == 4);
-    CHECK(page->second);  // more remain
-    for (auto& k : page->first) {
-      CHECK(k.key.rfind("r/", 0) == 0);
-      REQUIRE(k.holders.size() == 1);
+    // Page through the shards with a limit of 4 keys per call: every matching
+    // key once, never "keep", and every call makes progress.
+    std::set<std::string> seen;
+    std::size_t from = 0, calls = 0;
+    while (from < m.shard_count()) {
+      auto page = m.remove_matching("^r/", false, 4, from);
+      REQUIRE(page);
+      CHECK(page->removed.size() <= 4);
+      CHECK((page->next_shard > from || !page->removed.empty()));
+      for (auto& k : page->removed) {
+        CHECK(k.key.rfind("r/", 0) == 0);
+        CHECK(seen.insert(k.key).second);
+        REQUIRE(k.holders.size() == 1);
+      }
+      from = page->next_shard;
+      REQUIRE(++calls < 1000);
     }
-    auto rest = m.remove_matching("^r/", false, 100);
-    REQUIRE(rest);
-    CHECK(rest->first.size() == 6);
-    CHECK_FALSE(rest->second);
+    CHECK(seen.size() == 10);
     CHECK(m.exists("keep"));
     CHECK(m.key_count() == 1);
+    CHECK(mc::is(m.remove_matching("x", false, 4, m.shard_count() + 1).error(), mc::errc::out_of_range));
     for (const char* bad : {"", "(", "[a-"}) CHECK(mc::is(m.remove_matching(bad, false, 10).error(), mc::errc::invalid_params));
     CHECK(mc::is(m.remove_matching(std::string(metadata::max_pattern_bytes + 1, 'a'), false, 10).error(),
                  mc::errc::invalid_params));
     // A pathological pattern hits Boost.Regex's complexity bound instead of stalling.
     REQUIRE(m.add_replica(std::string(40, 'a') + "!", "a", 1, 1));
-    auto evil = m.remove_matching("^(a+)+$", false, 10);
-    if (evil) CHECK(evil->first.empty());
-    else CHECK(mc::is(evil.error(), mc::errc::invalid_params));
+    for (std::size_t s = 0; s < m.shard_count(); ++s) {
+      auto evil = m.remove_matching("^(a+)+$", false, 10, s);
+      if (evil) CHECK(evil->removed.empty());
+      else CHECK(mc::is(evil.error(), mc::errc::invalid_params));
+    }
     CHECK(m.exists("keep"));
+    // Every key, in pages bounded by the scan budget (here: all in one call).
     auto all = m.remove_matching("", true, 100);
     REQUIRE(all);
-    CHECK(all->first.size() == 2);
+    CHECK(all->removed.size() == 2);
+    CHECK(all->next_shard == m.shard_count());
     CHECK(m.key_count() == 0);
+  }
+
+  TEST_CASE("remove_matching looks at a bounded number of entries per call") {
+    metadata m;
+    REQUIRE(m.register_client(client("a")));
+    const std::size_t n = 3 * metadata::scan_budget;
+    for (std::size_t i = 0; i < n; ++i) REQUIRE(m.add_replica("miss/" + std::to_string(i), "a", 1, 1));
+    // No key matches: each call still returns, after about scan_budget
+    // entries (whole shards), and the calls together cover every shard.
+    std::size_t from = 0, calls = 0;
+    while (from < m.shard_count()) {
+      auto page = m.remove_matching("^hit/", false, 10, from);
+      REQUIRE(page);
+      CHECK(page->removed.empty());
+      REQUIRE(page->next_shard > from);
+      from = page->next_shard;
+      ++calls;
+    }
+    CHECK(calls >= 3);
+    CHECK(m.key_count() == n);
   }
 
   TEST_CASE("write route picks the healthy client with the most room") {

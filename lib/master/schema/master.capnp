@@ -74,11 +74,13 @@ interface Master {
   # requester's transfer may go. CLIENT_NOT_FOUND when unknown.
   getClient @10 (clientId :Text) -> (status :Status, info :ClientInfo);
   # Removes up to `limit` keys (every key when `all`, else those an ECMAScript
-  # regular expression `pattern` matches anywhere in the key) and returns them
-  # with their holders (the caller tells the holders); `more` when keys past
-  # the limit remain. INVALID_PARAMS for a bad or too complex pattern.
-  removeMatching @11 (pattern :Text, all :Bool, limit :UInt32)
-      -> (status :Status, removed :List(RemovedKey), more :Bool);
+  # regular expression `pattern` matches anywhere in the key), scanning the
+  # key table's shards from `fromShard` on, a bounded amount per call, and
+  # returns them with their holders (the caller tells the holders). `more`:
+  # call again with fromShard = nextShard. INVALID_PARAMS for a bad or too
+  # complex pattern.
+  removeMatching @11 (pattern :Text, all :Bool, limit :UInt32, fromShard :UInt32)
+      -> (status :Status, removed :List(RemovedKey), more :Bool, nextShard :UInt32);
 }
 
 struct RemovedKey {

@@ -173,28 +173,34 @@ task<result<std::vector<replica>>> master_client::remove_key(std::string key) {
   co_return out;
 }
 
-task<result<std::pair<std::vector<metadata::removed_key>, bool>>> master_client::remove_matching(
-    std::string pattern, bool all, std::uint32_t limit) {
+task<result<master_client::removal_page>> master_client::remove_matching(std::string pattern, bool all,
+                                                                         std::uint32_t limit, std::uint32_t from_shard) {
   auto m = co_await connect_master(address_);
   if (!m) co_return m.error();
   auto req = m->removeMatchingRequest();
   req.setPattern(pattern);
   req.setAll(all);
   req.setLimit(limit);
+  req.setFromShard(from_shard);
   auto r = co_await mc::rpc::call(req.send(), timeout_);
   if (!r) co_return r.error();
   if (auto st = from_status(r->getStatus()); !st) co_return st.error();
   auto list = r->getRemoved();
   if (list.size() > limit) co_return fail(errc::rpc_fail);  // more than asked for: not a master we trust
-  std::vector<metadata::removed_key> out;
-  out.reserve(list.size());
+  removal_page page;
+  page.removed.reserve(list.size());
   for (auto k : list) {
     metadata::removed_key rk;
     rk.key = k.getKey();
     for (auto rep : k.getReplicas()) rk.holders.push_back(read_replica(rep));
-    out.push_back(std::move(rk));
+    page.removed.push_back(std::move(rk));
   }
-  co_return std::make_pair(std::move(out), r->getMore());
+  if (r->getMore()) {
+    auto next = r->getNextShard();
+    if (next < from_shard || (next == from_shard && page.removed.empty())) co_return fail(errc::rpc_fail);
+    page.next_shard = next;
+  }
+  co_return page;
 }
 
 task<result<std::vector<client_status>>> master_client::clients() {

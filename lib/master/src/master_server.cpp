@@ -152,20 +152,21 @@ class master_impl final : public Master::Server {
       set_status(res.initStatus(), fail(errc::invalid_params));
       return kj::READY_NOW;
     }
-    auto r = md_.remove_matching(p.getPattern(), p.getAll(), limit);
+    auto r = md_.remove_matching(p.getPattern(), p.getAll(), limit, p.getFromShard());
     if (!r) {
       set_status(res.initStatus(), r.error());
       return kj::READY_NOW;
     }
     set_status(res.initStatus(), result<void>{});
-    auto& [keys, more] = *r;
+    auto& keys = r->removed;
     auto out = res.initRemoved(static_cast<unsigned>(keys.size()));
     for (unsigned i = 0; i < keys.size(); ++i) {
       out[i].setKey(keys[i].key);
       auto reps = out[i].initReplicas(static_cast<unsigned>(keys[i].holders.size()));
       for (unsigned j = 0; j < keys[i].holders.size(); ++j) set_replica(reps[j], keys[i].holders[j]);
     }
-    res.setMore(more);
+    res.setMore(r->next_shard < md_.shard_count());
+    res.setNextShard(static_cast<std::uint32_t>(r->next_shard));
     return kj::READY_NOW;
   }
   kj::Promise<void> listClients(ListClientsContext ctx) override {

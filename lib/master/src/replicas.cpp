@@ -137,8 +137,9 @@ std::vector<replica> metadata::release_holders(const std::vector<holder_ref>& ho
   return out;
 }
 
-result<std::pair<std::vector<metadata::removed_key>, bool>> metadata::remove_matching(const std::string& pattern,
-                                                                                      bool all, std::size_t limit) {
+result<metadata::removal_page> metadata::remove_matching(const std::string& pattern, bool all, std::size_t limit,
+                                                         std::size_t from_shard) {
+  if (from_shard > shards_.size()) return fail(errc::out_of_range);
   std::optional<boost::regex> re;
   if (!all) {
     if (pattern.empty() || pattern.size() > max_pattern_bytes) return fail(errc::invalid_params);
@@ -148,43 +149,51 @@ result<std::pair<std::vector<metadata::removed_key>, bool>> metadata::remove_mat
       return fail(errc::invalid_params);
     }
   }
-  std::vector<removed_key> out;
+  removal_page page;
   std::vector<std::vector<holder_ref>> refs;
-  bool more = false;
+  std::size_t shard = from_shard, scanned = 0;
   bool too_complex = false;
-  for (auto& sp : shards_) {
-    std::lock_guard lk(sp->mu);
-    for (auto it = sp->map.begin(); it != sp->map.end();) {
-      bool match = all;
-      if (!all) {
-        try {
-          // Boost.Regex bounds backtracking: a pathological pattern throws
-          // instead of stalling the master.
-          match = boost::regex_search(it->first, *re);
-        } catch (const std::exception&) {
-          too_complex = true;
+  while (shard < shards_.size()) {
+    bool full = false;
+    {
+      auto& sp = shards_[shard];
+      std::lock_guard lk(sp->mu);
+      for (auto it = sp->map.begin(); it != sp->map.end();) {
+        ++scanned;
+        bool match = all;
+        if (!all) {
+          try {
+            // Boost.Regex bounds backtracking: a pathological pattern throws
+            // instead of stalling the master.
+            match = boost::regex_search(it->first, *re);
+          } catch (const std::exception&) {
+            too_complex = true;
+            break;
+          }
+        }
+        if (!match) {
+          ++it;
+          continue;
+        }
+        if (page.removed.size() >= limit) {
+          full = true;  // this shard again next call
           break;
         }
+        std::vector<holder_ref> hs;
+        for (auto& h : it->second.holders) hs.push_back({std::move(h.client_id), h.live});
+        page.removed.push_back({it->first, {}});
+        refs.push_back(std::move(hs));
+        it = sp->map.erase(it);
       }
-      if (!match) {
-        ++it;
-        continue;
-      }
-      if (out.size() >= limit) {
-        more = true;
-        break;
-      }
-      std::vector<holder_ref> hs;
-      for (auto& h : it->second.holders) hs.push_back({std::move(h.client_id), h.live});
-      out.push_back({it->first, {}});
-      refs.push_back(std::move(hs));
-      it = sp->map.erase(it);
     }
-    if (more || too_complex) break;
+    if (too_complex || full) break;
+    ++shard;
+    if (scanned >= scan_budget) break;
   }
-  for (std::size_t i = 0; i < out.size(); ++i) out[i].holders = release_holders(refs[i]);
-  if (too_complex && out.empty()) return fail(errc::invalid_params);
-  return std::make_pair(std::move(out), more || too_complex);
+  for (std::size_t i = 0; i < page.removed.size(); ++i) page.removed[i].holders = release_holders(refs[i]);
+  if (too_complex && page.removed.empty()) return fail(errc::invalid_params);
+  page.next_shard = shard;
+  return page;
 }
 
 std::pair<std::uint64_t, std::uint64_t> metadata::drop_holder_entries(const std::string& client_id,

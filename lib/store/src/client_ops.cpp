@@ -90,10 +90,11 @@ task<result<std::uint64_t>> client::remove_matching(std::string pattern, bool al
   constexpr std::uint32_t page = 4096;     // keys per master call
   constexpr std::size_t fan_out = 64;      // holder notices in flight
   std::uint64_t removed = 0;
+  std::uint32_t from = 0;
   for (;;) {
-    auto r = co_await p.master.remove_matching(pattern, all, page);
+    auto r = co_await p.master.remove_matching(pattern, all, page, from);
     if (!r) co_return removed > 0 ? result<std::uint64_t>(removed) : result<std::uint64_t>(r.error());
-    auto& [keys, more] = *r;
+    auto& keys = r->removed;
     removed += keys.size();
     std::vector<task<result<void>>> tells;
     for (auto& k : keys) {
@@ -107,7 +108,8 @@ task<result<std::uint64_t>> client::remove_matching(std::string pattern, bool al
       }
     }
     if (!tells.empty()) (void)co_await mc::when_all(std::move(tells));
-    if (!more || keys.empty()) co_return removed;
+    if (!r->next_shard) co_return removed;
+    from = *r->next_shard;
   }
 }
 

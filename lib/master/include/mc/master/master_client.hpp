@@ -7,6 +7,7 @@
 #include "mc/runtime/deadline.hpp"
 #include "mc/runtime/task.hpp"
 
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -47,10 +48,17 @@ class master_client {
   /// class-type default argument twice.)
   task<result<replica>> write_route(std::uint64_t size) { return write_route(size, std::string{}); }
   task<result<std::vector<replica>>> remove_key(std::string key);
-  /// One page of metadata::remove_matching: (removed keys with their
-  /// holders, whether more remain). Errors: invalid_params, rpc_fail, timeout.
-  task<result<std::pair<std::vector<metadata::removed_key>, bool>>> remove_matching(std::string pattern, bool all,
-                                                                                   std::uint32_t limit);
+  /// One page of metadata::remove_matching from `from_shard`: the removed
+  /// keys with their holders, and where to continue (nullopt: done). A reply
+  /// that makes no progress (a next shard before `from_shard`, or the same
+  /// one with nothing removed) or carries more keys than asked is rpc_fail.
+  /// Errors: invalid_params, out_of_range, rpc_fail, timeout.
+  struct removal_page {
+    std::vector<metadata::removed_key> removed;
+    std::optional<std::uint32_t> next_shard;
+  };
+  task<result<removal_page>> remove_matching(std::string pattern, bool all, std::uint32_t limit,
+                                             std::uint32_t from_shard);
   task<result<std::vector<client_status>>> clients();
   /// One client's registration. Errors: client_not_found, rpc_fail, timeout.
   task<result<client_info>> get_client(std::string client_id);

@@ -171,18 +171,29 @@ class metadata {
   result<std::vector<replica>> remove_key(const std::string& key);
   /// Removes up to `limit` keys: every key when `all`, else those the
   /// ECMAScript regular expression `pattern` matches (search, anywhere in the
-  /// key; at most max_pattern_bytes). Returns them with their holders (the
-  /// caller tells the holders) and whether matching keys remain. Errors:
-  /// invalid_params (an empty, too long or malformed pattern, or one whose
-  /// matching exceeded Boost.Regex's complexity bound: nothing past the keys
-  /// already removed is touched). Thread-safe; takes each shard's lock in turn.
+  /// key; at most max_pattern_bytes). Scans the shards from `from_shard` on
+  /// and stops after the shard where `limit` is reached or once
+  /// scan_budget entries were looked at (at least one whole shard per call),
+  /// so one call never walks the whole table. Returns the removed keys with
+  /// their holders (the caller tells the holders) and the shard to continue
+  /// from (shard_count() when the scan is complete). Errors: invalid_params
+  /// (an empty, too long or malformed pattern, or one whose matching exceeded
+  /// Boost.Regex's complexity bound; nothing past the keys already removed is
+  /// touched), out_of_range (from_shard past the end). Thread-safe; takes each
+  /// shard's lock in turn.
   struct removed_key {
     std::string key;
     std::vector<replica> holders;
   };
+  struct removal_page {
+    std::vector<removed_key> removed;
+    std::size_t next_shard = 0;
+  };
   static constexpr std::size_t max_pattern_bytes = 1024;
-  result<std::pair<std::vector<removed_key>, bool>> remove_matching(const std::string& pattern, bool all,
-                                                                   std::size_t limit);
+  static constexpr std::size_t scan_budget = 65536;
+  result<removal_page> remove_matching(const std::string& pattern, bool all, std::size_t limit,
+                                       std::size_t from_shard = 0);
+  std::size_t shard_count() const noexcept { return shards_.size(); }
   /// Healthy replicas of a key; object_not_found if none.
   result<key_info> lookup(const std::string& key) const;
   bool exists(const std::string& key) const;

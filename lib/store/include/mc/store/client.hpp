@@ -203,7 +203,8 @@ class client {
   /// how many keys the master removed. Errors: invalid_params (a malformed,
   /// empty or too long pattern, or one too complex to match), master errors;
   /// a holder that cannot be told keeps its copy unroutable until it evicts
-  /// it or re-publishes. The master scans its whole table: O(keys) per call.
+  /// it or re-publishes. The master scans its table in steps of about 64 Ki
+  /// entries per call (never the whole table at once).
   task<result<std::uint64_t>> remove_matching(std::string pattern, bool all);
   /// Drops this client's own copy of `key` (other holders keep theirs); the
   /// master forgets this holder before this returns (best effort: if the
