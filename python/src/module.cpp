@@ -80,6 +80,7 @@ std::vector<std::span<const std::byte>> const_pieces(const std::vector<std::span
 }
 
 py::object run(store& st, prepared p);
+py::object start(store& st, prepared p, std::shared_ptr<completion_queue> q, std::uint64_t id);
 
 template <class T>
 std::function<py::object()> value_of(std::shared_ptr<T> out) {
@@ -278,12 +279,8 @@ void def_both(store_class& c, const char* name, F prep, const Extra&... extra) {
   std::string an = std::string("_async_") + name;
   c.def(
       an.c_str(),
-      [prep](store& st, std::shared_ptr<completion_queue> q, std::uint64_t id, A... a) -> py::object {
-        auto p = prep(st, std::forward<A>(a)...);
-        if (!p.make) return py::make_tuple(false, p.unusable());
-        auto op = run_async(*st.s, p, std::move(q), id);
-        if (op.is_none()) return py::make_tuple(false, p.unusable());
-        return py::make_tuple(true, op);
+      [prep](store& st, std::shared_ptr<completion_queue> q, std::uint64_t id, A... a) {
+        return start(st, prep(st, std::forward<A>(a)...), std::move(q), id);
       },
       py::arg("_queue"), py::arg("_id"), extra...);
 }
@@ -291,6 +288,15 @@ void def_both(store_class& c, const char* name, F prep, const Extra&... extra) {
 py::object run(store& st, prepared p) {
   if (!p.make) return p.unusable();  // rejected before reaching the node
   return run_sync(*st.s, p);
+}
+
+/// The asyncio form of run(): (true, the operation) once started, else
+/// (false, the result the synchronous call would have returned).
+py::object start(store& st, prepared p, std::shared_ptr<completion_queue> q, std::uint64_t id) {
+  if (!p.make) return py::make_tuple(false, p.unusable());
+  auto op = run_async(*st.s, p, std::move(q), id);
+  if (op.is_none()) return py::make_tuple(false, p.unusable());
+  return py::make_tuple(true, op);
 }
 
 void bind_lifecycle(store_class& c) {
@@ -386,13 +392,7 @@ void def_parts(store_class& c, const char* name, bool upsert) {
   c.def(
       an.c_str(),
       [prep](store& st, std::shared_ptr<completion_queue> q, std::uint64_t id, const std::string& key, py::args parts,
-             cfg_t) -> py::object {
-        auto p = prep(st, key, parts);
-        if (!p.make) return py::make_tuple(false, p.unusable());
-        auto op = run_async(*st.s, p, std::move(q), id);
-        if (op.is_none()) return py::make_tuple(false, p.unusable());
-        return py::make_tuple(true, op);
-      },
+             cfg_t) { return start(st, prep(st, key, parts), std::move(q), id); },
       py::arg("_queue"), py::arg("_id"), py::arg("key"), py::kw_only(), py::arg("config") = replicate_config{});
 }
 

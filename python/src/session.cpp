@@ -40,7 +40,6 @@ struct store_session::node {
   std::unique_ptr<mc::store::client> client;              ///< setup(): the embedded node
   std::unique_ptr<mc::store::attached_client> attached;  ///< setup_dummy(): a node of this host
   bool pure_client = false;  ///< global_segment_size 0: puts go to peers
-  std::uint64_t generation = 0;
   std::atomic<std::size_t> next_thread{0};
 
   // Calls in flight; close() waits for them after setting `closing`.
@@ -85,8 +84,7 @@ int store_session::start_node(std::size_t threads, const std::function<int(node&
     n->rt->stop();
     return rc;
   }
-  n->generation = g_fork_generation.load(std::memory_order_relaxed);
-  generation_ = n->generation;
+  generation_ = g_fork_generation.load(std::memory_order_relaxed);
   node_ = std::move(n);
   return 0;
 }
@@ -151,12 +149,6 @@ int store_session::close() {
   mc::rpc::shutdown(*n->rt);
   n->rt->stop();
   return 0;
-}
-
-bool store_session::usable() const noexcept {
-  auto* self = const_cast<store_session*>(this);
-  std::lock_guard lk(self->mu_);
-  return node_ && generation_ == g_fork_generation.load(std::memory_order_relaxed);
 }
 
 std::string store_session::hostname() const {
@@ -370,13 +362,6 @@ task<std::int64_t> store_session::op_get_size(node& n, std::string key) {
   auto q = co_await n.client->query(std::move(key));
   if (!q) co_return code(q.error());
   co_return static_cast<std::int64_t>(q->size);
-}
-
-task<result<owned_buffer>> store_session::op_get_owned(node& n, std::string key) {
-  std::vector<std::string> keys;
-  keys.push_back(std::move(key));
-  auto all = co_await op_batch_get_owned(n, std::move(keys));
-  co_return std::move(all.at(0));
 }
 
 task<std::vector<result<owned_buffer>>> store_session::op_batch_get_owned(node& n, std::vector<std::string> keys) {

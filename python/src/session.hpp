@@ -114,8 +114,6 @@ class store_session : public std::enable_shared_from_this<store_session> {
   int health_check();
   /// The advertised host of the node ("" before setup).
   std::string hostname() const;
-  /// Whether setup succeeded and neither close() nor a fork happened since.
-  bool usable() const noexcept;
 
   // ---- Operations (coroutines on the node's runtime) -------------------------
   // Only through run() / spawn(), which hold the node for their duration.
@@ -130,8 +128,7 @@ class store_session : public std::enable_shared_from_this<store_session> {
   task<std::int64_t> op_get_parts(node& n, std::string key, std::vector<std::span<std::byte>> pieces);
   task<std::vector<std::int64_t>> op_batch_get_parts(node& n, std::vector<std::string> keys,
                                                      std::vector<std::vector<std::span<std::byte>>> pieces);
-  /// Reads a whole value into new memory; object_not_found when missing.
-  task<result<owned_buffer>> op_get_owned(node& n, std::string key);
+  /// Reads whole values into new memory; object_not_found when missing.
   task<std::vector<result<owned_buffer>>> op_batch_get_owned(node& n, std::vector<std::string> keys);
   /// 1 / 0 / negative per key.
   task<std::vector<int>> op_batch_exists(node& n, std::vector<std::string> keys);
