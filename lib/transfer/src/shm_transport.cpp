@@ -158,6 +158,23 @@ class shm_transport final : public transport {
     co_return 0;
   }
 
+  /// A grant request: its header, then the requested lease end (the item's
+  /// deadline), for the part of `it` from `done` on.
+  static constexpr std::size_t grant_request_size = header_size + 8;
+  static void encode_grant(std::byte* out, std::uint64_t id, const transfer_item& it, std::uint64_t done) {
+    header g;
+    g.op = wire_op::shm_grant;
+    g.flags = static_cast<std::uint16_t>((it.op == op_kind::write ? grant_write : 0) | grant_lease);
+    g.request_id = id;
+    g.address = it.address + done;
+    g.length = it.length - done;
+    g.token = it.token;
+    header_bytes hb;
+    encode(g, hb);
+    std::memcpy(out, hb.data(), header_size);
+    put_u64(out + header_size, to_monotonic_ns(it.deadline));
+  }
+
   /// Grant, copy (chunked, leased), release; again for the rest when a lease
   /// ends first. An error result means the connection is unusable; a refusal
   /// finishes the item and returns success.
@@ -172,22 +189,13 @@ class shm_transport final : public transport {
     int idle_grants = 0;  // grants that moved nothing (a peer handing out dead leases)
     while (done < it.length) {
       if (++idle_grants > 3) co_return fail(errc::transfer_fail);
-      std::array<std::byte, header_size + 8> out{};
-      header g;
-      g.op = wire_op::shm_grant;
-      g.flags = static_cast<std::uint16_t>((it.op == op_kind::write ? grant_write : 0) | grant_lease);
-      g.request_id = c.next_id++;
-      g.address = it.address + done;
-      g.length = it.length - done;
-      g.token = it.token;
-      header_bytes hb;
-      encode(g, hb);
-      std::memcpy(out.data(), hb.data(), header_size);
-      put_u64(out.data() + header_size, to_monotonic_ns(it.deadline));
+      std::array<std::byte, grant_request_size> out{};
+      const auto id = c.next_id++;
+      encode_grant(out.data(), id, it, done);
       if (auto s = co_await send_all(c.sock, out.data(), out.size()); !s) co_return s.error();
       auto resp = co_await recv_header(c.sock);
       if (!resp) co_return resp.error();
-      if (resp->op != wire_op::shm_grant_resp || resp->request_id != g.request_id) co_return fail(errc::transfer_fail);
+      if (resp->op != wire_op::shm_grant_resp || resp->request_id != id) co_return fail(errc::transfer_fail);
       if (resp->status != 0) {
         it.finish(status_to_error(resp->status));
         co_return result<void>{};
@@ -197,7 +205,7 @@ class shm_transport final : public transport {
       if (done != before) idle_grants = 0;
       header rel;
       rel.op = wire_op::shm_release;
-      rel.request_id = g.request_id;
+      rel.request_id = id;
       if (copied == copy_end::cancelled) co_return fail(errc::cancelled);  // closing the connection releases
       auto s = co_await send_header(c.sock, rel);
       if (copied == copy_end::refused) {
@@ -245,7 +253,7 @@ class shm_transport final : public transport {
   /// move_one, which tells their errors apart.
   task<result<void>> move_window(thread_state& ts, const std::string& endpoint, pooled_conn<unix_socket>& c,
                                  const std::vector<transfer_item*>& win) {
-    std::array<std::byte, window_items*(header_size + 8)> out{};
+    std::array<std::byte, window_items * grant_request_size> out{};
     std::array<std::uint64_t, window_items> ids{};
     std::size_t n = 0;
     for (auto* it : win) {
@@ -254,21 +262,12 @@ class shm_transport final : public transport {
         it->finish(make_error_code(errc::unsupported));
         continue;
       }
-      header g;
-      g.op = wire_op::shm_grant;
-      g.flags = static_cast<std::uint16_t>((it->op == op_kind::write ? grant_write : 0) | grant_lease);
-      g.request_id = ids[n] = c.next_id++;
-      g.address = it->address;
-      g.length = it->length;
-      g.token = it->token;
-      header_bytes hb;
-      encode(g, hb);
-      std::memcpy(out.data() + n * (header_size + 8), hb.data(), header_size);
-      put_u64(out.data() + n * (header_size + 8) + header_size, to_monotonic_ns(it->deadline));
+      ids[n] = c.next_id++;
+      encode_grant(out.data() + n * grant_request_size, ids[n], *it, 0);
       ++n;
     }
     if (n == 0) co_return result<void>{};
-    if (auto s = co_await send_all(c.sock, out.data(), n * (header_size + 8)); !s) co_return s.error();
+    if (auto s = co_await send_all(c.sock, out.data(), n * grant_request_size); !s) co_return s.error();
     // Answers in order; keep the granted items.
     std::array<transfer_item*, window_items> granted{};
     std::array<std::uint64_t, window_items> granted_ids{};
