@@ -33,7 +33,7 @@ node start_node(const std::string& id, const std::string& master) {
   o.port = 0;
   o.client_rpc_port = 0;
   o.transfer_transport = "tcp";
-  o.tiers.push_back(mc::store::tier_config{mc::store::tier_type::dram, 256ull << 20, 100, "OFFSET", {}, false});
+  o.tiers.push_back(mc::tiered::tier_config{mc::tiered::tier_type::dram, 256ull << 20, 100, "OFFSET", {}, false});
   node n;
   n.rt = std::make_unique<mc::runtime::runtime>(2);
   n.rt->start();

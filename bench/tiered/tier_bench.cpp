@@ -2,8 +2,8 @@
 // the same run) and DRAM allocate+free rate.
 #include "mc/runtime/runtime.hpp"
 #include "mc/runtime/when_all.hpp"
-#include "mc/store/offset_allocator.hpp"
-#include "mc/store/tiered_backend.hpp"
+#include "mc/tiered/offset_allocator.hpp"
+#include "mc/tiered/tiered_backend.hpp"
 
 #include "bench_util.hpp"
 #include "fio.hpp"
@@ -25,7 +25,7 @@ namespace {
 
 using clock_type = std::chrono::steady_clock;
 namespace b = mc::bench;
-using namespace mc::store;
+using namespace mc::tiered;
 
 struct options {
   unsigned runs = 3;

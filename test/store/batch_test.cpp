@@ -3,7 +3,7 @@
 // group-committed publishes, batch_exists. Results per key, byte-exact.
 #include "mc/store/client.hpp"
 #include "mc/store/data_manager.hpp"
-#include "mc/store/tiered_backend.hpp"
+#include "mc/tiered/tiered_backend.hpp"
 #include "pieces.hpp"
 #include "store_fixture.hpp"
 
@@ -290,7 +290,7 @@ TEST_SUITE("store batch") {
       REQUIRE(cl.on(0, put(a, keys.back(), vals.back())));
       outs.emplace_back(n);
     }
-    REQUIRE(a.backend().get(keys[0])->tier() == mc::store::tier_type::ssd);
+    REQUIRE(a.backend().get(keys[0])->tier() == mc::tiered::tier_type::ssd);
     std::vector<mut_pieces> pieces;
     for (auto& o : outs) pieces.push_back(one_piece(o));
     auto r = cl.on(1, batch_get(b, keys, pieces));

@@ -1,5 +1,5 @@
 #include "mc/store/data_manager.hpp"
-#include "mc/store/tiered_backend.hpp"
+#include "mc/tiered/tiered_backend.hpp"
 #include "store_fixture.hpp"
 
 #include <atomic>
@@ -177,7 +177,7 @@ TEST_SUITE("store client") {
     round_trip_sizes(cl, {2 * (1 << 20) + 1, 9 * (1 << 20) + 4097}, "ssd/");
     auto h = a.backend().get(mc::test::numbered("ssd/", 2 * (1 << 20) + 1));
     REQUIRE(h.has_value());
-    CHECK(h->tier() == mc::store::tier_type::ssd);
+    CHECK(h->tier() == mc::tiered::tier_type::ssd);
     // Remote write into an SSD-only node.
     auto v = random_bytes(5 * (1 << 20) + 3, 77);
     mc::store::put_options o;

@@ -1,7 +1,7 @@
 // Versions, supersede and eviction notices, end to end: an in-process master
 // and several clients (test/store/store_fixture.hpp). See the README's
 // "Consistency model".
-#include "mc/store/tiered_backend.hpp"
+#include "mc/tiered/tiered_backend.hpp"
 #include "store_fixture.hpp"
 
 #include <functional>

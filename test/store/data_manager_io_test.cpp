@@ -3,7 +3,7 @@
 #include "mc/master/master_client.hpp"
 #include "mc/runtime/deadline.hpp"
 #include "mc/store/data_manager.hpp"
-#include "mc/store/tiered_backend.hpp"
+#include "mc/tiered/tiered_backend.hpp"
 #include "mc/transfer/engine.hpp"
 #include "store_fixture.hpp"
 #include "store_parts.hpp"
@@ -54,7 +54,7 @@ struct silent_peer {
 
 struct io_fixture {
   mc::runtime::runtime rt{2};
-  std::unique_ptr<mc::store::tiered_backend> backend;
+  std::unique_ptr<mc::tiered::tiered_backend> backend;
   std::unique_ptr<mc::transfer::engine> engine;
   std::unique_ptr<mc::store::data_manager> dm;
   io_fixture() {

@@ -1,5 +1,5 @@
 #include "mc/store/data_manager.hpp"
-#include "mc/store/tiered_backend.hpp"
+#include "mc/tiered/tiered_backend.hpp"
 #include "mc/transfer/engine.hpp"
 #include "store_parts.hpp"
 #include "test_support.hpp"
@@ -12,7 +12,7 @@ using mc::test::random_bytes;
 namespace {
 struct dm_fixture {
   mc::runtime::runtime rt{2};
-  std::unique_ptr<mc::store::tiered_backend> backend;
+  std::unique_ptr<mc::tiered::tiered_backend> backend;
   std::unique_ptr<mc::transfer::engine> owner_engine;   // node B (holds data)
   std::unique_ptr<mc::transfer::engine> reader_engine;  // node A (requester)
   std::unique_ptr<mc::store::data_manager> dm;

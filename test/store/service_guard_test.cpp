@@ -4,7 +4,7 @@
 #include "mc/store/client_service.hpp"
 #include "mc/store/data_manager.hpp"
 #include "mc/store/peer_client.hpp"
-#include "mc/store/tiered_backend.hpp"
+#include "mc/tiered/tiered_backend.hpp"
 #include "store_fixture.hpp"
 #include "store_parts.hpp"
 

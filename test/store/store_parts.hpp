@@ -3,7 +3,7 @@
 // backend, loopback TCP engine options, and a bound listening socket the test
 // owns. Each REQUIREs what it needs (doctest): a broken setup fails the test.
 #include "mc/runtime/runtime.hpp"
-#include "mc/store/tiered_backend.hpp"
+#include "mc/tiered/tiered_backend.hpp"
 #include "mc/transfer/engine.hpp"
 
 #include <arpa/inet.h>
@@ -21,12 +21,12 @@ namespace mc::test {
 
 /// A tiered backend with one DRAM tier of `capacity` (e.g. "16MiB") on `rt`.
 /// Never null: a parse or create failure fails the test.
-inline std::unique_ptr<mc::store::tiered_backend> dram_backend(mc::runtime::runtime& rt,
+inline std::unique_ptr<mc::tiered::tiered_backend> dram_backend(mc::runtime::runtime& rt,
                                                                const std::string& capacity) {
   auto tiers =
-      mc::store::parse_tiers_json(R"({"tiers":[{"type":"DRAM","capacity":")" + capacity + R"(","priority":1}]})");
+      mc::tiered::parse_tiers_json(R"({"tiers":[{"type":"DRAM","capacity":")" + capacity + R"(","priority":1}]})");
   REQUIRE(tiers.has_value());
-  auto b = mc::store::tiered_backend::create(rt, *tiers);
+  auto b = mc::tiered::tiered_backend::create(rt, *tiers);
   REQUIRE(b.has_value());
   return std::move(*b);
 }

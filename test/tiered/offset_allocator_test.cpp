@@ -1,4 +1,4 @@
-#include "mc/store/offset_allocator.hpp"
+#include "mc/tiered/offset_allocator.hpp"
 
 #include <doctest/doctest.h>
 
@@ -7,7 +7,7 @@
 #include <stdexcept>
 #include <vector>
 
-using mc::store::offset_allocator;
+using mc::tiered::offset_allocator;
 
 namespace {
 

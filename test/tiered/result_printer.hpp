@@ -1,7 +1,7 @@
 #pragma once
 // doctest printing of config_result (test_support.hpp covers mc::result), and
 // the error message of a configuration that must be refused.
-#include "mc/store/tier_config.hpp"
+#include "mc/tiered/tier_config.hpp"
 
 #include <doctest/doctest.h>
 
@@ -10,8 +10,8 @@
 
 namespace doctest {
 template <class T>
-struct StringMaker<boost::system::result<T, mc::store::config_error>> {
-  static String convert(const boost::system::result<T, mc::store::config_error>& r) {
+struct StringMaker<boost::system::result<T, mc::tiered::config_error>> {
+  static String convert(const boost::system::result<T, mc::tiered::config_error>& r) {
     return r ? String("value") : String(("error: " + r.error().message).c_str());
   }
 };
@@ -22,7 +22,7 @@ namespace mc::test {
 /// The message of the JSON tier configuration `text`, which must be refused
 /// with invalid_params.
 inline std::string json_error(std::string_view text) {
-  auto r = mc::store::parse_tiers_json(text);
+  auto r = mc::tiered::parse_tiers_json(text);
   REQUIRE_FALSE(r);
   CHECK(r.error().code == mc::errc::invalid_params);
   return r.error().message;

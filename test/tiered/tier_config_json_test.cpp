@@ -1,6 +1,6 @@
 // The tier config's JSON reader (Boost.JSON + strict checks): positions,
 // duplicate keys, bounds, and every configuration that was valid before.
-#include "mc/store/tier_config.hpp"
+#include "mc/tiered/tier_config.hpp"
 
 #include "test_support.hpp"
 
@@ -10,7 +10,7 @@
 
 #include <fstream>
 
-using namespace mc::store;
+using namespace mc::tiered;
 using mc::test::has;
 using mc::test::json_error;
 

@@ -1,4 +1,4 @@
-#include "mc/store/tier_config.hpp"
+#include "mc/tiered/tier_config.hpp"
 
 #include "test_support.hpp"
 
@@ -8,7 +8,7 @@
 
 #include <fstream>
 
-using namespace mc::store;
+using namespace mc::tiered;
 using mc::test::has;
 using mc::test::json_error;
 

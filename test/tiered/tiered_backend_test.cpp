@@ -1,7 +1,7 @@
 #include "mc/runtime/deadline.hpp"
 #include "mc/runtime/runtime.hpp"
 #include "mc/runtime/when_all.hpp"
-#include "mc/store/tiered_backend.hpp"
+#include "mc/tiered/tiered_backend.hpp"
 
 #include "test_support.hpp"
 
@@ -17,7 +17,7 @@
 #include <mutex>
 #include <string>
 
-using namespace mc::store;
+using namespace mc::tiered;
 using mc::test::numbered;
 using namespace std::chrono_literals;
 

@@ -3,7 +3,7 @@
 #include "mc/http/prometheus.hpp"
 #include "mc/store/client.hpp"
 #include "mc/store/data_manager.hpp"
-#include "mc/store/tiered_backend.hpp"
+#include "mc/tiered/tiered_backend.hpp"
 #include "text.hpp"
 
 #include <new>
@@ -120,29 +120,29 @@ void batch_metrics(exposition& e, const mc::store::client_stats& cs) {
            static_cast<double>(cs.remote_read_bytes));
 }
 
-void tier_metrics(exposition& e, const std::vector<mc::store::tier_usage>& tiers) {
+void tier_metrics(exposition& e, const std::vector<mc::tiered::tier_usage>& tiers) {
   struct fam {
     const char* name;
     const char* type;
     const char* help;
-    std::uint64_t mc::store::tier_usage::*field;
+    std::uint64_t mc::tiered::tier_usage::*field;
   };
   static const fam fams[] = {
-      {"mc_tier_capacity_bytes", "gauge", "Capacity of a tier.", &mc::store::tier_usage::capacity},
-      {"mc_tier_used_bytes", "gauge", "Bytes reserved in a tier.", &mc::store::tier_usage::used},
-      {"mc_tier_values", "gauge", "Values held in a tier.", &mc::store::tier_usage::values},
+      {"mc_tier_capacity_bytes", "gauge", "Capacity of a tier.", &mc::tiered::tier_usage::capacity},
+      {"mc_tier_used_bytes", "gauge", "Bytes reserved in a tier.", &mc::tiered::tier_usage::used},
+      {"mc_tier_values", "gauge", "Values held in a tier.", &mc::tiered::tier_usage::values},
       {"mc_tier_evictions_total", "counter", "Values dropped from a tier to make room.",
-       &mc::store::tier_usage::evictions},
+       &mc::tiered::tier_usage::evictions},
       {"mc_tier_demotions_total", "counter", "Values moved from a tier to a lower one.",
-       &mc::store::tier_usage::demotions},
+       &mc::tiered::tier_usage::demotions},
       {"mc_tier_allocation_failures_total", "counter", "Allocations a tier could not satisfy.",
-       &mc::store::tier_usage::allocation_failures},
+       &mc::tiered::tier_usage::allocation_failures},
   };
   for (auto& f : fams) {
     e.family(f.name, f.type, f.help);
     for (std::size_t i = 0; i < tiers.size(); ++i) {
       auto idx = std::to_string(i);
-      e.sample(f.name, {{"tier", idx}, {"type", mc::store::tier_type_name(tiers[i].type)}}, tiers[i].*f.field);
+      e.sample(f.name, {{"tier", idx}, {"type", mc::tiered::tier_type_name(tiers[i].type)}}, tiers[i].*f.field);
     }
   }
 }
@@ -196,7 +196,7 @@ bj::object stats_json(client& c) {
   auto t = c.engine().stats();
   bj::array tiers;
   for (auto& x : c.backend().usage())
-    tiers.push_back(bj::object{{"type", json_string(mc::store::tier_type_name(x.type))},
+    tiers.push_back(bj::object{{"type", json_string(mc::tiered::tier_type_name(x.type))},
                                {"priority", x.priority},
                                {"capacity", x.capacity},
                                {"used", x.used},

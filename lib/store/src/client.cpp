@@ -40,7 +40,7 @@ result<std::unique_ptr<client>> client::start(mc::runtime::runtime& rt, client_o
     return fail(errc::invalid_params);
   }
   auto p = std::make_unique<impl>(rt, opts);
-  auto backend = tiered_backend::create(rt, p->opts.tiers);
+  auto backend = tiered::tiered_backend::create(rt, p->opts.tiers);
   if (!backend) {
     say("tiered backend: " + backend.error().message);
     return make_error_code(backend.error().code);
@@ -89,7 +89,7 @@ result<std::unique_ptr<client>> client::start(mc::runtime::runtime& rt, client_o
   p->dm->set_commit_hook([raw](const std::string& key, std::uint64_t size, std::uint64_t version) {
     return raw->publish(key, size, version);
   });
-  p->backend->set_observer([raw](const std::string& key, std::uint64_t version, removal_reason why_removed) {
+  p->backend->set_observer([raw](const std::string& key, std::uint64_t version, tiered::removal_reason why_removed) {
     raw->on_removed(key, version, why_removed);
   });
 
@@ -222,7 +222,7 @@ const std::string& client::rpc_endpoint() const noexcept { return impl_->rpc_end
 const std::string& client::transfer_endpoint() const noexcept { return impl_->transfer_endpoint; }
 std::uint16_t client::rpc_port() const noexcept { return impl_->server->port(); }
 const client_options& client::options() const noexcept { return impl_->opts; }
-tiered_backend& client::backend() noexcept { return *impl_->backend; }
+tiered::tiered_backend& client::backend() noexcept { return *impl_->backend; }
 data_manager& client::data() noexcept { return *impl_->dm; }
 mc::transfer::engine& client::engine() noexcept { return *impl_->engine; }
 

@@ -10,7 +10,7 @@
 #include "mc/store/client_service.hpp"
 #include "mc/store/data_manager.hpp"
 #include "mc/store/peer_client.hpp"
-#include "mc/store/tiered_backend.hpp"
+#include "mc/tiered/tiered_backend.hpp"
 #include "bounce_arena.hpp"
 
 #include <boost/asio/cancellation_signal.hpp>
@@ -42,7 +42,7 @@ struct client::impl {
   std::string id;
   std::string rpc_endpoint;
   std::string transfer_endpoint;
-  std::unique_ptr<tiered_backend> backend;
+  std::unique_ptr<tiered::tiered_backend> backend;
   std::unique_ptr<mc::transfer::engine> engine;
   std::vector<mc::transfer::region> arena_regions;  // DRAM + staging arenas
   std::unique_ptr<data_manager> dm;
@@ -119,7 +119,7 @@ struct client::impl {
   /// The commit hook: publishes (key, size, version).
   task<result<void>> publish(const std::string& key, std::uint64_t size, std::uint64_t version);
   /// The backend observer: evicted and superseded copies become notices.
-  void on_removed(const std::string& key, std::uint64_t version, removal_reason why);
+  void on_removed(const std::string& key, std::uint64_t version, tiered::removal_reason why);
   /// Drops local copies the master says were superseded (if not newer here).
   void apply_drops(const std::vector<mc::master::key_version>& drops);
   task<void> notice_loop();

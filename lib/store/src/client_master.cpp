@@ -79,9 +79,9 @@ task<void> client::impl::flush_publishes() {
   for (std::size_t k = 0; k < batch.size(); ++k) batch[k]->outcome = std::move(outcomes[k]);
 }
 
-void client::impl::on_removed(const std::string& key, std::uint64_t version, removal_reason why) {
+void client::impl::on_removed(const std::string& key, std::uint64_t version, tiered::removal_reason why) {
   // remove(): the master was told first (removeKey); nothing to send.
-  if (why == removal_reason::removed) return;
+  if (why == tiered::removal_reason::removed) return;
   forget_route(key);
   if (resync_needed.load()) return;  // the coming resync covers it
   bool wake = false;

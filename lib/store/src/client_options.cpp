@@ -127,18 +127,18 @@ std::string resolve(client_options& o, const mc::config::option_set& parsed) {
   if (o.max_inflight_bytes == 0) return "max_inflight_bytes must be positive";
   if (o.limits.max_serving_bytes == 0) return "max_serving_bytes must be positive";
   if (!o.tiered_backend_config.empty()) {
-    auto t = parse_tiers_json(o.tiered_backend_config);
+    auto t = tiered::parse_tiers_json(o.tiered_backend_config);
     if (!t) return "tiered_backend_config: " + t.error().message;
     o.tiers = std::move(*t);
   } else if (parsed.file_has_key("tiers")) {
-    auto t = parse_tiers_toml(parsed.file_text());
+    auto t = tiered::parse_tiers_toml(parsed.file_text());
     if (!t) return "config file: " + t.error().message;
     o.tiers = std::move(*t);
   }
   // A master reached over loopback means a single-host cluster: advertise
   // loopback too, rather than whichever interface address comes first.
   if (o.local_hostname.empty() && is_loopback_endpoint(o.master_server_address)) o.local_hostname = "127.0.0.1";
-  if (o.tiers.empty()) o.tiers.push_back(tier_config{tier_type::dram, 512ull << 20, 100, "OFFSET", {}, false});
+  if (o.tiers.empty()) o.tiers.push_back(tiered::tier_config{tiered::tier_type::dram, 512ull << 20, 100, "OFFSET", {}, false});
   return {};
 }
 

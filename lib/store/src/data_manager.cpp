@@ -1,6 +1,6 @@
 #include "mc/store/data_manager.hpp"
 
-#include "mc/store/tiered_backend.hpp"
+#include "mc/tiered/tiered_backend.hpp"
 #include "mc/transfer/engine.hpp"
 
 #include <boost/asio/bind_cancellation_slot.hpp>
@@ -47,7 +47,7 @@ result<void> check_key(std::string_view key) {
   return {};
 }
 
-data_manager::data_manager(tiered_backend& backend, mc::transfer::engine& engine, std::size_t lock_shards)
+data_manager::data_manager(tiered::tiered_backend& backend, mc::transfer::engine& engine, std::size_t lock_shards)
     : backend_(backend), engine_(engine), counters_(std::make_unique<counters>()) {
   lock_shards = std::clamp<std::size_t>(lock_shards, 1, max_lock_shard_count);
   shards_.reserve(lock_shards);
@@ -97,7 +97,7 @@ task<result<void>> data_manager::put(const std::string& key, std::span<const std
   co_return co_await commit_and_publish(key, std::move(*h), value.size());
 }
 
-task<result<void>> data_manager::commit_and_publish(const std::string& key, write_handle h, std::uint64_t size) {
+task<result<void>> data_manager::commit_and_publish(const std::string& key, tiered::write_handle h, std::uint64_t size) {
   // Shielded from the caller's cancellation: once the bytes are in, commit
   // and publish run to completion on this executor (the caller still awaits
   // the outcome). The gate lets close() wait for them.
@@ -109,7 +109,7 @@ task<result<void>> data_manager::commit_and_publish(const std::string& key, writ
       boost::asio::bind_cancellation_slot(boost::asio::cancellation_slot(), boost::asio::use_awaitable));
 }
 
-task<result<void>> data_manager::finish_commit(std::string key, write_handle h, std::uint64_t size, gate_holder g) {
+task<result<void>> data_manager::finish_commit(std::string key, tiered::write_handle h, std::uint64_t size, gate_holder g) {
   std::uint64_t version = 0;
   {
     // The exclusive key lock only around the commit itself (no I/O under it).
@@ -137,9 +137,9 @@ task<result<std::size_t>> data_manager::get(const std::string& key, std::span<st
   co_return h->size();
 }
 
-task<result<read_handle>> data_manager::pin(const std::string& key) {
+task<result<tiered::read_handle>> data_manager::pin(const std::string& key) {
   if (auto r = check_key(key); !r) co_return r.error();
-  result<read_handle> h = fail(errc::object_not_found);
+  result<tiered::read_handle> h = fail(errc::object_not_found);
   {
     auto lock = co_await lock_shared(key);  // only to take the handle
     if (!lock) co_return lock.error();
@@ -159,7 +159,7 @@ task<result<void>> data_manager::put_parts(const std::string& key, std::vector<s
   if (total == 0) co_return fail(errc::invalid_params);
   auto h = co_await backend_.allocate(static_cast<std::size_t>(total));
   if (!h) co_return h.error();
-  if (h->tier() == tier_type::dram) {
+  if (h->tier() == tiered::tier_type::dram) {
     // Chunks of <= 1 MiB with a yield between them: a long copy never holds
     // the runtime thread.
     constexpr std::size_t chunk = 1 << 20;

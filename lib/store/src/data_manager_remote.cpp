@@ -108,7 +108,7 @@ task<std::vector<remote_read_outcome>> data_manager::read_remote_batch(std::vect
                                                                         std::uint64_t inline_budget) {
   const auto deadline = clock::now() + timeout;
   std::vector<remote_read_outcome> out(items.size());
-  std::vector<read_handle> pinned(items.size());
+  std::vector<tiered::read_handle> pinned(items.size());
   std::vector<mc::transfer::request> dram;  // every DRAM value's pieces: one engine batch
   std::vector<std::size_t> dram_item;       // request -> item
   std::vector<std::size_t> staged;          // items streamed from another tier
@@ -134,7 +134,7 @@ task<std::vector<remote_read_outcome>> data_manager::read_remote_batch(std::vect
       continue;
     }
     o.value = o.size;  // until its transfer fails
-    if (h->tier() == tier_type::dram) {
+    if (h->tier() == tiered::tier_type::dram) {
       // Step 5: TransferEngine WRITE straight from the tier into the requester.
       auto bytes = h->data();
       std::uint64_t off = 0;
@@ -173,7 +173,7 @@ task<std::vector<remote_read_outcome>> data_manager::read_remote_batch(std::vect
   co_return out;
 }
 
-task<result<void>> data_manager::send_staged(const read_handle& h, const remote_pieces& dest,
+task<result<void>> data_manager::send_staged(const tiered::read_handle& h, const remote_pieces& dest,
                                              clock::time_point deadline) {
   const std::uint64_t size = h.size();
   // Two staging buffers: the SSD read of chunk k+1 runs while chunk k is
@@ -183,7 +183,7 @@ task<result<void>> data_manager::send_staged(const read_handle& h, const remote_
   if (!slot) co_return slot.error();
   auto first = co_await backend_.acquire_staging(static_cast<std::size_t>(size));
   if (!first) co_return first.error();
-  staging_buffer second;
+  tiered::staging_buffer second;
   const auto chunk = first->capacity().size();
   if (size > chunk && staging_count_ >= 2) {
     auto b = co_await backend_.acquire_staging(static_cast<std::size_t>(size - chunk));
@@ -218,7 +218,7 @@ task<result<void>> data_manager::send_staged(const read_handle& h, const remote_
   }
 }
 
-task<result<void>> data_manager::receive_staged(write_handle& h, const remote_pieces& src,
+task<result<void>> data_manager::receive_staged(tiered::write_handle& h, const remote_pieces& src,
                                                 clock::time_point deadline) {
   const std::uint64_t size = h.size();
   for (std::uint64_t off = 0; off < size;) {
@@ -252,7 +252,7 @@ task<std::vector<result<void>>> data_manager::write_remote_batch(std::vector<rem
   const auto deadline = clock::now() + timeout;
   const auto n = items.size();
   std::vector<result<void>> out(n);
-  std::vector<write_handle> handles(n);
+  std::vector<tiered::write_handle> handles(n);
   std::vector<std::uint64_t> sizes(n, 0);
   std::vector<mc::transfer::request> dram;  // every DRAM-bound value's pieces: one engine batch
   std::vector<std::size_t> dram_item;       // request -> item
@@ -277,7 +277,7 @@ task<std::vector<result<void>>> data_manager::write_remote_batch(std::vector<rem
       continue;
     }
     sizes[i] = *total;
-    if (h->tier() == tier_type::dram) {
+    if (h->tier() == tiered::tier_type::dram) {
       // Step 6: TransferEngine READ from the requester straight into the tier.
       auto bytes = h->data();
       std::uint64_t off = 0;
@@ -304,7 +304,7 @@ task<std::vector<result<void>>> data_manager::write_remote_batch(std::vector<rem
   co_return out;
 }
 
-task<void> data_manager::commit_batch(const std::vector<remote_write_item>& items, std::vector<write_handle>& handles,
+task<void> data_manager::commit_batch(const std::vector<remote_write_item>& items, std::vector<tiered::write_handle>& handles,
                                       const std::vector<std::uint64_t>& sizes, std::vector<result<void>>& out) {
   // Steps 8-9: commit (exclusive lock, atomic replace) and publish, shielded
   // from cancellation; a failed item's handle releases its allocation and

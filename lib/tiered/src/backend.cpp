@@ -7,7 +7,7 @@
 #include <cstring>
 #include <ctime>
 
-namespace mc::store::detail {
+namespace mc::tiered::detail {
 
 task<result<std::shared_ptr<value>>> backend_core::allocate(std::size_t size, std::optional<tier_type> preferred) {
   std::vector<tier*> order;
@@ -246,4 +246,4 @@ void backend_core::notify(const std::string& key, value_version version, removal
   if (fn) fn(key, version, why);
 }
 
-}  // namespace mc::store::detail
+}  // namespace mc::tiered::detail

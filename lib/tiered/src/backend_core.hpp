@@ -3,8 +3,8 @@
 #include "mc/runtime/async_mutex.hpp"
 #include "mc/runtime/runtime.hpp"
 #include "mc/runtime/uring_file.hpp"
-#include "mc/store/offset_allocator.hpp"
-#include "mc/store/tiered_backend.hpp"
+#include "mc/tiered/offset_allocator.hpp"
+#include "mc/tiered/tiered_backend.hpp"
 
 #include <boost/asio/any_completion_handler.hpp>
 #include <boost/asio/cancellation_signal.hpp>
@@ -17,7 +17,7 @@
 #include <string>
 #include <unordered_map>
 
-namespace mc::store::detail {
+namespace mc::tiered::detail {
 
 inline constexpr std::uint64_t dram_alignment = 64;
 inline constexpr std::uint64_t ssd_alignment = mc::runtime::direct_io_alignment;
@@ -145,4 +145,4 @@ class backend_core {
   std::deque<std::shared_ptr<staging_waiter>> staging_waiters_;
 };
 
-}  // namespace mc::store::detail
+}  // namespace mc::tiered::detail

@@ -11,7 +11,7 @@
 #include <algorithm>
 #include <cstring>
 
-namespace mc::store::detail {
+namespace mc::tiered::detail {
 
 namespace rtm = mc::runtime;
 
@@ -175,9 +175,9 @@ void backend_core::release_staging(unsigned index) noexcept {
   finish(std::move(w), static_cast<long>(index));
 }
 
-}  // namespace mc::store::detail
+}  // namespace mc::tiered::detail
 
-namespace mc::store {
+namespace mc::tiered {
 
 // ---- staging_buffer ----
 
@@ -294,4 +294,4 @@ task<result<staging_buffer>> tiered_backend::acquire_staging(std::size_t size) {
   return core_->acquire_staging(size);
 }
 
-}  // namespace mc::store
+}  // namespace mc::tiered

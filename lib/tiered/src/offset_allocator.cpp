@@ -1,8 +1,8 @@
-#include "mc/store/offset_allocator.hpp"
+#include "mc/tiered/offset_allocator.hpp"
 
 #include <stdexcept>
 
-namespace mc::store {
+namespace mc::tiered {
 
 offset_allocator::offset_allocator(std::uint64_t capacity, std::uint64_t alignment)
     : capacity_(0), alignment_(alignment) {
@@ -79,4 +79,4 @@ offset_allocator::stats offset_allocator::get_stats() const {
   return s;
 }
 
-}  // namespace mc::store
+}  // namespace mc::tiered

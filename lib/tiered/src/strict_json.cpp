@@ -9,7 +9,7 @@
 #include <set>
 #include <vector>
 
-namespace mc::store::json {
+namespace mc::tiered::json {
 
 namespace {
 
@@ -139,4 +139,4 @@ boost::system::result<boost::json::value, std::string> parse_strict(std::string_
   return p.handler().st.release();
 }
 
-}  // namespace mc::store::json
+}  // namespace mc::tiered::json

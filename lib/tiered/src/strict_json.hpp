@@ -7,7 +7,7 @@
 #include <string>
 #include <string_view>
 
-namespace mc::store::json {
+namespace mc::tiered::json {
 
 /// The bounds of one document: text from a flag or a file is untrusted.
 inline constexpr std::size_t max_text_bytes = std::size_t{1} << 20;
@@ -29,4 +29,4 @@ std::string position(std::string_view text, std::size_t offset);
 /// Never throws on bad input (std::bad_alloc aside). Thread-safe (no state).
 boost::system::result<boost::json::value, std::string> parse_strict(std::string_view text);
 
-}  // namespace mc::store::json
+}  // namespace mc::tiered::json

@@ -1,5 +1,5 @@
 // Tier configuration parsing: JSON (Boost.JSON, strict_json.hpp), TOML (toml++).
-#include "mc/store/tier_config.hpp"
+#include "mc/tiered/tier_config.hpp"
 
 #include "strict_json.hpp"
 
@@ -12,7 +12,7 @@
 #include <sstream>
 #include <variant>
 
-namespace mc::store {
+namespace mc::tiered {
 
 namespace {
 
@@ -252,4 +252,4 @@ config_result<std::vector<tier_config>> parse_tiers_toml(std::string_view toml_t
   return build(raws);
 }
 
-}  // namespace mc::store
+}  // namespace mc::tiered

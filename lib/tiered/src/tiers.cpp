@@ -11,7 +11,7 @@
 #include <cstring>
 #include <filesystem>
 
-namespace mc::store::detail {
+namespace mc::tiered::detail {
 
 namespace {
 config_error tier_error(const tier& t, mc::errc code, const std::string& what) {
@@ -116,9 +116,9 @@ config_result<void> backend_core::open(std::vector<tier_config> cfgs) {
   return {};
 }
 
-}  // namespace mc::store::detail
+}  // namespace mc::tiered::detail
 
-namespace mc::store {
+namespace mc::tiered {
 
 tiered_backend::tiered_backend(std::unique_ptr<detail::backend_core> core) : core_(std::move(core)) {}
 tiered_backend::~tiered_backend() = default;
@@ -143,4 +143,4 @@ std::span<std::byte> tiered_backend::staging_region() const { return {core_->sta
 std::size_t tiered_backend::staging_chunk_size() const { return core_->opts.staging_chunk_size; }
 bool tiered_backend::staging_registered() const { return core_->staging_reg.registered(); }
 
-}  // namespace mc::store
+}  // namespace mc::tiered

@@ -32,9 +32,12 @@ namespace mc::runtime {
 class runtime;
 }
 
+namespace mc::tiered {
+class tiered_backend;
+}  // namespace mc::tiered
+
 namespace mc::store {
 
-class tiered_backend;
 class data_manager;
 
 /// Where put() stores a value.
@@ -227,7 +230,7 @@ class client {
   std::uint16_t rpc_port() const noexcept;
   const client_options& options() const noexcept;
   client_stats stats() const;
-  tiered_backend& backend() noexcept;
+  tiered::tiered_backend& backend() noexcept;
   data_manager& data() noexcept;
   mc::transfer::engine& engine() noexcept;
 

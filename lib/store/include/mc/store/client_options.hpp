@@ -2,7 +2,7 @@
 /// Configuration of one P2P client (mooncake_client and embedders): Mooncake's
 /// flag names, a TOML file, MOONCAKE_DM_LOCK_SHARD_COUNT and MC_RPC_PROTOCOL.
 #include "mc/config/options.hpp"
-#include "mc/store/tier_config.hpp"
+#include "mc/tiered/tier_config.hpp"
 #include "mc/transfer/types.hpp"
 
 #include <chrono>
@@ -52,7 +52,7 @@ struct client_options {
   std::string device_names;           ///< RDMA devices, comma-separated ("" = every device)
   std::vector<std::string> device_list;  ///< device_names split (after resolve())
   std::string tiered_backend_config;  ///< the spec's JSON, inline or a path
-  std::vector<tier_config> tiers;     ///< resolved tiers (after resolve())
+  std::vector<tiered::tier_config> tiers;     ///< resolved tiers (after resolve())
   std::uint64_t lock_shard_count = 1024;  ///< MOONCAKE_DM_LOCK_SHARD_COUNT
   std::chrono::milliseconds rpc_timeout = std::chrono::seconds(10);
   std::chrono::milliseconds heartbeat_interval = std::chrono::seconds(1);

@@ -22,7 +22,7 @@
 #include "mc/runtime/task.hpp"
 #include "mc/transfer/types.hpp"
 
-#include "mc/store/tiered_backend.hpp"
+#include "mc/tiered/tiered_backend.hpp"
 
 #include <cstddef>
 #include <cstdint>
@@ -78,7 +78,7 @@ struct remote_read_outcome {
   std::uint64_t size = 0;
   /// Set when the value is answered inline: the pinned value (the caller
   /// copies it into the reply with read_into); nothing was transferred.
-  std::optional<read_handle> inline_value;
+  std::optional<tiered::read_handle> inline_value;
 };
 
 /// One item of write_remote_batch(): a key and its value's bytes in the
@@ -111,7 +111,7 @@ class data_manager {
   using commit_hook =
       std::function<task<result<void>>(const std::string& key, std::uint64_t size, std::uint64_t version)>;
 
-  data_manager(tiered_backend& backend, mc::transfer::engine& engine,
+  data_manager(tiered::tiered_backend& backend, mc::transfer::engine& engine,
                std::size_t lock_shards = default_lock_shard_count);
   ~data_manager();
   data_manager(const data_manager&) = delete;
@@ -197,12 +197,12 @@ class data_manager {
   task<void> close();
 
  private:
-  task<result<void>> commit_and_publish(const std::string& key, write_handle h, std::uint64_t size);
-  task<result<void>> finish_commit(std::string key, write_handle h, std::uint64_t size, gate_holder g);
-  task<result<read_handle>> pin(const std::string& key);
-  task<result<void>> send_staged(const read_handle& h, const remote_pieces& dest, std::chrono::steady_clock::time_point deadline);
-  task<result<void>> receive_staged(write_handle& h, const remote_pieces& src, std::chrono::steady_clock::time_point deadline);
-  task<void> commit_batch(const std::vector<remote_write_item>& items, std::vector<write_handle>& handles,
+  task<result<void>> commit_and_publish(const std::string& key, tiered::write_handle h, std::uint64_t size);
+  task<result<void>> finish_commit(std::string key, tiered::write_handle h, std::uint64_t size, gate_holder g);
+  task<result<tiered::read_handle>> pin(const std::string& key);
+  task<result<void>> send_staged(const tiered::read_handle& h, const remote_pieces& dest, std::chrono::steady_clock::time_point deadline);
+  task<result<void>> receive_staged(tiered::write_handle& h, const remote_pieces& src, std::chrono::steady_clock::time_point deadline);
+  task<void> commit_batch(const std::vector<remote_write_item>& items, std::vector<tiered::write_handle>& handles,
                           const std::vector<std::uint64_t>& sizes, std::vector<result<void>>& out);
   void count_write(const result<void>& r, std::uint64_t bytes);
 
@@ -212,7 +212,7 @@ class data_manager {
   task<result<shared_lock_guard>> lock_shared(const std::string& key);
   task<result<unique_lock_guard>> lock_exclusive(const std::string& key);
 
-  tiered_backend& backend_;
+  tiered::tiered_backend& backend_;
   mc::transfer::engine& engine_;
   std::vector<std::unique_ptr<shard>> shards_;
   std::unique_ptr<counters> counters_;

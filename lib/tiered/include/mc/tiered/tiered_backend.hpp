@@ -9,7 +9,7 @@
 /// handle and staging buffer it returned.
 #include "mc/runtime/error.hpp"
 #include "mc/runtime/task.hpp"
-#include "mc/store/tier_config.hpp"
+#include "mc/tiered/tier_config.hpp"
 
 #include <cstddef>
 #include <cstdint>
@@ -25,7 +25,7 @@ namespace mc::runtime {
 class runtime;
 }
 
-namespace mc::store {
+namespace mc::tiered {
 
 namespace detail {
 struct value;
@@ -242,4 +242,4 @@ class tiered_backend {
   std::unique_ptr<detail::backend_core> core_;
 };
 
-}  // namespace mc::store
+}  // namespace mc::tiered

@@ -9,7 +9,7 @@
 #include <set>
 #include <utility>
 
-namespace mc::store {
+namespace mc::tiered {
 
 class offset_allocator {
  public:
@@ -54,4 +54,4 @@ class offset_allocator {
   std::set<std::pair<std::uint64_t, std::uint64_t>> by_size_;     // (size, offset)
 };
 
-}  // namespace mc::store
+}  // namespace mc::tiered

@@ -11,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-namespace mc::store {
+namespace mc::tiered {
 
 enum class tier_type { dram, ssd };
 
@@ -74,4 +74,4 @@ config_result<std::uint64_t> parse_capacity(std::string_view text);
 /// most one SSD tier per path); parse_* call it.
 config_result<void> validate_tiers(const std::vector<tier_config>& tiers);
 
-}  // namespace mc::store
+}  // namespace mc::tiered
