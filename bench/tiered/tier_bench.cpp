@@ -190,20 +190,19 @@ void bench_dram(const options& o) {
   for (unsigned run = 0; run < o.runs; ++run) {
     offset_allocator a(1ull << 30, 64);
     std::mt19937_64 g(run);
-    std::vector<std::pair<std::uint64_t, std::uint64_t>> live;
+    std::vector<mc::tiered::allocation> live;
     for (int i = 0; i < 4096; ++i) {
       auto s = 64 + g() % (256 << 10);
-      if (auto off = a.allocate(s)) live.emplace_back(*off, s);
+      if (auto got = a.allocate(s)) live.push_back(*got);
     }
     constexpr std::size_t n = 2'000'000;
     auto t0 = clock_type::now();
     for (std::size_t i = 0; i < n; ++i) {
       auto k = g() % live.size();
-      a.free(live[k].first, live[k].second);
-      auto s = 64 + g() % (256 << 10);
-      auto off = a.allocate(s);
-      live[k] = {off.value_or(0), s};
-      if (!off) std::abort();
+      a.free(live[k]);
+      auto got = a.allocate(64 + g() % (256 << 10));
+      if (!got) std::abort();
+      live[k] = *got;
     }
     raw.runs.push_back(static_cast<double>(n) / b::seconds_since(t0));
   }

@@ -30,8 +30,8 @@ class tier {
   /// Maps the arena / creates the file. Errors carry a message.
   config_result<void> open();
 
-  std::optional<std::uint64_t> try_alloc(std::uint64_t size);
-  void release(std::uint64_t offset, std::uint64_t size) noexcept;
+  std::optional<allocation> try_alloc(std::uint64_t size);
+  void release(const allocation& a) noexcept;
   offset_allocator::stats stats() const;
 
   const tier_config cfg;
@@ -56,14 +56,15 @@ class tier {
 /// A stored value's space. Shared: the index and every read handle own it;
 /// the space is freed when the last owner lets go.
 struct value {
-  value(tier* t, std::uint64_t off, std::size_t n) : t(t), offset(off), size(n) {}
-  ~value() { t->release(offset, size); }
+  value(tier* t, const allocation& a, std::size_t n) : t(t), offset(a.offset), size(n), space(a) {}
+  ~value() { t->release(space); }
   value(const value&) = delete;
   value& operator=(const value&) = delete;
   std::byte* dram() const noexcept { return t->arena + offset; }
   tier* const t;
   const std::uint64_t offset;
   const std::size_t size;
+  const allocation space;  ///< the tier allocator's handle
   backend_core* core = nullptr;
   std::atomic<bool> moving{false};  // picked for demotion/eviction
 };

@@ -65,14 +65,14 @@ config_result<void> tier::open() {
   return {};
 }
 
-std::optional<std::uint64_t> tier::try_alloc(std::uint64_t size) {
+std::optional<allocation> tier::try_alloc(std::uint64_t size) {
   std::lock_guard lk(m_);
   return alloc_.allocate(size);
 }
 
-void tier::release(std::uint64_t offset, std::uint64_t size) noexcept {
+void tier::release(const allocation& a) noexcept {
   std::lock_guard lk(m_);
-  alloc_.free(offset, size);
+  alloc_.free(a);
 }
 
 offset_allocator::stats tier::stats() const {
