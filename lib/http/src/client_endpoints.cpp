@@ -6,6 +6,7 @@
 #include "mc/tiered/tiered_backend.hpp"
 #include "text.hpp"
 
+#include <algorithm>
 #include <new>
 
 namespace mc::http {
@@ -233,9 +234,31 @@ bj::object stats_json(client& c) {
       {"transfer", std::move(transfer)}};
 }
 
+/// A first read into a buffer of this size asks nobody for the size: most
+/// values served over HTTP are small, and the client's route cache finds a
+/// remote owner without a master query.
+constexpr std::size_t kv_first_read = 64 << 10;
+
 task<response> kv_get(client& c, std::string key, std::size_t max_value) {
-  // The size first (local or from the master), then the read; a value
-  // replaced by a larger one in between is retried once.
+  {
+    response r;
+    r.content_type = "application/octet-stream";
+    const std::size_t cap = std::max<std::size_t>(1, std::min(kv_first_read, max_value));
+    r.blob.reset(new (std::nothrow) std::byte[cap]);
+    if (!r.blob) co_return error_response(errc::no_space, "cannot allocate the response buffer");
+    const bool local = c.backend().exists(key);  // for X-Mc-Local (a hint: the tiers may change)
+    auto n = co_await c.get(key, std::span<std::byte>(r.blob.get(), cap));
+    if (n) {
+      if (*n > cap) co_return error_response(errc::rpc_fail, "key " + key + ": a peer reported a size beyond the buffer");
+      r.blob_capacity = cap;
+      r.blob_size = *n;
+      r.headers.emplace_back("X-Mc-Local", local ? "true" : "false");
+      co_return r;
+    }
+    if (!mc::is(n.error(), errc::buffer_overflow)) co_return error_response(to_errc(n.error()), "key " + key);
+  }
+  // Larger: the size first (local or from the master), then the read; a
+  // value replaced by a larger one in between is retried once.
   for (int attempt = 0; attempt < 2; ++attempt) {
     auto info = co_await c.query(key);
     if (!info) co_return error_response(to_errc(info.error()), "key " + key);
