@@ -1,4 +1,4 @@
-// Index, allocation with LRU eviction / demotion, commit, get, remove.
+// Index (sharded), allocation with CLOCK eviction / demotion, commit, get, remove.
 #include "backend_core.hpp"
 
 #include <boost/asio/this_coro.hpp>
@@ -56,27 +56,51 @@ tier* backend_core::lower_tier(const tier& t) const {
 }
 
 std::optional<backend_core::victim> backend_core::pick_victim(tier& t) {
-  std::lock_guard lk(m_);
-  for (auto it = t.lru.rbegin(); it != t.lru.rend(); ++it) {
-    auto e = index_.find(*it);
-    if (e == index_.end()) continue;
-    auto& v = e->second.v;
-    // use_count is stable here: new pins are only taken under m_.
-    if (v.use_count() != 1 || v->moving.load()) continue;
+  std::lock_guard lk(t.q_m);
+  // CLOCK from the oldest end: a referenced, pinned or moving value goes back
+  // to the head (a referenced one loses its mark). Two passes at most: after
+  // one, every mark is cleared and only pinned or moving values remain.
+  for (std::uint64_t steps = 0, limit = 2 * t.values; t.q_tail && steps < limit; ++steps) {
+    value* v = t.q_tail;
+    // use_count 1 = only the index owns it. A get may pin it right after:
+    // the reader keeps its copy alive and the space is freed when it lets go.
+    const bool pinned = v->weak_from_this().use_count() != 1;
+    if (v->referenced.exchange(false, std::memory_order_relaxed) || pinned || v->moving.load()) {
+      if (t.q_head != v) {
+        t.dequeue(v);
+        t.enqueue(v);
+      }
+      continue;
+    }
     v->moving = true;
-    return victim{*it, v, e->second.version};
+    return victim{*v->key, v->shared_from_this(), 0};
   }
   return std::nullopt;
+}
+
+void backend_core::link(value& v, const std::string& k) noexcept {
+  std::lock_guard lk(v.t->q_m);
+  v.key = &k;
+  v.t->enqueue(&v);
+  ++v.t->values;
+}
+
+void backend_core::unlink(value& v) noexcept {
+  std::lock_guard lk(v.t->q_m);
+  v.t->dequeue(&v);
+  v.key = nullptr;
+  --v.t->values;
 }
 
 void backend_core::evict(victim& vic) {
   bool dropped = false;
   {
-    std::lock_guard lk(m_);
-    auto it = index_.find(vic.key);
-    if (it != index_.end() && it->second.v == vic.v) {
+    auto& sh = shard_of(vic.key);
+    std::lock_guard lk(sh.m);
+    auto it = sh.map.find(vic.key);
+    if (it != sh.map.end() && it->second.v == vic.v) {
       vic.version = it->second.version;
-      (void)unindex(it);  // vic.v still owns the value
+      (void)unindex(sh, it);  // vic.v still owns the value
       dropped = true;
     }
   }
@@ -98,23 +122,22 @@ task<backend_core::demote_result> backend_core::demote(victim& vic, tier& to) {
   } else {
     std::memcpy((*dst)->dram(), from.dram(), from.size);
   }
-  std::lock_guard lk(m_);
-  auto it = index_.find(vic.key);
-  if (it == index_.end() || it->second.v != vic.v) co_return demote_result::moved;  // removed/replaced meanwhile
-  from.t->lru.erase(it->second.lru_it);
-  --from.t->values;
-  to.lru.push_front(vic.key);
-  ++to.values;
-  it->second = entry{std::move(*dst), to.lru.begin(), it->second.version};  // same value, same version
+  auto& sh = shard_of(vic.key);
+  std::lock_guard lk(sh.m);
+  auto it = sh.map.find(vic.key);
+  if (it == sh.map.end() || it->second.v != vic.v) co_return demote_result::moved;  // removed/replaced meanwhile
+  unlink(from);
+  link(**dst, it->first);
+  it->second.v = std::move(*dst);  // same value, same version
   ++from.t->demotions;
   co_return demote_result::moved;
 }
 
-std::pair<std::shared_ptr<value>, value_version> backend_core::unindex(index_map::iterator it) {
-  it->second.v->t->lru.erase(it->second.lru_it);
-  --it->second.v->t->values;
+std::pair<std::shared_ptr<value>, value_version> backend_core::unindex(shard& sh, index_map::iterator it) {
+  unlink(*it->second.v);
   std::pair<std::shared_ptr<value>, value_version> out{std::move(it->second.v), it->second.version};
-  index_.erase(it);
+  sh.map.erase(it);
+  count_.fetch_sub(1, std::memory_order_relaxed);
   return out;
 }
 
@@ -131,35 +154,37 @@ value_version backend_core::issue_version() noexcept {
 
 result<value_version> backend_core::commit(std::string key, std::shared_ptr<value> v) {
   std::shared_ptr<value> old;  // destroyed after the lock is released
-  std::lock_guard lk(m_);
-  auto* t = v->t;
-  auto [it, inserted] = index_.try_emplace(std::move(key));
+  auto& sh = shard_of(key);
+  std::lock_guard lk(sh.m);
+  auto [it, inserted] = sh.map.try_emplace(std::move(key));
   if (!inserted) {
-    it->second.v->t->lru.erase(it->second.lru_it);
-    --it->second.v->t->values;
+    unlink(*it->second.v);
     old = std::move(it->second.v);
+  } else {
+    count_.fetch_add(1, std::memory_order_relaxed);
   }
-  t->lru.push_front(it->first);
-  ++t->values;
-  // Issued under m_: two commits of one key are ordered like their versions.
+  link(*v, it->first);
+  // Issued under the key's shard: two commits of one key are ordered like their versions.
   auto version = issue_version();
-  it->second = entry{std::move(v), t->lru.begin(), version};
+  it->second = entry{std::move(v), version};
   return version;
 }
 
 result<value_version> backend_core::version_of(std::string_view key) const {
-  std::lock_guard lk(m_);
-  auto it = index_.find(key);
-  if (it == index_.end()) return mc::fail(mc::errc::object_not_found);
+  auto& sh = shard_of(key);
+  std::lock_guard lk(sh.m);
+  auto it = sh.map.find(key);
+  if (it == sh.map.end()) return mc::fail(mc::errc::object_not_found);
   return it->second.version;
 }
 
 result<std::shared_ptr<const value>> backend_core::get(std::string_view key) {
-  std::lock_guard lk(m_);
-  auto it = index_.find(key);
-  if (it == index_.end()) return mc::fail(mc::errc::object_not_found);
-  auto& lru = it->second.v->t->lru;
-  lru.splice(lru.begin(), lru, it->second.lru_it);
+  auto& sh = shard_of(key);
+  std::lock_guard lk(sh.m);
+  auto it = sh.map.find(key);
+  if (it == sh.map.end()) return mc::fail(mc::errc::object_not_found);
+  auto& v = *it->second.v;
+  if (!v.referenced.load(std::memory_order_relaxed)) v.referenced.store(true, std::memory_order_relaxed);
   return std::shared_ptr<const value>(it->second.v);
 }
 
@@ -167,11 +192,12 @@ result<void> backend_core::remove(std::string_view key) {
   std::pair<std::shared_ptr<value>, value_version> old;
   std::string name;
   {
-    std::lock_guard lk(m_);
-    auto it = index_.find(key);
-    if (it == index_.end()) return mc::fail(mc::errc::object_not_found);
+    auto& sh = shard_of(key);
+    std::lock_guard lk(sh.m);
+    auto it = sh.map.find(key);
+    if (it == sh.map.end()) return mc::fail(mc::errc::object_not_found);
     name = it->first;
-    old = unindex(it);
+    old = unindex(sh, it);
   }
   old.first.reset();
   notify(name, old.second, removal_reason::removed);
@@ -182,12 +208,13 @@ result<void> backend_core::drop_superseded(std::string_view key, value_version v
   std::pair<std::shared_ptr<value>, value_version> old;
   std::string name;
   {
-    std::lock_guard lk(m_);
-    auto it = index_.find(key);
-    if (it == index_.end()) return mc::fail(mc::errc::object_not_found);
+    auto& sh = shard_of(key);
+    std::lock_guard lk(sh.m);
+    auto it = sh.map.find(key);
+    if (it == sh.map.end()) return mc::fail(mc::errc::object_not_found);
     if (it->second.version > version) return mc::fail(mc::errc::invalid_version);
     name = it->first;
-    old = unindex(it);
+    old = unindex(sh, it);
   }
   old.first.reset();
   notify(name, old.second, removal_reason::superseded);
@@ -195,18 +222,19 @@ result<void> backend_core::drop_superseded(std::string_view key, value_version v
 }
 
 bool backend_core::exists(std::string_view key) const {
-  std::lock_guard lk(m_);
-  return index_.find(key) != index_.end();
+  auto& sh = shard_of(key);
+  std::lock_guard lk(sh.m);
+  return sh.map.find(key) != sh.map.end();
 }
 
-std::size_t backend_core::count() const {
-  std::lock_guard lk(m_);
-  return index_.size();
-}
+std::size_t backend_core::count() const { return count_.load(std::memory_order_relaxed); }
 
 void backend_core::for_each(const std::function<void(const key_info&)>& fn) const {
-  std::lock_guard lk(m_);
-  for (auto& [k, e] : index_) fn(key_info{k, e.v->size, e.v->t->cfg.type, e.version});
+  // One shard at a time: a key committed or removed meanwhile may or may not be seen.
+  for (auto& sh : shards_) {
+    std::lock_guard lk(sh.m);
+    for (auto& [k, e] : sh.map) fn(key_info{k, e.v->size, e.v->t->cfg.type, e.version});
+  }
 }
 
 std::vector<tier_usage> backend_core::usage() const {
@@ -219,7 +247,7 @@ std::vector<tier_usage> backend_core::usage() const {
     u.capacity = s.capacity;
     u.used = s.used;
     {
-      std::lock_guard lk(m_);
+      std::lock_guard lk(t->q_m);
       u.values = t->values;
     }
     u.evictions = t->evictions.load();
@@ -233,14 +261,14 @@ std::vector<tier_usage> backend_core::usage() const {
 }
 
 void backend_core::set_observer(tiered_backend::observer fn) {
-  std::lock_guard lk(m_);
+  std::lock_guard lk(observer_m_);
   observer_ = std::move(fn);
 }
 
 void backend_core::notify(const std::string& key, value_version version, removal_reason why) {
   tiered_backend::observer fn;
   {
-    std::lock_guard lk(m_);
+    std::lock_guard lk(observer_m_);
     fn = observer_;
   }
   if (fn) fn(key, version, why);

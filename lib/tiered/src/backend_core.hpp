@@ -11,8 +11,8 @@
 
 #include <deque>
 
+#include <array>
 #include <atomic>
-#include <list>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -21,6 +21,8 @@ namespace mc::tiered::detail {
 
 inline constexpr std::uint64_t dram_alignment = 64;
 inline constexpr std::uint64_t ssd_alignment = mc::runtime::direct_io_alignment;
+
+struct value;
 
 /// One tier: an arena (DRAM) or a cache file (SSD) plus its allocator.
 class tier {
@@ -44,9 +46,17 @@ class tier {
   int lock_fd = -1;
   // Counters.
   std::atomic<std::uint64_t> evictions{0}, demotions{0}, failures{0};
-  // LRU of committed keys in this tier, most recent first. Guarded by core's m_.
-  std::list<std::string> lru;
-  std::uint64_t values = 0;  // guarded by core's m_
+  // The CLOCK queue of the values indexed in this tier, newest at q_head,
+  // intrusive through value::q_prev/q_next. A get only sets
+  // value::referenced; the victim scan gives referenced values a second
+  // chance. Lock order: an index shard's mutex, then q_m.
+  std::mutex q_m;
+  value* q_head = nullptr;  // guarded by q_m
+  value* q_tail = nullptr;  // guarded by q_m
+  std::uint64_t values = 0;  // guarded by q_m
+  /// Queue operations; the caller holds q_m.
+  void enqueue(value* v) noexcept;
+  void dequeue(value* v) noexcept;
 
  private:
   mutable std::mutex m_;
@@ -55,7 +65,7 @@ class tier {
 
 /// A stored value's space. Shared: the index and every read handle own it;
 /// the space is freed when the last owner lets go.
-struct value {
+struct value : std::enable_shared_from_this<value> {
   value(tier* t, const allocation& a, std::size_t n) : t(t), offset(a.offset), size(n), space(a) {}
   ~value() { t->release(space); }
   value(const value&) = delete;
@@ -67,6 +77,11 @@ struct value {
   const allocation space;  ///< the tier allocator's handle
   backend_core* core = nullptr;
   std::atomic<bool> moving{false};  // picked for demotion/eviction
+  std::atomic<bool> referenced{false};  // read since the CLOCK hand last passed
+  // Guarded by t->q_m: the queue links and the index's key (set while queued).
+  value* q_prev = nullptr;
+  value* q_next = nullptr;
+  const std::string* key = nullptr;
 };
 
 struct string_hash {
@@ -113,7 +128,6 @@ class backend_core {
  private:
   struct entry {
     std::shared_ptr<value> v;
-    std::list<std::string>::iterator lru_it;
     value_version version = 0;
   };
   struct victim {
@@ -122,20 +136,34 @@ class backend_core {
     value_version version = 0;
   };
   using index_map = std::unordered_map<std::string, entry, string_hash, std::equal_to<>>;
+  /// The index is sharded by key hash: operations on different keys rarely
+  /// share a mutex. A key's commits, gets and removals take its shard's.
+  struct alignas(64) shard {
+    mutable std::mutex m;
+    index_map map;
+  };
+  static constexpr std::size_t shard_count = 64;
+  shard& shard_of(std::string_view key) const noexcept {
+    return shards_[string_hash{}(key) & (shard_count - 1)];
+  }
   task<result<std::shared_ptr<value>>> allocate_in(tier& t, std::size_t size);
   std::optional<victim> pick_victim(tier& t);
   enum class demote_result { moved, failed, cancelled };
   task<demote_result> demote(victim& vic, tier& to);
   void evict(victim& vic);
   void notify(const std::string& key, value_version version, removal_reason why);
-  /// Unindexes `it` (caller holds m_); returns the value and its version.
-  std::pair<std::shared_ptr<value>, value_version> unindex(index_map::iterator it);
+  /// Unindexes `it` of `sh` (caller holds sh.m); returns the value and its version.
+  std::pair<std::shared_ptr<value>, value_version> unindex(shard& sh, index_map::iterator it);
+  /// Queues `v` in its tier under the index's key `k` (caller holds the key's shard).
+  static void link(value& v, const std::string& k) noexcept;
+  static void unlink(value& v) noexcept;
   tier* lower_tier(const tier& t) const;
   std::size_t direct_len(const std::byte* p, std::size_t len) const noexcept;
 
   mc::runtime::runtime& rt_;
-  mutable std::mutex m_;
-  index_map index_;
+  mutable std::array<shard, shard_count> shards_;
+  std::atomic<std::size_t> count_{0};
+  mutable std::mutex observer_m_;
   tiered_backend::observer observer_;
   std::atomic<value_version> last_version_{0};  // the hybrid clock
   // Staging pool: free buffer indices and FIFO waiters (any thread).

@@ -75,6 +75,22 @@ void tier::release(const allocation& a) noexcept {
   alloc_.free(a);
 }
 
+void tier::enqueue(value* v) noexcept {
+  v->q_prev = nullptr;
+  v->q_next = q_head;
+  if (q_head) q_head->q_prev = v;
+  q_head = v;
+  if (!q_tail) q_tail = v;
+}
+
+void tier::dequeue(value* v) noexcept {
+  if (v->q_prev) v->q_prev->q_next = v->q_next;
+  else q_head = v->q_next;
+  if (v->q_next) v->q_next->q_prev = v->q_prev;
+  else q_tail = v->q_prev;
+  v->q_prev = v->q_next = nullptr;
+}
+
 offset_allocator::stats tier::stats() const {
   std::lock_guard lk(m_);
   return alloc_.get_stats();
@@ -83,9 +99,9 @@ offset_allocator::stats tier::stats() const {
 backend_core::backend_core(mc::runtime::runtime& rt, backend_options o) : opts(o), rt_(rt) {}
 
 backend_core::~backend_core() {
-  {
-    std::lock_guard lk(m_);
-    index_.clear();  // values free their space while the tiers still exist
+  for (auto& sh : shards_) {
+    std::lock_guard lk(sh.m);
+    sh.map.clear();  // values free their space while the tiers still exist
   }
   staging_reg.reset();
   if (staging) ::munmap(staging, staging_len);
