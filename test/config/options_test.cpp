@@ -266,6 +266,16 @@ TEST_SUITE("config_lists") {
     std::ofstream(p) << "inflight = [1, -2]\n";
     bench_opts o2;
     CHECK(o2.set.parse({"--config", p}).what == outcome::kind::error);
+    std::ofstream(p) << "configs = [\"tcp\", 3.5]\n";
+    bench_opts o3;
+    CHECK(o3.set.parse({"--config", p}).what == outcome::kind::error);
+    // An array is not a value of a scalar option.
+    opts scalar;
+    std::ofstream(p) << "host = [\"a\", \"b\"]\n";
+    auto e = scalar.set.parse({"--config", p});
+    CHECK(e.what == outcome::kind::error);
+    CHECK(e.message.find("'host'") != std::string::npos);
+    CHECK(scalar.host == "0.0.0.0");
     mc::test::remove_tree(dir);
   }
 }

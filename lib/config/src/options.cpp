@@ -78,7 +78,7 @@ option_set::option_set(std::string program, std::string summary)
 
 option_set& option_set::add_custom(std::string name, std::string default_text, std::string help,
                                    std::function<std::optional<std::string>(std::string_view)> set) {
-  options_.push_back({std::move(name), std::move(default_text), std::move(help), std::move(set), false, false, {}});
+  options_.push_back({std::move(name), std::move(default_text), std::move(help), std::move(set), false, false, false, {}});
   return *this;
 }
 
@@ -196,7 +196,7 @@ option_set& option_set::add(std::string name, double* target, std::string help, 
 }
 
 option_set& option_set::add_list(std::string name, std::vector<std::string>* target, std::string help) {
-  return add_custom(std::move(name), join(*target), std::move(help),
+  add_custom(std::move(name), join(*target), std::move(help),
                     [target](std::string_view v) -> std::optional<std::string> {
                       std::vector<std::string> out;
                       if (auto err = for_each_item(v, [&](std::string_view x) -> std::optional<std::string> {
@@ -207,11 +207,13 @@ option_set& option_set::add_list(std::string name, std::vector<std::string>* tar
                       *target = std::move(out);
                       return std::nullopt;
                     });
+  options_.back().is_list = true;
+  return *this;
 }
 
 option_set& option_set::add_list(std::string name, std::vector<std::uint64_t>* target, std::string help,
                                  std::uint64_t min, std::uint64_t max) {
-  return add_custom(std::move(name), join(*target), std::move(help),
+  add_custom(std::move(name), join(*target), std::move(help),
                     [target, min, max](std::string_view v) -> std::optional<std::string> {
                       std::vector<std::uint64_t> out;
                       std::uint64_t n = 0;
@@ -225,10 +227,12 @@ option_set& option_set::add_list(std::string name, std::vector<std::uint64_t>* t
                       *target = std::move(out);
                       return std::nullopt;
                     });
+  options_.back().is_list = true;
+  return *this;
 }
 
 option_set& option_set::add_size_list(std::string name, std::vector<std::uint64_t>* target, std::string help) {
-  return add_custom(std::move(name), join(*target), std::move(help),
+  add_custom(std::move(name), join(*target), std::move(help),
                     [target](std::string_view v) -> std::optional<std::string> {
                       std::vector<std::uint64_t> out;
                       if (auto err = for_each_item(v, [&](std::string_view x) -> std::optional<std::string> {
@@ -241,6 +245,8 @@ option_set& option_set::add_size_list(std::string name, std::vector<std::uint64_
                       *target = std::move(out);
                       return std::nullopt;
                     });
+  options_.back().is_list = true;
+  return *this;
 }
 
 option_set& option_set::accept_rest(std::string what) {
@@ -313,7 +319,7 @@ std::optional<std::string> option_set::load_file(const std::string& path) {
       value = std::to_string(i);
     } else if (node.is_boolean()) value = node.value<bool>().value_or(false) ? "true" : "false";
     else if (node.is_floating_point()) value = format_real(node.value<double>().value_or(0));
-    else if (auto* arr = node.as_array()) {
+    else if (auto* arr = node.as_array(); arr && o->is_list) {
       // A list option: the items joined by commas (each a string or a non-negative integer).
       for (auto& item : *arr) {
         if (!value.empty()) value += ',';
@@ -321,7 +327,7 @@ std::optional<std::string> option_set::load_file(const std::string& path) {
         else if (auto i = item.value<std::int64_t>(); i && item.is_integer() && *i >= 0) value += std::to_string(*i);
         else return path + ": key '" + key + "' must be an array of strings or non-negative integers";
       }
-    } else return path + ": key '" + key + "' must be a string, a number, a boolean or an array";
+    } else return path + ": key '" + key + "' must be a string, a number or a boolean (an array only for a list option)";
     if (auto err = assign(*o, value, path)) return err;
   }
   return std::nullopt;

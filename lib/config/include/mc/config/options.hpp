@@ -94,6 +94,7 @@ class option_set {
     std::string help;
     std::function<std::optional<std::string>(std::string_view)> set;
     bool is_bool = false;
+    bool is_list = false;  ///< a TOML array is accepted
     bool set_explicitly = false;
     std::string env_var;
   };
