@@ -6,9 +6,13 @@
 // it (exit status 2).
 #include "mc/config/options.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <initializer_list>
 #include <string>
+#include <string_view>
+#include <vector>
 
 namespace mc::bench {
 
@@ -39,6 +43,23 @@ inline void parse_options(mc::config::option_set& set, int argc, const char* con
 [[noreturn]] inline void option_error(const char* program, const std::string& message) {
   std::fprintf(stderr, "%s: %s (see --help)\n", program, message.c_str());
   std::exit(2);
+}
+
+/// Every item of the list option `option` must be one of `allowed`; otherwise
+/// option_error() naming the option and the choices.
+inline void check_choices(const char* program, std::string_view option, const std::vector<std::string>& items,
+                          std::initializer_list<std::string_view> allowed) {
+  for (auto& item : items) {
+    if (std::find(allowed.begin(), allowed.end(), item) != allowed.end()) continue;
+    std::string choices;
+    for (auto a : allowed) {
+      if (!choices.empty()) choices += ", ";
+      choices += a;
+    }
+    std::string m = "--";
+    m.append(option).append(" takes ").append(choices).append(" (not '").append(item).append("')");
+    option_error(program, m);
+  }
 }
 
 }  // namespace mc::bench

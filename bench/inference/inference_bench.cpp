@@ -520,11 +520,8 @@ void parse(int argc, char** argv, settings& s) {
   mc::bench::parse_options(set, argc, argv);
   if ((s.vllm_pieces & (s.vllm_pieces - 1)) != 0)
     mc::bench::option_error("inference_bench", "--vllm-pieces takes a power of two in 1..512");
-  for (auto& c : s.configs)
-    if (c != "tcp" && c != "shm") mc::bench::option_error("inference_bench", "--configs takes tcp and/or shm");
-  for (auto& c : s.cases)
-    if (c != "sglang" && c != "vllm" && c != "lmcache" && c != "small")
-      mc::bench::option_error("inference_bench", "--cases takes sglang, vllm, lmcache and/or small");
+  mc::bench::check_choices("inference_bench", "configs", s.configs, {"tcp", "shm"});
+  mc::bench::check_choices("inference_bench", "cases", s.cases, {"sglang", "vllm", "lmcache", "small"});
   s.runs = static_cast<int>(runs);
   if (quick) {
     if (!set.was_set("runs")) s.runs = 2;

@@ -153,8 +153,7 @@ int main(int argc, char** argv) {
     if (!set.was_set("concurrency")) concurrency = {1, 8, 32};
     if (!set.was_set("seconds")) s.seconds = 1.0;
   }
-  for (auto& c : s.configs)
-    if (c != "tcp" && c != "shm") mc::bench::option_error("store_bench", "--configs takes tcp and/or shm");
+  mc::bench::check_choices("store_bench", "configs", s.configs, {"tcp", "shm"});
   for (auto size : s.sizes)
     if (size == 0 || size > (1u << 30)) mc::bench::option_error("store_bench", "--sizes items must be in 1..1GiB");
   s.concurrency.assign(concurrency.begin(), concurrency.end());

@@ -267,10 +267,8 @@ int main(int argc, char** argv) {
   cfg.runs = static_cast<int>(runs);
   if (cfg.slice < 4096) mc::bench::option_error("transfer_bench", "--slice must be at least 4096");
   cfg.big_batch_bytes = big_batch_mib ? big_batch_mib << 20 : SIZE_MAX;
-  for (auto& op : cfg.ops)
-    if (op != "read" && op != "write") mc::bench::option_error("transfer_bench", "--ops takes read and/or write");
-  for (auto& t : cfg.transports)
-    if (t != "tcp" && t != "shm") mc::bench::option_error("transfer_bench", "--transports takes tcp and/or shm");
+  mc::bench::check_choices("transfer_bench", "ops", cfg.ops, {"read", "write"});
+  mc::bench::check_choices("transfer_bench", "transports", cfg.transports, {"tcp", "shm"});
   if (cfg.protocol != "tcp" && cfg.protocol != "rdma") {
     std::fprintf(stderr, "transfer_bench: unknown protocol '%s' (tcp or rdma)\n", cfg.protocol.c_str());
     return 2;
