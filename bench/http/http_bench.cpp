@@ -1,7 +1,8 @@
 // Remote-get throughput with the per-method RPC metrics on vs off, in one
 // process: a master, client A holding the values, client B reading them
 // remotely over the TCP transport. Prints the project's table + JSON lines.
-//   http_bench [--seconds S] [--size BYTES] [--runs N]
+//   http_bench [--seconds S] [--size BYTES] [--runs N]   (--help)
+#include "bench_options.hpp"
 #include "bench_util.hpp"
 
 #include "mc/master/master_server.hpp"
@@ -64,24 +65,13 @@ mc::task<double> read_loop(mc::store::client& c, std::size_t keys, std::size_t s
 int main(int argc, char** argv) {
   double seconds = 2;
   std::size_t size = 64 << 10;
-  int runs = 3;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto next = [&] { return i + 1 < argc ? std::string(argv[++i]) : std::string(); };
-    if (a == "--help") {
-      std::cout << "http_bench: remote-get throughput with RPC method metrics on vs off\n"
-                   "  --seconds S   duration of one run (default 2)\n"
-                   "  --size BYTES  value size (default 65536)\n"
-                   "  --runs N      repetitions, alternating off/on (default 3)\n";
-      return 0;
-    } else if (a == "--seconds") seconds = std::stod(next());
-    else if (a == "--size") size = std::stoul(next());
-    else if (a == "--runs") runs = std::stoi(next());
-    else {
-      std::cerr << "http_bench: unknown option " << a << "\n";
-      return 2;
-    }
-  }
+  std::uint64_t runs = 3;
+  mc::config::option_set set("http_bench", "Remote-get throughput with RPC method metrics on vs off.");
+  set.add("seconds", &seconds, "duration of one run", 0, 3600)
+      .add_size("size", &size, "value size")
+      .add("runs", &runs, "repetitions, alternating off/on", 1, 1000);
+  mc::bench::parse_options(set, argc, argv);
+  if (size == 0 || size > (1u << 30)) mc::bench::option_error("http_bench", "--size must be in 1..1GiB");
 
   mc::runtime::runtime master_rt(2);
   master_rt.start();
@@ -105,7 +95,7 @@ int main(int argc, char** argv) {
   b.rt->block_on(read_loop(*b.client, keys, size, 0.5));  // warm up connections and routes
 
   mc::bench::row on{"http", "remote_get_" + std::to_string(size) + "B_metrics_on", "throughput", "ops/s", {}, "metrics_off", {}};
-  for (int r = 0; r < runs; ++r) {
+  for (std::uint64_t r = 0; r < runs; ++r) {
     mc::rpc::set_method_stats_enabled(false);
     on.baseline_runs.push_back(b.rt->block_on(read_loop(*b.client, keys, size, seconds)));
     mc::rpc::set_method_stats_enabled(true);

@@ -8,6 +8,7 @@
 // in the other process, so every get is remote. bench/README.md says what each
 // case and baseline is and why it is fair.
 #include "baselines.hpp"
+#include "bench_options.hpp"
 #include "bench_util.hpp"
 #include "procs.hpp"  // bench/common
 #include "workload.hpp"
@@ -23,7 +24,6 @@
 #include <functional>
 #include <future>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -48,26 +48,6 @@ struct settings {
   double seconds = 0.5;
   std::string apps_dir;
 };
-
-void usage() {
-  std::printf(
-      "usage: inference_bench [--quick] [--configs tcp,shm] [--cases sglang,vllm,lmcache,small]\n"
-      "                       [--runs N] [--seconds S] [--apps DIR] [--vllm-pieces N]\n"
-      "Connector-shaped batches (sglang: 128 x 1 MiB; vllm: 64 x 2 MiB in 64 x 32 KiB pieces;\n"
-      "lmcache: 32 MiB puts one at a time, gets in batches of 4; small: 4 KiB in batches of 32\n"
-      "and single gets at 1 and 8 in flight) against a mooncake_client owner, with a raw TCP\n"
-      "pump / memcpy / Redis (libhiredis, pipelined) measured in the same run. Default: 3 runs\n"
-      "of 0.5 s per measurement (< 5 min); --quick: 2 runs of 0.12 s (< 1.5 min).\n"
-      "--vllm-pieces N: pieces per vllm value (a power of two, 1..512; default 64; cases\n"
-      "named vllm_pN when not 64), to see what the per-piece cost is.\n");
-}
-
-std::vector<std::string> split(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  for (std::string x; std::getline(ss, x, ',');) out.push_back(x);
-  return out;
-}
 
 /// Calls op() back to back for at least `seconds` (and at least twice);
 /// returns calls per second.
@@ -516,39 +496,37 @@ pid_t start_pump_peer(std::uint16_t& port, int& keep_fd) {
   return port == 0 ? -1 : pid;
 }
 
-bool parse(int argc, char** argv, settings& s) {
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
-    if (a == "--help" || a == "-h") {
-      usage();
-      std::exit(0);
-    } else if (a == "--quick") {
-      s.runs = 2;
-      s.seconds = 0.12;
-    } else if (a == "--configs") {
-      s.configs = split(next());
-    } else if (a == "--cases") {
-      s.cases = split(next());
-    } else if (a == "--vllm-pieces") {
-      s.vllm_pieces = std::stoul(next());
-      if (s.vllm_pieces == 0 || s.vllm_pieces > 512 || (s.vllm_pieces & (s.vllm_pieces - 1)) != 0) {
-        std::fprintf(stderr, "inference_bench: --vllm-pieces takes a power of two in 1..512\n");
-        return false;
-      }
-    } else if (a == "--runs") {
-      s.runs = std::max(1, std::stoi(next()));
-    } else if (a == "--seconds") {
-      s.seconds = std::stod(next());
-    } else if (a == "--apps") {
-      s.apps_dir = next();
-    } else {
-      std::fprintf(stderr, "inference_bench: unknown option %s\n", a.c_str());
-      usage();
-      return false;
-    }
+void parse(int argc, char** argv, settings& s) {
+  std::uint64_t runs = static_cast<std::uint64_t>(s.runs);
+  bool quick = false;
+  mc::config::option_set set(
+      "inference_bench",
+      "Connector-shaped batches (sglang: 128 x 1 MiB; vllm: 64 x 2 MiB in 64 x 32 KiB pieces;\n"
+      "lmcache: 32 MiB puts one at a time, gets in batches of 4; small: 4 KiB in batches of 32\n"
+      "and single gets at 1 and 8 in flight) against a mooncake_client owner, with a raw TCP\n"
+      "pump / memcpy / Redis (libhiredis, pipelined) measured in the same run. Default: 3 runs\n"
+      "of 0.5 s per measurement (< 5 min); --quick: 2 runs of 0.12 s (< 1.5 min) unless\n"
+      "--runs / --seconds are given.");
+  set.add("quick", &quick, "2 runs of 0.12 s")
+      .add_list("configs", &s.configs, "tcp and/or shm")
+      .add_list("cases", &s.cases, "sglang,vllm,lmcache,small (empty: all)")
+      .add("runs", &runs, "repetitions per measurement", 1, 1000)
+      .add("seconds", &s.seconds, "duration of one measurement", 0, 3600)
+      .add("apps", &s.apps_dir, "directory of mooncake_master and mooncake_client")
+      .add("vllm-pieces", &s.vllm_pieces,
+           "pieces per vllm value (a power of two, 1..512; cases named vllm_pN when not 64), to see the "
+           "per-piece cost",
+           1, 512);
+  mc::bench::parse_options(set, argc, argv);
+  if ((s.vllm_pieces & (s.vllm_pieces - 1)) != 0)
+    mc::bench::option_error("inference_bench", "--vllm-pieces takes a power of two in 1..512");
+  mc::bench::check_choices("inference_bench", "configs", s.configs, {"tcp", "shm"});
+  mc::bench::check_choices("inference_bench", "cases", s.cases, {"sglang", "vllm", "lmcache", "small"});
+  s.runs = static_cast<int>(runs);
+  if (quick) {
+    if (!set.was_set("runs")) s.runs = 2;
+    if (!set.was_set("seconds")) s.seconds = 0.12;
   }
-  return true;
 }
 
 }  // namespace
@@ -557,7 +535,7 @@ int main(int argc, char** argv) {
   std::signal(SIGPIPE, SIG_IGN);
   settings s;
   s.apps_dir = (std::filesystem::path(argv[0]).parent_path() / ".." / ".." / "apps").string();
-  if (!parse(argc, argv, s)) return 2;
+  parse(argc, argv, s);
   std::uint16_t pump_port = 0;
   int pump_fd = -1;
   pid_t pump_pid = start_pump_peer(pump_port, pump_fd);

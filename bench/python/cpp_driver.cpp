@@ -1,12 +1,13 @@
 // python_bench's C++ side: the same inference cases as python_bench.py, through
 // the C++ API (mc::store::client) with the same node options, in the same run.
 //
-//   cpp_driver CASE KEYS VALUE PIECES RUNS -- <mooncake_client flags>
+//   cpp_driver --case NAME --keys N --value BYTES --pieces N --runs N -- <mooncake_client flags>
 //
 // Puts (replace semantics, the Python side's batch_upsert_*) go to the master's
 // write route (the owner); gets read them back into another buffer. Prints one
 // line "put <seconds> ... get <seconds> ..." with one time per run; exit 1 on
 // any error or a checksum mismatch.
+#include "bench_options.hpp"
 #include "mc/rpc/client.hpp"
 #include "mc/runtime/runtime.hpp"
 #include "mc/store/client.hpp"
@@ -39,16 +40,23 @@ std::vector<std::vector<Span>> layout(Byte* base, std::size_t keys, std::size_t 
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 7 || std::string(argv[6]) != "--")
-    return fail("usage: cpp_driver CASE KEYS VALUE PIECES RUNS -- <mooncake_client flags>");
-  std::string name = argv[1];
-  std::size_t keys = std::stoul(argv[2]), value = std::stoul(argv[3]), pieces = std::stoul(argv[4]);
-  int runs = std::stoi(argv[5]);
-  if (keys == 0 || pieces == 0 || value % pieces != 0) return fail("bad shape");
+  std::string name = "case";
+  std::uint64_t keys = 1, value = 1 << 20, pieces = 1, runs = 1;
+  mc::config::option_set cli("cpp_driver",
+                             "python_bench's C++ side: puts and gets KEYS values of VALUE bytes in PIECES pieces\n"
+                             "through mc::store::client; the flags after -- configure the node (mooncake_client's).");
+  cli.add("case", &name, "case name (the key prefix)")
+      .add("keys", &keys, "values per batch", 1, 4096)
+      .add_size("value", &value, "value size in bytes (a multiple of --pieces)")
+      .add("pieces", &pieces, "pieces per value", 1, 4096)
+      .add("runs", &runs, "timed iterations", 1, 1000)
+      .accept_rest("CLIENT-FLAGS");
+  mc::bench::parse_options(cli, argc, argv);
+  if (value == 0 || value > (1u << 30) || value % pieces != 0)
+    mc::bench::option_error("cpp_driver", "--value must be in 1..1GiB and a multiple of --pieces");
   mc::store::client_options o;
   auto set = mc::store::make_option_set(o);
-  std::vector<std::string> args(argv + 7, argv + argc);
-  if (auto r = set.parse(args); r.what != mc::config::outcome::kind::run) return fail(r.message);
+  if (auto r = set.parse(cli.rest()); r.what != mc::config::outcome::kind::run) return fail(r.message);
   if (auto m = mc::store::resolve(o, set); !m.empty()) return fail(m);
 
   std::vector<std::byte> src(keys * value), dst(keys * value);
@@ -76,7 +84,7 @@ int main(int argc, char** argv) {
   remote.where = mc::store::placement::remote;
   std::vector<double> put_s, get_s;
   int rc = 0;
-  for (int run = 0; run < runs && rc == 0; ++run) {
+  for (std::uint64_t run = 0; run < runs && rc == 0; ++run) {
     auto vs = layout<std::span<const std::byte>>(static_cast<const std::byte*>(src.data()), keys, value, pieces);
     auto ds = layout<std::span<std::byte>>(dst.data(), keys, value, pieces);
     auto t0 = clk::now();

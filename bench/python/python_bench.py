@@ -146,7 +146,8 @@ def orchestrate(args):
             for _ in range(rounds):
                 for who in ("cpp", "py"):
                     if who == "cpp":
-                        argv = [cpp, name, str(keys), str(value), str(pieces), str(runs + 1), "--", *flags]
+                        argv = [cpp, "--case", name, "--keys", str(keys), "--value", str(value), "--pieces", str(pieces),
+                                "--runs", str(runs + 1), "--", *flags]
                     else:
                         argv = [sys.executable, os.path.abspath(__file__), "--driver", "--case", name,
                                 "--master", master, "--runs", str(runs + 1)]

@@ -7,6 +7,7 @@
 // Server and client run on two different threads of this process, over
 // TCP loopback, for every implementation.
 #include "bench.capnp.h"
+#include "bench_options.hpp"
 #include "bench_util.hpp"
 #include "mc/rpc/capnp.hpp"
 #include "mc/rpc/client.hpp"
@@ -272,42 +273,30 @@ void report(const std::string& case_name, const std::vector<sample>& ours, const
   metric("throughput", "calls/s", [](const sample& s) { return s.calls_per_s; });
 }
 
-void usage() {
-  std::printf(
-      "rpc_bench: 64-byte RPC latency/throughput, mc::rpc vs capnp's own loop vs raw asio\n"
-      "  --duration-ms N   measured time per run (default 600)\n"
-      "  --runs N          repetitions per case (default 3)\n"
-      "  --inflight a,b,c  calls in flight (default 1,16,64)\n"
-      "  --only NAME       run only ours|plain|kj|floor (no comparison rows)\n"
-      "  --help\n"
-      "environment: MC_RPC_PROTOCOL=rdma runs our calls over RDMA (needs an RDMA device;\n"
-      "  case names get _rdma); the capnp and asio baselines stay on TCP\n");
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
   config cfg;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto next = [&]() -> std::string {
-      if (i + 1 >= argc) { usage(); std::exit(2); }
-      return argv[++i];
-    };
-    if (a == "--help" || a == "-h") { usage(); return 0; }
-    if (a == "--only") cfg.only = next();
-    else if (a == "--duration-ms") cfg.duration = std::chrono::milliseconds(std::stoi(next()));
-    else if (a == "--runs") cfg.runs = std::max(1, std::stoi(next()));
-    else if (a == "--inflight") {
-      cfg.inflight.clear();
-      std::string list = next();
-      for (std::size_t p = 0; p < list.size();) {
-        auto c = list.find(',', p);
-        cfg.inflight.push_back(std::stoi(list.substr(p, c - p)));
-        p = c == std::string::npos ? list.size() : c + 1;
-      }
-    } else { usage(); return 2; }
-  }
+  std::uint64_t runs = 3;
+  std::vector<std::uint64_t> inflight{1, 16, 64};
+  mc::config::option_set set(
+      "rpc_bench",
+      "64-byte RPC latency/throughput, mc::rpc vs capnp's own loop vs raw asio.\n"
+      "Environment: MC_RPC_PROTOCOL=rdma runs our calls over RDMA (needs an RDMA device;\n"
+      "case names get _rdma); the capnp and asio baselines stay on TCP.");
+  set.add("duration-ms", &cfg.duration, "measured time per run (a bare number is milliseconds)")
+      .add("runs", &runs, "repetitions per case", 1, 1000)
+      .add_list("inflight", &inflight, "calls in flight (comma list)", 1, 1 << 16)
+      .add_custom("only", "", "run only ours|plain|kj|floor (no comparison rows)",
+                  [&cfg](std::string_view v) -> std::optional<std::string> {
+                    if (v != "ours" && v != "plain" && v != "kj" && v != "floor")
+                      return "expected ours, plain, kj or floor";
+                    cfg.only = std::string(v);
+                    return std::nullopt;
+                  });
+  mc::bench::parse_options(set, argc, argv);
+  cfg.runs = static_cast<int>(runs);
+  cfg.inflight.assign(inflight.begin(), inflight.end());
 
   // Baseline first, on its own threads, while our runtime is idle.
   if (cfg.only == "kj") {

@@ -5,6 +5,7 @@
 #include "mc/runtime/uring_file.hpp"
 #include "mc/runtime/when_all.hpp"
 
+#include "bench_options.hpp"
 #include "bench_util.hpp"
 #include "fio.hpp"
 
@@ -28,25 +29,13 @@ namespace rt = mc::runtime;
 namespace b = mc::bench;
 
 struct options {
-  unsigned runs = 3;
+  std::uint64_t runs = 3;
   std::size_t file_mib = 512;
   std::string dir = "/var/tmp";
   bool fio = true;
   bool locks = true;
   bool files = true;
 };
-
-void usage() {
-  std::puts(
-      "runtime_bench [options]\n"
-      "  --runs N         repetitions per case (default 3)\n"
-      "  --file-mib N     file size of the sequential I/O cases (default 512)\n"
-      "  --dir PATH       directory for the test file, must support O_DIRECT (default /var/tmp)\n"
-      "  --no-fio         skip the fio baseline\n"
-      "  --only-locks     only the mutex cases\n"
-      "  --only-files     only the file cases\n"
-      "Prints a table and one JSON line per result.");
-}
 
 // ---- locks -----------------------------------------------------------------
 
@@ -92,7 +81,7 @@ void bench_locks(rt::runtime& r, const options& o) {
   b::row ex{"runtime", "async_mutex_uncontended", "latency", "ns/op", {}, "", {}};
   b::row sh{"runtime", "async_shared_mutex_uncontended_shared", "latency", "ns/op", {}, "", {}};
   b::row ct{"runtime", "async_mutex_handoff_2_threads", "throughput", "ops/s", {}, "", {}};
-  for (unsigned i = 0; i < o.runs; ++i) {
+  for (std::uint64_t i = 0; i < o.runs; ++i) {
     ex.runs.push_back(r.block_on(uncontended(false, n)));
     sh.runs.push_back(r.block_on(uncontended(true, n)));
     ct.runs.push_back(contended_rate(r, 100'000));
@@ -152,7 +141,7 @@ int bench_files(rt::runtime& r, const options& o) {
     for (unsigned depth : {1u, 8u}) {
       std::string name = std::string("file_") + (write ? "write" : "read") + "_1MiB_qd" + std::to_string(depth);
       b::row row{"runtime", name, "throughput", "MiB/s", {}, o.fio ? "fio" : "", {}};
-      for (unsigned i = 0; i < o.runs; ++i) {
+      for (std::uint64_t i = 0; i < o.runs; ++i) {
         auto v = r.block_on(sequential(*f, write, depth, bufs, size));
         if (!v) {
           std::fprintf(stderr, "%s failed: %s\n", name.c_str(), v.error().message().c_str());
@@ -179,36 +168,20 @@ int bench_files(rt::runtime& r, const options& o) {
 
 int main(int argc, char** argv) {
   options o;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto next = [&]() -> std::string {
-      if (i + 1 >= argc) {
-        usage();
-        std::exit(2);
-      }
-      return argv[++i];
-    };
-    if (a == "--help" || a == "-h") {
-      usage();
-      return 0;
-    } else if (a == "--runs") {
-      o.runs = static_cast<unsigned>(std::stoul(next()));
-    } else if (a == "--file-mib") {
-      o.file_mib = std::stoul(next());
-    } else if (a == "--dir") {
-      o.dir = next();
-    } else if (a == "--no-fio") {
-      o.fio = false;
-    } else if (a == "--only-locks") {
-      o.files = false;
-    } else if (a == "--only-files") {
-      o.locks = false;
-    } else {
-      std::fprintf(stderr, "unknown option %s\n", a.c_str());
-      usage();
-      return 2;
-    }
-  }
+  bool no_fio = false, only_locks = false, only_files = false;
+  mc::config::option_set set("runtime_bench",
+                             "Async mutex costs and O_DIRECT file throughput on the runtime's io_uring file I/O,\n"
+                             "with fio (io_uring, direct=1) as the baseline. Prints a table and one JSON line per result.");
+  set.add("runs", &o.runs, "repetitions per case", 1, 1000)
+      .add("file-mib", &o.file_mib, "file size (MiB) of the sequential I/O cases", 1, 1 << 20)
+      .add("dir", &o.dir, "directory for the test file, must support O_DIRECT")
+      .add("no-fio", &no_fio, "skip the fio baseline")
+      .add("only-locks", &only_locks, "only the mutex cases")
+      .add("only-files", &only_files, "only the file cases");
+  mc::bench::parse_options(set, argc, argv);
+  o.fio = !no_fio;
+  o.files = !only_locks;
+  o.locks = !only_files;
   rt::runtime r(2);
   r.start();
   std::printf("%-34s %-12s %12s %-7s  %-14s %12s\n", "case", "metric", "value", "unit", "baseline", "value");

@@ -4,7 +4,8 @@
 // of read-then-send alternation). One process: a master, a DRAM owner, an
 // SSD-only owner and the reader, transfers forced over TCP (loopback), so
 // the owner's sends are real network work the SSD reads can overlap with.
-//   ssd_batch_bench [--runs N] [--keys N] [--value-kib N] [--dir PATH]
+//   ssd_batch_bench [--runs N] [--keys N] [--value-kib N] [--dir PATH]   (--help)
+#include "bench_options.hpp"
 #include "bench_util.hpp"
 #include "mc/master/master_server.hpp"
 #include "mc/rpc/client.hpp"
@@ -22,7 +23,7 @@
 namespace {
 
 struct settings {
-  int runs = 5;
+  std::uint64_t runs = 5;
   std::size_t keys = 32;
   std::size_t value_kib = 1024;
   std::string dir = "/var/tmp";
@@ -56,18 +57,14 @@ std::unique_ptr<mc::store::client> start_client(mc::runtime::runtime& rt, const 
 
 int main(int argc, char** argv) {
   settings s;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
-    if (a == "--runs") s.runs = std::max(1, std::atoi(next().c_str()));
-    else if (a == "--keys") s.keys = std::max<std::size_t>(1, std::strtoull(next().c_str(), nullptr, 10));
-    else if (a == "--value-kib") s.value_kib = std::max<std::size_t>(1, std::strtoull(next().c_str(), nullptr, 10));
-    else if (a == "--dir") s.dir = next();
-    else {
-      std::fprintf(stderr, "usage: ssd_batch_bench [--runs N] [--keys N] [--value-kib N] [--dir PATH]\n");
-      return a == "--help" ? 0 : 2;
-    }
-  }
+  mc::config::option_set set("ssd_batch_bench",
+                             "A batch get of values in an owner's SSD tier vs the same batch from an owner's\n"
+                             "DRAM tier, in one process (master, two owners, the reader; transfers over TCP).");
+  set.add("runs", &s.runs, "repetitions (interleaved SSD / DRAM)", 1, 1000)
+      .add("keys", &s.keys, "values per batch", 1, 4096)
+      .add("value-kib", &s.value_kib, "value size in KiB (plus 17 bytes)", 1, 1 << 20)
+      .add("dir", &s.dir, "directory for the SSD tier");
+  mc::bench::parse_options(set, argc, argv);
   const std::size_t value = s.value_kib * 1024 + 17;  // not a multiple of any block or chunk size
   auto ssd_dir = std::filesystem::path(s.dir) / ("mc-ssd-batch-bench." + std::to_string(::getpid()));
   std::filesystem::create_directories(ssd_dir);
@@ -127,7 +124,7 @@ int main(int argc, char** argv) {
   mc::bench::row r{"store", "ssd_batch_get_" + std::to_string(s.keys) + "x" + std::to_string(s.value_kib) + "KiB",
                    "throughput", "MiB/s", {}, "dram_batch_get", {}};
   const double mib = static_cast<double>(s.keys * value) / (1 << 20);
-  for (int i = 0; i < s.runs; ++i) {  // interleaved: both see the same machine state
+  for (std::uint64_t i = 0; i < s.runs; ++i) {  // interleaved: both see the same machine state
     r.baseline_runs.push_back(mib / get_all(dram_keys));
     r.runs.push_back(mib / get_all(ssd_keys));
   }

@@ -6,6 +6,7 @@
 //   configuration shm: the default same-host transport  vs Redis over a unix socket
 // This process is one client (the reader/writer); a spawned mooncake_client
 // is the owner; a spawned mooncake_master routes.
+#include "bench_options.hpp"
 #include "bench_util.hpp"
 #include "procs.hpp"
 #include "mc/rpc/client.hpp"
@@ -18,9 +19,9 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <fcntl.h>
 #include <sys/prctl.h>
+#include <sstream>
 #include <string>
 #include <sys/wait.h>
 #include <thread>
@@ -40,23 +41,6 @@ struct settings {
   std::string apps_dir;
   bool redis = true;
 };
-
-void usage() {
-  std::printf(
-      "usage: store_bench [--full] [--sizes 4096,65536,...] [--concurrency 1,8,32] [--configs tcp,shm]\n"
-      "                   [--runs N] [--seconds S] [--apps DIR] [--no-redis]\n"
-      "Remote get/put of this process (a client) against a mooncake_client owner process,\n"
-      "baseline redis-server/redis-benchmark in the same run. Default: 4KiB and 1MiB,\n"
-      "1 and 8 in flight, tcp and shm, 3 runs of 0.4 s (< 1 min). --full: 4KiB, 64KiB,\n"
-      "1MiB, 4MiB x 1, 8, 32 in flight.\n");
-}
-
-std::vector<std::string> split(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  for (std::string x; std::getline(ss, x, ',');) out.push_back(x);
-  return out;
-}
 
 using mc::bench::proc::spawn;
 using mc::bench::proc::stop;
@@ -146,38 +130,35 @@ int main(int argc, char** argv) {
   std::signal(SIGPIPE, SIG_IGN);
   settings s;
   s.apps_dir = (std::filesystem::path(argv[0]).parent_path() / ".." / ".." / "apps").string();
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
-    if (a == "--help" || a == "-h") {
-      usage();
-      return 0;
-    } else if (a == "--full") {
-      s.sizes = {4096, 65536, 1 << 20, 4 << 20};
-      s.concurrency = {1, 8, 32};
-      s.seconds = 1.0;
-    } else if (a == "--sizes") {
-      s.sizes.clear();
-      for (auto& x : split(next())) s.sizes.push_back(std::stoul(x));
-    } else if (a == "--concurrency") {
-      s.concurrency.clear();
-      for (auto& x : split(next())) s.concurrency.push_back(std::stoi(x));
-    } else if (a == "--configs") {
-      s.configs = split(next());
-    } else if (a == "--runs") {
-      s.runs = std::stoi(next());
-    } else if (a == "--seconds") {
-      s.seconds = std::stod(next());
-    } else if (a == "--apps") {
-      s.apps_dir = next();
-    } else if (a == "--no-redis") {
-      s.redis = false;
-    } else {
-      std::fprintf(stderr, "store_bench: unknown option %s\n", a.c_str());
-      usage();
-      return 2;
-    }
+  std::vector<std::uint64_t> concurrency{1, 8};
+  std::uint64_t runs = 3;
+  bool full = false, no_redis = false;
+  mc::config::option_set set(
+      "store_bench",
+      "Remote get/put of this process (a client) against a mooncake_client owner process,\n"
+      "baseline redis-server/redis-benchmark in the same run. Default: 4KiB and 1MiB,\n"
+      "1 and 8 in flight, tcp and shm, 3 runs of 0.4 s (< 1 min). --full: 4KiB, 64KiB,\n"
+      "1MiB, 4MiB x 1, 8, 32 in flight, 1 s per run (options given explicitly win).");
+  set.add("full", &full, "the full matrix (see above)")
+      .add_size_list("sizes", &s.sizes, "value sizes (comma list, units allowed)")
+      .add_list("concurrency", &concurrency, "operations in flight (comma list)", 1, 1024)
+      .add_list("configs", &s.configs, "tcp and/or shm")
+      .add("runs", &runs, "repetitions per case", 1, 1000)
+      .add("seconds", &s.seconds, "duration of one run", 0, 3600)
+      .add("apps", &s.apps_dir, "directory of mooncake_master and mooncake_client")
+      .add("no-redis", &no_redis, "skip the Redis baseline");
+  mc::bench::parse_options(set, argc, argv);
+  if (full) {
+    if (!set.was_set("sizes")) s.sizes = {4096, 65536, 1 << 20, 4 << 20};
+    if (!set.was_set("concurrency")) concurrency = {1, 8, 32};
+    if (!set.was_set("seconds")) s.seconds = 1.0;
   }
+  mc::bench::check_choices("store_bench", "configs", s.configs, {"tcp", "shm"});
+  for (auto size : s.sizes)
+    if (size == 0 || size > (1u << 30)) mc::bench::option_error("store_bench", "--sizes items must be in 1..1GiB");
+  s.concurrency.assign(concurrency.begin(), concurrency.end());
+  s.runs = static_cast<int>(runs);
+  s.redis = !no_redis;
   auto tmp = std::filesystem::temp_directory_path() / ("store_bench." + std::to_string(getpid()));
   std::filesystem::create_directories(tmp);
   // Ports offset by the pid: a previous run that is still exiting never

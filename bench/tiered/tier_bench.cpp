@@ -5,6 +5,7 @@
 #include "mc/tiered/offset_allocator.hpp"
 #include "mc/tiered/tiered_backend.hpp"
 
+#include "bench_options.hpp"
 #include "bench_util.hpp"
 #include "fio.hpp"
 
@@ -34,17 +35,6 @@ struct options {
   std::string dir = "/var/tmp";
   bool fio = true;
 };
-
-void usage() {
-  std::puts(
-      "tier_bench [options]\n"
-      "  --runs N      repetitions per case (default 3)\n"
-      "  --depth N     concurrent operations (and fio iodepth) (default 8)\n"
-      "  --mib N       MiB written/read in the 1 MiB cases (default 512)\n"
-      "  --dir PATH    directory for the SSD tier and fio files (default /var/tmp)\n"
-      "  --no-fio      skip the fio baseline\n"
-      "Prints a table and one JSON line per result.");
-}
 
 /// 4096-aligned heap buffer (O_DIRECT-friendly user memory).
 struct aligned_buffer {
@@ -230,38 +220,20 @@ void bench_dram(const options& o) {
 
 int main(int argc, char** argv) {
   options o;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto next = [&]() -> std::string {
-      if (i + 1 >= argc) {
-        usage();
-        std::exit(2);
-      }
-      return argv[++i];
-    };
-    if (a == "--help" || a == "-h") {
-      usage();
-      return 0;
-    } else if (a == "--runs") {
-      o.runs = static_cast<unsigned>(std::stoul(next()));
-    } else if (a == "--depth") {
-      o.depth = static_cast<unsigned>(std::stoul(next()));
-    } else if (a == "--mib") {
-      o.mib = std::stoul(next());
-    } else if (a == "--dir") {
-      o.dir = next();
-    } else if (a == "--no-fio") {
-      o.fio = false;
-    } else {
-      std::fprintf(stderr, "unknown option %s\n", a.c_str());
-      usage();
-      return 2;
-    }
-  }
-  if (o.runs == 0 || o.depth == 0 || o.mib == 0) {
-    usage();
-    return 2;
-  }
+  std::uint64_t runs = o.runs, depth = o.depth;
+  bool no_fio = false;
+  mc::config::option_set set("tier_bench",
+                             "SSD tier put/get vs fio on the same directory; DRAM allocator rates.\n"
+                             "Prints a table and one JSON line per result.");
+  set.add("runs", &runs, "repetitions per case", 1, 1000)
+      .add("depth", &depth, "concurrent operations (and fio iodepth)", 1, 1024)
+      .add("mib", &o.mib, "MiB written/read in the 1 MiB cases", 1, 1 << 20)
+      .add("dir", &o.dir, "directory for the SSD tier and fio files")
+      .add("no-fio", &no_fio, "skip the fio baseline");
+  mc::bench::parse_options(set, argc, argv);
+  o.runs = static_cast<unsigned>(runs);
+  o.depth = static_cast<unsigned>(depth);
+  o.fio = !no_fio;
   std::printf("%-34s %-12s %12s %-7s  %-14s %12s\n", "case", "metric", "value", "unit", "baseline", "value");
   bench_ssd(o);
   bench_dram(o);

@@ -4,6 +4,7 @@
 //          one stream per initiator thread)
 //   shm_*  vs memcpy of the same sizes (one copy per thread)
 // Run without arguments for the short default matrix; --help for options.
+#include "bench_options.hpp"
 #include "bench_util.hpp"
 #include "mc/runtime/runtime.hpp"
 #include "mc/transfer/engine.hpp"
@@ -16,6 +17,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <charconv>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -58,47 +60,6 @@ void apply_protocol(engine_options& o) {
   o.protocol = g_protocol;
   if (!g_device.empty()) o.device_names = {g_device};
   o.gid_index = g_gid_index;
-}
-
-std::vector<std::size_t> parse_sizes(const char* s) {
-  std::vector<std::size_t> v;
-  std::stringstream in(s);
-  std::string tok;
-  while (std::getline(in, tok, ',')) {
-    std::size_t mult = 1;
-    if (!tok.empty() && (tok.back() == 'K' || tok.back() == 'k')) mult = 1024, tok.pop_back();
-    else if (!tok.empty() && (tok.back() == 'M' || tok.back() == 'm')) mult = 1u << 20, tok.pop_back();
-    v.push_back(std::stoull(tok) * mult);
-  }
-  return v;
-}
-std::vector<std::string> parse_list(const char* s) {
-  std::vector<std::string> v;
-  std::stringstream in(s);
-  std::string tok;
-  while (std::getline(in, tok, ',')) v.push_back(tok);
-  return v;
-}
-
-void usage(const char* argv0) {
-  std::printf(
-      "usage: %s [options]\n"
-      "  --sizes 64K,1M,16M     request sizes\n"
-      "  --batch 1,16,128       requests per batch\n"
-      "  --threads 1,2          initiator runtime threads (one raw TCP stream per thread)\n"
-      "  --ops read,write       directions\n"
-      "  --transports tcp,shm   tcp (vs raw TCP pump) and/or shm = same-host (vs memcpy)\n"
-      "  --seconds 0.07         duration of one run (at least one batch)\n"
-      "  --runs 3               repetitions (median reported); batches >= 512 MiB run once\n"
-      "  --big-batch-mib 512    batches at least this big run once (0: repeat every case)\n"
-      "  --slice 1M             engine slice size\n"
-      "  --conns 4              engine connections per peer per thread\n"
-      "  --protocol tcp         tcp, or rdma: both processes use the verbs transport and the\n"
-      "                         transports list becomes 'rdma' (forced; baseline: raw TCP pump)\n"
-      "  --device NAME          RDMA device (default: the first active one)\n"
-      "  --gid-index N          RoCE GID index (default: automatic)\n"
-      "Prints a table and one JSON line per case (bench_util format).\n",
-      argv0);
 }
 
 // ---- the target process ------------------------------------------------------
@@ -272,38 +233,42 @@ mc::task<std::uint64_t> engine_loop(engine* e, remote_buffer d, std::byte* local
 
 int main(int argc, char** argv) {
   config cfg;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto next = [&]() -> const char* {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "missing value for %s\n", a.c_str());
-        std::exit(2);
-      }
-      return argv[++i];
-    };
-    if (a == "--help" || a == "-h") return usage(argv[0]), 0;
-    else if (a == "--sizes") cfg.sizes = parse_sizes(next());
-    else if (a == "--batch") cfg.batches = parse_sizes(next());
-    else if (a == "--threads") cfg.threads = parse_sizes(next());
-    else if (a == "--ops") cfg.ops = parse_list(next());
-    else if (a == "--transports") cfg.transports = parse_list(next());
-    else if (a == "--seconds") cfg.seconds = std::stod(next());
-    else if (a == "--runs") cfg.runs = std::stoi(next());
-    else if (a == "--big-batch-mib") {
-      auto mib = std::stoull(next());
-      cfg.big_batch_bytes = mib ? mib << 20 : SIZE_MAX;
-    }
-    else if (a == "--slice") cfg.slice = parse_sizes(next()).at(0);
-    else if (a == "--conns") cfg.conns = parse_sizes(next()).at(0);
-    else if (a == "--protocol") cfg.protocol = next();
-    else if (a == "--device") cfg.device = next();
-    else if (a == "--gid-index") cfg.gid_index = std::atoi(next());
-    else {
-      std::fprintf(stderr, "unknown option %s\n", a.c_str());
-      usage(argv[0]);
-      return 2;
-    }
-  }
+  std::uint64_t runs = 3, big_batch_mib = 512;
+  mc::config::option_set set(
+      "transfer_bench",
+      "TransferEngine throughput between this process and a forked target, against ceilings\n"
+      "measured in the same run: tcp_* vs a raw TCP pump, shm_* vs memcpy. Prints a table and\n"
+      "one JSON line per case (bench_util format).");
+  set.add_size_list("sizes", &cfg.sizes, "request sizes (comma list, units allowed: 64K,1M)")
+      .add_list("batch", &cfg.batches, "requests per batch (comma list)", 1, 1 << 16)
+      .add_list("threads", &cfg.threads, "initiator runtime threads (one raw TCP stream per thread)", 1, 64)
+      .add_list("ops", &cfg.ops, "directions (read,write)")
+      .add_list("transports", &cfg.transports, "tcp (vs raw TCP pump) and/or shm = same-host (vs memcpy)")
+      .add("seconds", &cfg.seconds, "duration of one run (at least one batch)", 0, 3600)
+      .add("runs", &runs, "repetitions (median reported)", 1, 1000)
+      .add("big-batch-mib", &big_batch_mib, "batches at least this big (MiB) run once (0: repeat every case)", 0,
+           1 << 20)
+      .add_size("slice", &cfg.slice, "engine slice size")
+      .add("conns", &cfg.conns, "engine connections per peer per thread", 1, 1024)
+      .add("protocol", &cfg.protocol,
+           "tcp, or rdma: both processes use the verbs transport and the transports list becomes 'rdma'")
+      .add("device", &cfg.device, "RDMA device (empty: the first active one)")
+      .add_custom("gid-index", "auto", "RoCE GID index (auto: chosen automatically)",
+                  [&cfg](std::string_view v) -> std::optional<std::string> {
+                    if (v == "auto") return cfg.gid_index = -1, std::nullopt;
+                    std::uint64_t n = 0;
+                    auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+                    if (v.empty() || ec != std::errc{} || p != v.data() + v.size() || n > 255)
+                      return "expected auto or an index in 0..255";
+                    cfg.gid_index = static_cast<int>(n);
+                    return std::nullopt;
+                  });
+  mc::bench::parse_options(set, argc, argv);
+  cfg.runs = static_cast<int>(runs);
+  if (cfg.slice < 4096) mc::bench::option_error("transfer_bench", "--slice must be at least 4096");
+  cfg.big_batch_bytes = big_batch_mib ? big_batch_mib << 20 : SIZE_MAX;
+  mc::bench::check_choices("transfer_bench", "ops", cfg.ops, {"read", "write"});
+  mc::bench::check_choices("transfer_bench", "transports", cfg.transports, {"tcp", "shm"});
   if (cfg.protocol != "tcp" && cfg.protocol != "rdma") {
     std::fprintf(stderr, "transfer_bench: unknown protocol '%s' (tcp or rdma)\n", cfg.protocol.c_str());
     return 2;

@@ -181,3 +181,101 @@ TEST_SUITE("config options") {
     CHECK_FALSE(mc::config::parse_duration_ms("soon").has_value());
   }
 }
+
+TEST_SUITE("config_lists") {
+  struct bench_opts {
+    double seconds = 0.5;
+    std::vector<std::string> configs{"tcp", "shm"};
+    std::vector<std::uint64_t> inflight{1, 16, 64};
+    std::vector<std::uint64_t> sizes{4096, 65536};
+    option_set set{"bench", "a benchmark"};
+    bench_opts() {
+      set.add("seconds", &seconds, "run length", 0.001, 3600)
+          .add_list("configs", &configs, "configs")
+          .add_list("inflight", &inflight, "calls in flight", 1, 4096)
+          .add_size_list("sizes", &sizes, "value sizes")
+          .accept_rest("CLIENT-FLAGS");
+    }
+  };
+
+  TEST_CASE("reals and comma lists parse, replace the default and show it in --help") {
+    bench_opts o;
+    auto h = o.set.parse({"--help"});
+    CHECK(h.what == outcome::kind::help);
+    CHECK(h.message.find("[0.5]") != std::string::npos);
+    CHECK(h.message.find("[tcp,shm]") != std::string::npos);
+    CHECK(h.message.find("[1,16,64]") != std::string::npos);
+    CHECK(h.message.find("[-- CLIENT-FLAGS...]") != std::string::npos);
+    auto r = o.set.parse({"--seconds", "0.05", "--configs", "shm", "--inflight=1,4,256", "--sizes", "64K,1M,4097"});
+    REQUIRE(r.what == outcome::kind::run);
+    CHECK(o.seconds == doctest::Approx(0.05));
+    CHECK(o.configs == std::vector<std::string>{"shm"});
+    CHECK(o.inflight == std::vector<std::uint64_t>{1, 4, 256});
+    CHECK(o.sizes == std::vector<std::uint64_t>{64 << 10, 1 << 20, 4097});
+    CHECK(o.set.rest().empty());
+  }
+
+  TEST_CASE("bad reals and bad list items are errors naming the option and item; the value stays") {
+    for (auto args : std::vector<std::vector<std::string>>{{"--seconds", "abc"},
+                                                           {"--seconds", "1e9"},
+                                                           {"--seconds", "nan"},
+                                                           {"--seconds", "0.5x"},
+                                                           {"--inflight", "1,,4"},
+                                                           {"--inflight", "1,0"},
+                                                           {"--inflight", "1,x"},
+                                                           {"--configs", "tcp,"},
+                                                           {"--sizes", "4K,12Q"}}) {
+      bench_opts o;
+      auto r = o.set.parse(args);
+      INFO(args[0] << " " << args[1]);
+      CHECK(r.what == outcome::kind::error);
+      CHECK(r.message.find(args[0]) != std::string::npos);
+      CHECK(o.seconds == doctest::Approx(0.5));
+      CHECK(o.inflight == std::vector<std::uint64_t>{1, 16, 64});
+      CHECK(o.configs == std::vector<std::string>{"tcp", "shm"});
+    }
+    bench_opts o;
+    std::string big = "1";
+    for (std::size_t i = 0; i < option_set::max_list_items; ++i) big += ",1";
+    auto r = o.set.parse({"--inflight", big});
+    CHECK(r.what == outcome::kind::error);
+    CHECK(r.message.find("more than") != std::string::npos);
+  }
+
+  TEST_CASE("-- hands the remaining arguments on only when accepted") {
+    bench_opts o;
+    auto r = o.set.parse({"--seconds", "1", "--", "--host", "x", "--unknown"});
+    REQUIRE(r.what == outcome::kind::run);
+    CHECK(o.set.rest() == std::vector<std::string>{"--host", "x", "--unknown"});
+    option_set plain{"p", "no rest"};
+    auto e = plain.parse({"--", "x"});
+    CHECK(e.what == outcome::kind::error);
+  }
+
+  TEST_CASE("TOML floats and arrays fill reals and lists") {
+    auto dir = mc::test::make_temp_dir("cfg");
+    auto p = dir + "/b.toml";
+    std::ofstream(p) << "seconds = 0.25\nconfigs = [\"shm\"]\ninflight = [2, 8]\nsizes = \"64K,1M\"\n";
+    bench_opts o;
+    auto r = o.set.parse({"--config", p});
+    REQUIRE(r.what == outcome::kind::run);
+    CHECK(o.seconds == doctest::Approx(0.25));
+    CHECK(o.configs == std::vector<std::string>{"shm"});
+    CHECK(o.inflight == std::vector<std::uint64_t>{2, 8});
+    CHECK(o.sizes == std::vector<std::uint64_t>{64 << 10, 1 << 20});
+    std::ofstream(p) << "inflight = [1, -2]\n";
+    bench_opts o2;
+    CHECK(o2.set.parse({"--config", p}).what == outcome::kind::error);
+    std::ofstream(p) << "configs = [\"tcp\", 3.5]\n";
+    bench_opts o3;
+    CHECK(o3.set.parse({"--config", p}).what == outcome::kind::error);
+    // An array is not a value of a scalar option.
+    opts scalar;
+    std::ofstream(p) << "host = [\"a\", \"b\"]\n";
+    auto e = scalar.set.parse({"--config", p});
+    CHECK(e.what == outcome::kind::error);
+    CHECK(e.message.find("'host'") != std::string::npos);
+    CHECK(scalar.host == "0.0.0.0");
+    mc::test::remove_tree(dir);
+  }
+}

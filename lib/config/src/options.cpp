@@ -7,9 +7,11 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
+#include <type_traits>
 
 namespace mc::config {
 namespace {
@@ -76,7 +78,7 @@ option_set::option_set(std::string program, std::string summary)
 
 option_set& option_set::add_custom(std::string name, std::string default_text, std::string help,
                                    std::function<std::optional<std::string>(std::string_view)> set) {
-  options_.push_back({std::move(name), std::move(default_text), std::move(help), std::move(set), false, false, {}});
+  options_.push_back({std::move(name), std::move(default_text), std::move(help), std::move(set), false, false, false, {}});
   return *this;
 }
 
@@ -145,6 +147,113 @@ option_set& option_set::add(std::string name, std::chrono::milliseconds* target,
                     });
 }
 
+namespace {
+std::string format_real(double v) {
+  std::ostringstream o;
+  o << v;
+  return o.str();
+}
+
+// Splits a comma list and runs `item` on every element; an error names the item.
+std::optional<std::string> for_each_item(std::string_view v,
+                                         const std::function<std::optional<std::string>(std::string_view)>& item) {
+  std::size_t n = 0;
+  while (true) {
+    auto comma = v.find(',');
+    auto x = v.substr(0, comma);
+    if (x.empty()) return std::string("empty item in the comma-separated list");
+    if (++n > option_set::max_list_items)
+      return "more than " + std::to_string(option_set::max_list_items) + " items";
+    if (auto err = item(x)) return "item '" + std::string(x) + "': " + *err;
+    if (comma == std::string_view::npos) return std::nullopt;
+    v.remove_prefix(comma + 1);
+  }
+}
+
+template <class T>
+std::string join(const std::vector<T>& xs) {
+  std::string out;
+  for (auto& x : xs) {
+    if (!out.empty()) out += ',';
+    if constexpr (std::is_same_v<T, std::string>) out += x;
+    else out += std::to_string(x);
+  }
+  return out;
+}
+}  // namespace
+
+option_set& option_set::add(std::string name, double* target, std::string help, double min, double max) {
+  return add_custom(std::move(name), format_real(*target), std::move(help),
+                    [target, min, max](std::string_view v) -> std::optional<std::string> {
+                      double d = 0;
+                      auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), d);
+                      if (v.empty() || ec != std::errc{} || p != v.data() + v.size() || !std::isfinite(d))
+                        return "expected a number such as 0.5";
+                      if (d < min || d > max) return "must be between " + format_real(min) + " and " + format_real(max);
+                      *target = d;
+                      return std::nullopt;
+                    });
+}
+
+option_set& option_set::add_list(std::string name, std::vector<std::string>* target, std::string help) {
+  add_custom(std::move(name), join(*target), std::move(help),
+                    [target](std::string_view v) -> std::optional<std::string> {
+                      std::vector<std::string> out;
+                      if (auto err = for_each_item(v, [&](std::string_view x) -> std::optional<std::string> {
+                            out.emplace_back(x);
+                            return std::nullopt;
+                          }))
+                        return err;
+                      *target = std::move(out);
+                      return std::nullopt;
+                    });
+  options_.back().is_list = true;
+  return *this;
+}
+
+option_set& option_set::add_list(std::string name, std::vector<std::uint64_t>* target, std::string help,
+                                 std::uint64_t min, std::uint64_t max) {
+  add_custom(std::move(name), join(*target), std::move(help),
+                    [target, min, max](std::string_view v) -> std::optional<std::string> {
+                      std::vector<std::uint64_t> out;
+                      std::uint64_t n = 0;
+                      auto one = bounded_setter(&n, min, max);
+                      if (auto err = for_each_item(v, [&](std::string_view x) -> std::optional<std::string> {
+                            if (auto e = one(x)) return e;
+                            out.push_back(n);
+                            return std::nullopt;
+                          }))
+                        return err;
+                      *target = std::move(out);
+                      return std::nullopt;
+                    });
+  options_.back().is_list = true;
+  return *this;
+}
+
+option_set& option_set::add_size_list(std::string name, std::vector<std::uint64_t>* target, std::string help) {
+  add_custom(std::move(name), join(*target), std::move(help),
+                    [target](std::string_view v) -> std::optional<std::string> {
+                      std::vector<std::uint64_t> out;
+                      if (auto err = for_each_item(v, [&](std::string_view x) -> std::optional<std::string> {
+                            auto n = parse_size(x);
+                            if (!n) return std::string("expected a size such as 4096, 64K or 1MiB");
+                            out.push_back(*n);
+                            return std::nullopt;
+                          }))
+                        return err;
+                      *target = std::move(out);
+                      return std::nullopt;
+                    });
+  options_.back().is_list = true;
+  return *this;
+}
+
+option_set& option_set::accept_rest(std::string what) {
+  rest_what_ = std::move(what);
+  return *this;
+}
+
 option_set& option_set::env(std::string var, std::string name) {
   if (auto* o = find(name)) o->env_var = std::move(var);
   return *this;
@@ -209,7 +318,16 @@ std::optional<std::string> option_set::load_file(const std::string& path) {
       if (i < 0) return path + ": key '" + key + "' must not be negative";
       value = std::to_string(i);
     } else if (node.is_boolean()) value = node.value<bool>().value_or(false) ? "true" : "false";
-    else return path + ": key '" + key + "' must be a string, an integer or a boolean";
+    else if (node.is_floating_point()) value = format_real(node.value<double>().value_or(0));
+    else if (auto* arr = node.as_array(); arr && o->is_list) {
+      // A list option: the items joined by commas (each a string or a non-negative integer).
+      for (auto& item : *arr) {
+        if (!value.empty()) value += ',';
+        if (auto s = item.value<std::string>(); s && item.is_string()) value += *s;
+        else if (auto i = item.value<std::int64_t>(); i && item.is_integer() && *i >= 0) value += std::to_string(*i);
+        else return path + ": key '" + key + "' must be an array of strings or non-negative integers";
+      }
+    } else return path + ": key '" + key + "' must be a string, a number or a boolean (an array only for a list option)";
     if (auto err = assign(*o, value, path)) return err;
   }
   return std::nullopt;
@@ -225,8 +343,13 @@ outcome option_set::parse(const std::vector<std::string>& args) {
   auto error = [&](std::string m) { return outcome{outcome::kind::error, program_ + ": " + m}; };
   // Pass 1: split into (name, value) pairs; find --help and --config.
   std::vector<std::pair<std::string, std::optional<std::string>>> flags;
+  rest_.clear();
   for (std::size_t i = 0; i < args.size(); ++i) {
     std::string_view a = args[i];
+    if (a == "--" && !rest_what_.empty()) {
+      rest_.assign(args.begin() + static_cast<std::ptrdiff_t>(i) + 1, args.end());
+      break;
+    }
     if (a == "--help" || a == "-h") return {outcome::kind::help, help()};
     if (a == "--version") return {outcome::kind::version, version_line(program_)};
     if (a.size() < 3 || a.substr(0, 2) != "--")
@@ -267,7 +390,8 @@ outcome option_set::parse(const std::vector<std::string>& args) {
 
 std::string option_set::help() const {
   std::ostringstream out;
-  out << "usage: " << program_ << " [--config FILE.toml] [--option value | --option=value]...\n\n"
+  out << "usage: " << program_ << " [--config FILE.toml] [--option value | --option=value]..."
+      << (rest_what_.empty() ? "" : " [-- " + rest_what_ + "...]") << "\n\n"
       << summary_ << "\n\noptions (default in brackets):\n"
       << "  --config FILE             TOML file with the same option names as keys;\n"
       << "                            precedence: defaults < file < environment < flags\n"

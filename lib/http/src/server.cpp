@@ -319,7 +319,7 @@ task<void> session(impl_ptr self, tcp::socket sock) {
 }
 
 /// Connections being answered 503 at once, at most (each holds a socket for
-/// at most ~1 s).
+/// at most ~1 s); past it accepting pauses.
 constexpr std::uint64_t max_rejecting = 64;
 
 /// Answers a connection over max_connections: `503 Service Unavailable` with
@@ -363,17 +363,25 @@ task<void> accept_loop(impl_ptr self) {
       continue;
     }
     self->accepted.fetch_add(1, std::memory_order_relaxed);
+    // A flood: over the bound with max_rejecting 503s pending. Hold this one
+    // connection (the next ones wait in the kernel's listen backlog) until a
+    // session or a 503 ends (each 503 within ~1 s), instead of closing it
+    // unanswered, which the client would see as a reset.
+    while (self->connections.load(std::memory_order_relaxed) >= self->opts.max_connections &&
+           self->rejecting.load(std::memory_order_relaxed) >= max_rejecting && self->acceptor->is_open()) {
+      asio::steady_timer timer(co_await asio::this_coro::executor, std::chrono::milliseconds(5));
+      co_await timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+    }
     if (self->connections.load(std::memory_order_relaxed) >= self->opts.max_connections) {
-      self->refused.fetch_add(1, std::memory_order_relaxed);
-      // Over the bound: a 503 with Retry-After (not a reset), while few are
-      // pending; past that (a flood), closed at once.
-      if (self->rejecting.load(std::memory_order_relaxed) < max_rejecting && self->enter()) {
-        self->rejecting.fetch_add(1, std::memory_order_relaxed);
-        auto ex = sock.get_executor();
-        asio::co_spawn(ex, answer_busy(self, std::move(sock)), asio::detached);
-      } else {
+      // Over the bound: a 503 with Retry-After, not a reset.
+      if (!self->enter()) {  // stopping
         sock.close(ec);
+        continue;
       }
+      self->refused.fetch_add(1, std::memory_order_relaxed);
+      self->rejecting.fetch_add(1, std::memory_order_relaxed);
+      auto ex = sock.get_executor();
+      asio::co_spawn(ex, answer_busy(self, std::move(sock)), asio::detached);
       continue;
     }
     if (!self->enter()) {
@@ -401,10 +409,15 @@ void server::route(std::string path, handler h, std::size_t max_body_bytes) {
   impl_->routes.push_back(route_entry{std::move(path), std::move(h), max_body_bytes, prefix});
 }
 
+std::size_t connection_bound_for_fd_limit(std::uint64_t soft_limit) noexcept {
+  if (soft_limit == RLIM_INFINITY) return 4096;
+  return static_cast<std::size_t>(std::clamp<std::uint64_t>(soft_limit / 4, 64, 16384));
+}
+
 std::size_t connection_bound_from_fd_limit() noexcept {
   rlimit rl{};
-  if (::getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) return 4096;
-  return std::clamp<std::size_t>(static_cast<std::size_t>(rl.rlim_cur / 4), 64, 16384);
+  if (::getrlimit(RLIMIT_NOFILE, &rl) != 0) return 4096;
+  return connection_bound_for_fd_limit(rl.rlim_cur);
 }
 
 result<void> server::start() {

@@ -43,6 +43,18 @@ class option_set {
   option_set& add_size(std::string name, std::uint64_t* target, std::string help);
   /// Duration ("10s", "500ms"; bare number = ms).
   option_set& add(std::string name, std::chrono::milliseconds* target, std::string help);
+  /// Finite real number in [min, max] ("0.05", "2", "1e-3").
+  option_set& add(std::string name, double* target, std::string help, double min, double max);
+  /// Comma-separated lists ("tcp,shm"; "1,16,64"; "64K,1M"). Empty items are an
+  /// error; the whole list replaces the default. Integers are bounded to
+  /// [min, max]; a list holds at most max_list_items items. In a TOML file the
+  /// value is either such a string or an array of strings / integers.
+  static constexpr std::size_t max_list_items = 1024;
+  option_set& add_list(std::string name, std::vector<std::string>* target, std::string help);
+  option_set& add_list(std::string name, std::vector<std::uint64_t>* target, std::string help,
+                       std::uint64_t min = 0, std::uint64_t max = UINT64_MAX);
+  /// List of byte sizes with units, as add_size().
+  option_set& add_size_list(std::string name, std::vector<std::uint64_t>* target, std::string help);
   /// Free-form validator: returns an error message or nullopt.
   option_set& add_custom(std::string name, std::string default_text, std::string help,
                          std::function<std::optional<std::string>(std::string_view)> set);
@@ -51,6 +63,12 @@ class option_set {
   /// A TOML key that the application reads itself from file_text() (e.g. the
   /// `tiers` array of tables); it is not an error in the file.
   option_set& allow_file_key(std::string key);
+  /// Accepts a lone `--` on the command line: every argument after it is kept,
+  /// unparsed, in rest() (e.g. flags handed on to another option set). Without
+  /// this call `--` is an error. `what` names them in --help ("CLIENT-FLAGS").
+  option_set& accept_rest(std::string what);
+  /// The arguments after `--` (empty without one). Valid after parse().
+  const std::vector<std::string>& rest() const { return rest_; }
 
   /// Parses argv (argv[0] skipped). `--help`/`-h` yields kind::help; `--version`
   /// yields kind::version with mc::config::version_line(program); `--config
@@ -76,6 +94,7 @@ class option_set {
     std::string help;
     std::function<std::optional<std::string>(std::string_view)> set;
     bool is_bool = false;
+    bool is_list = false;  ///< a TOML array is accepted
     bool set_explicitly = false;
     std::string env_var;
   };
@@ -90,6 +109,8 @@ class option_set {
   std::vector<std::string> file_keys_seen_;
   std::string file_text_;
   std::string file_path_;
+  std::string rest_what_;  ///< non-empty: `--` is accepted
+  std::vector<std::string> rest_;
 };
 
 }  // namespace mc::config

@@ -73,8 +73,14 @@ unsigned status_for(errc e) noexcept;
 /// anything that is safe on that thread. Exceptions become 500.
 using handler = std::function<task<response>(request&)>;
 
-/// The connection bound used when server_options::max_connections is 0:
-/// RLIMIT_NOFILE's soft limit / 4, within 64 .. 16384 (4096 when unlimited).
+/// The connection bound for a file-descriptor soft limit `soft_limit`
+/// (RLIMIT_NOFILE): a quarter of it (the rest stays for the node's RPC, transfer
+/// and SSD descriptors), at least 64 and at most 16384; 4096 when unlimited
+/// (RLIM_INFINITY). Pure; thread-safe.
+std::size_t connection_bound_for_fd_limit(std::uint64_t soft_limit) noexcept;
+/// connection_bound_for_fd_limit() of this process's current soft limit
+/// (getrlimit; 4096 if it fails). Used when server_options::max_connections is 0.
+/// Thread-safe.
 std::size_t connection_bound_from_fd_limit() noexcept;
 
 struct server_options {
@@ -87,8 +93,10 @@ struct server_options {
   /// limit (RLIMIT_NOFILE soft / 4, within 64 .. 16384). Past it a connection
   /// is answered `503 Service Unavailable` with `Retry-After: 1` (a JSON
   /// OVERLOADED error) and closed after the client's request is drained (not
-  /// reset); while 64 such answers are already pending, further ones are
-  /// closed at once. Both count in server_stats::refused.
+  /// reset). The 503 is a fixed ~210-byte response written and drained within
+  /// 1 s; at most 64 are pending at once, and while 64 are, accepting pauses
+  /// (further connections wait in the kernel's listen backlog, never closed
+  /// unanswered). Each counts in server_stats::refused.
   std::size_t max_connections = 0;
   std::size_t max_header_bytes = 16 << 10; ///< request line + headers
   /// The whole header of a request must arrive within this (also bounds how
@@ -113,7 +121,7 @@ struct server_options {
 struct server_stats {
   std::uint64_t connections = 0;  ///< open now
   std::uint64_t accepted = 0;
-  std::uint64_t refused = 0;      ///< over max_connections: answered 503 (or closed in a flood)
+  std::uint64_t refused = 0;      ///< over max_connections: answered 503
   std::uint64_t requests = 0;     ///< requests answered
   std::uint64_t status_2xx = 0, status_3xx = 0, status_4xx = 0, status_5xx = 0;
   std::uint64_t bad_requests = 0; ///< malformed / oversize requests (connection then closed)
