@@ -78,7 +78,7 @@ if [[ $quick == 1 ]]; then
   sizes=64K,256K,1M,4M,16M
   add transfer transfer/transfer_bench "--runs 3 --seconds 0.05 --sizes $sizes --batch 16 --threads 1" \
     $((4 * $(count $sizes)))
-  add tiered tiered/tier_bench "--runs 3 --mib 64" 7
+  add tiered tiered/tier_bench "--runs 3 --mib 64 --scaling-max 1048576" 12
   ssizes=4096,65536,1048576 conc=1,8,32
   for cfg in tcp shm; do
     add store store/store_bench "--configs $cfg --runs 3 --seconds 0.15 --sizes $ssizes --concurrency $conc" \
@@ -98,7 +98,7 @@ else
   add transfer transfer/transfer_bench \
     "--runs 3 --sizes $sizes --batch $batch --threads $threads --big-batch-mib 0" \
     $((4 * $(count $sizes) * $(count $batch) * $(count $threads)))
-  add tiered tiered/tier_bench "--runs 5" 7
+  add tiered tiered/tier_bench "--runs 5" 13
   for cfg in tcp shm; do
     add store store/store_bench "--configs $cfg --runs 3 --full" $((6 * 4 * 3))
   done

@@ -19,6 +19,9 @@
 #include <cstring>
 #include <utility>
 #include <filesystem>
+#include <map>
+#include <set>
+#include <optional>
 #include <random>
 #include <string>
 
@@ -34,6 +37,7 @@ struct options {
   std::size_t mib = 512;  // data volume of the 1 MiB cases
   std::string dir = "/var/tmp";
   bool fio = true;
+  std::uint64_t scaling_max = 10u << 20;  // live allocations of the largest scaling point
 };
 
 /// 4096-aligned heap buffer (O_DIRECT-friendly user memory).
@@ -216,6 +220,132 @@ void bench_dram(const options& o) {
   b::report(be_row);
 }
 
+/// Commit then get of 4 KiB DRAM values on one thread over 16 Ki keys (the
+/// tier holds them all; every commit replaces an older value of its key):
+/// allocate + write + commit + get + read, two operations per iteration.
+void bench_dram_put_get(const options& o) {
+  b::row row{"tiered", "dram_put_get_4KiB", "rate", "ops/s", {}, "", {}};
+  mc::runtime::runtime rt(1);
+  rt.start();
+  auto be = tiered_backend::create(rt, {tier_config{tier_type::dram, 256 << 20, 100, "OFFSET", "", false}}).value();
+  constexpr std::size_t keys = 16 << 10, n = 500'000, size = 4096;
+  std::vector<std::string> names;
+  for (std::size_t i = 0; i < keys; ++i) names.push_back("key-" + std::to_string(i));
+  std::vector<std::byte> src(size, std::byte{7}), dst(size);
+  for (unsigned run = 0; run < o.runs; ++run) {
+    auto t0 = clock_type::now();
+    auto ok = rt.block_on([](tiered_backend& be, std::vector<std::string>& names, std::vector<std::byte>& src,
+                             std::vector<std::byte>& dst) -> mc::task<bool> {
+      for (std::size_t i = 0; i < n; ++i) {
+        auto h = co_await be.allocate(size);
+        if (!h) co_return false;
+        std::memcpy(h->data().data(), src.data(), size);
+        auto& key = names[i % keys];
+        if (!be.commit(key, std::move(*h))) co_return false;
+        auto r = be.get(key);
+        if (!r) co_return false;
+        std::memcpy(dst.data(), r->data().data(), size);
+      }
+      co_return true;
+    }(*be, names, src, dst));
+    if (!ok || dst[size - 1] != std::byte{7}) std::exit(1);
+    row.runs.push_back(static_cast<double>(2 * n) / b::seconds_since(t0));
+  }
+  b::report(row);
+}
+
+/// The baseline of the scaling rows: best fit over a size-ordered std::set
+/// with an address-ordered std::map for coalescing (the tier's allocator
+/// before the OFFSET allocator; O(log free blocks) per operation).
+class map_best_fit {
+ public:
+  explicit map_best_fit(std::uint64_t capacity) { insert_free(0, capacity); }
+  std::optional<std::uint64_t> allocate(std::uint64_t size) {
+    size = (size + 63) & ~std::uint64_t{63};
+    auto it = by_size_.lower_bound({size, 0});
+    if (it == by_size_.end()) return std::nullopt;
+    auto [len, off] = *it;
+    by_size_.erase(it);
+    by_offset_.erase(off);
+    if (len > size) insert_free(off + size, len - size);
+    return off;
+  }
+  void free(std::uint64_t off, std::uint64_t size) {
+    size = (size + 63) & ~std::uint64_t{63};
+    std::uint64_t start = off, end = off + size;
+    auto next = by_offset_.lower_bound(off);
+    if (next != by_offset_.begin()) {
+      auto prev = std::prev(next);
+      if (prev->first + prev->second == off) {
+        start = prev->first;
+        erase_free(prev);
+      }
+    }
+    if (next != by_offset_.end() && next->first == end) {
+      end += next->second;
+      erase_free(next);
+    }
+    insert_free(start, end - start);
+  }
+
+ private:
+  void insert_free(std::uint64_t off, std::uint64_t len) {
+    by_offset_.emplace(off, len);
+    by_size_.emplace(len, off);
+  }
+  void erase_free(std::map<std::uint64_t, std::uint64_t>::iterator it) {
+    by_size_.erase({it->second, it->first});
+    by_offset_.erase(it);
+  }
+  std::map<std::uint64_t, std::uint64_t> by_offset_;
+  std::set<std::pair<std::uint64_t, std::uint64_t>> by_size_;
+};
+
+/// OFFSET allocator cost per free + allocate pair with N live allocations
+/// (random sizes 64 B .. 64 KiB, random victims), against map_best_fit on
+/// the same sequence. Per-op work is constant; what grows with N is the cache
+/// and TLB misses of touching random live blocks.
+void bench_allocator_scaling(const options& o) {
+  for (std::uint64_t live_n : {1ull << 10, 16ull << 10, 256ull << 10, 1ull << 20, 10ull << 20}) {
+    if (live_n > o.scaling_max) break;
+    b::row row{"tiered", "offset_allocator_scaling_" + std::to_string(live_n), "latency", "ns/op", {}, "map_best_fit",
+               {}};
+    for (unsigned run = 0; run < o.runs; ++run) {
+      offset_allocator a(std::uint64_t{1} << 50, 64);
+      std::mt19937_64 g(run);
+      std::vector<mc::tiered::allocation> live;
+      live.reserve(live_n);
+      for (std::uint64_t i = 0; i < live_n; ++i) live.push_back(a.allocate(64 + g() % (64 << 10)).value());
+      constexpr std::size_t n = 1'000'000;
+      auto t0 = clock_type::now();
+      for (std::size_t i = 0; i < n; ++i) {
+        auto k = g() % live.size();
+        a.free(live[k]);
+        live[k] = a.allocate(64 + g() % (64 << 10)).value();
+      }
+      row.runs.push_back(b::seconds_since(t0) * 1e9 / static_cast<double>(n));
+      // The baseline on the same sizes and victims.
+      map_best_fit m(std::uint64_t{1} << 50);
+      std::mt19937_64 h(run);
+      std::vector<std::pair<std::uint64_t, std::uint64_t>> held;
+      held.reserve(live_n);
+      for (std::uint64_t i = 0; i < live_n; ++i) {
+        auto sz = 64 + h() % (64 << 10);
+        held.emplace_back(m.allocate(sz).value(), sz);
+      }
+      t0 = clock_type::now();
+      for (std::size_t i = 0; i < n; ++i) {
+        auto k = h() % held.size();
+        m.free(held[k].first, held[k].second);
+        auto sz = 64 + h() % (64 << 10);
+        held[k] = {m.allocate(sz).value(), sz};
+      }
+      row.baseline_runs.push_back(b::seconds_since(t0) * 1e9 / static_cast<double>(n));
+    }
+    b::report(row);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -229,7 +359,9 @@ int main(int argc, char** argv) {
       .add("depth", &depth, "concurrent operations (and fio iodepth)", 1, 1024)
       .add("mib", &o.mib, "MiB written/read in the 1 MiB cases", 1, 1 << 20)
       .add("dir", &o.dir, "directory for the SSD tier and fio files")
-      .add("no-fio", &no_fio, "skip the fio baseline");
+      .add("no-fio", &no_fio, "skip the fio baseline")
+      .add("scaling-max", &o.scaling_max, "live allocations of the largest allocator scaling point", 1024,
+           std::uint64_t{100} << 20);
   mc::bench::parse_options(set, argc, argv);
   o.runs = static_cast<unsigned>(runs);
   o.depth = static_cast<unsigned>(depth);
@@ -237,5 +369,7 @@ int main(int argc, char** argv) {
   std::printf("%-34s %-12s %12s %-7s  %-14s %12s\n", "case", "metric", "value", "unit", "baseline", "value");
   bench_ssd(o);
   bench_dram(o);
+  bench_dram_put_get(o);
+  bench_allocator_scaling(o);
   return 0;
 }
