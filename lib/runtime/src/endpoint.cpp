@@ -1,6 +1,9 @@
 // mc::endpoint: the one "host:port" parser (see mc/runtime/endpoint.hpp).
 #include "mc/runtime/endpoint.hpp"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
 #include <ostream>
 
 namespace mc {
@@ -32,14 +35,18 @@ bool valid_name(std::string_view h) noexcept {
   return true;
 }
 
-/// An IPv6 address without brackets: hex digits, ':' (at least one) and '.',
-/// then optionally "%zone".
+/// An IPv6 address without brackets (inet_pton's syntax: hex digits, ':' and
+/// '.'), then optionally "%zone".
 bool valid_v6(std::string_view h) noexcept {
   auto pct = h.find('%');
   auto addr = h.substr(0, pct);
-  if (addr.size() < 2 || addr.find(':') == std::string_view::npos) return false;
+  char text[INET6_ADDRSTRLEN] = {};  // 46: the longest textual IPv6 address and a NUL
+  if (addr.size() < 2 || addr.size() >= sizeof(text)) return false;
   for (char c : addr)
     if (!is_hex(c) && c != ':' && c != '.') return false;
+  addr.copy(text, addr.size());
+  in6_addr bin{};
+  if (::inet_pton(AF_INET6, text, &bin) != 1) return false;
   if (pct == std::string_view::npos) return true;
   auto zone = h.substr(pct + 1);
   if (zone.empty()) return false;

@@ -8,8 +8,9 @@
 ///   `name:port`      a host name: letters, digits, '.', '-', '_' (not
 ///                    starting with '.' or '-'), e.g. "node-1.example:12345"
 ///   `1.2.3.4:port`   an IPv4 address (a host name as far as the syntax goes)
-///   `[v6]:port`      an IPv6 address in brackets: hex digits, ':' (at least
-///                    one) and '.', optionally "%zone" (zone: name characters)
+///   `[v6]:port`      an IPv6 address in brackets (what inet_pton accepts,
+///                    e.g. "::1", "fd00::5", "::ffff:10.0.0.1"), optionally
+///                    followed by "%zone" (zone: name characters)
 /// Rejected (errc::invalid_params): an empty host, "[]", a bare IPv6 address
 /// without brackets ("fd00::1:80" is ambiguous), brackets around a
 /// non-IPv6 host, unbalanced brackets, a missing or empty port, a port that
@@ -17,7 +18,8 @@
 /// sets above (whitespace, control characters, NUL, quotes, '/', '@', ...),
 /// trailing junk, and a host longer than max_host_size.
 /// parse_with_default_port also accepts a missing port, and a bare IPv6
-/// address (no brackets) when there is no port: see there.
+/// address (no brackets) when there is no port: see there. Host names are
+/// checked for syntax only: nothing here resolves or blocks.
 ///
 /// Thread-safety: a value type; const members are safe from any thread, the
 /// static functions are pure.
