@@ -58,6 +58,10 @@ std::optional<setup_config> parse_setup(const std::vector<std::pair<std::string,
       have_hostname = true;
       cfg.hostname = value;
       // A missing port keeps the default; a bare IPv6 address is a host (see mc::endpoint).
+      if (value.empty()) {  // derived, as --local_hostname ""
+        args.insert(args.end(), {"--local_hostname", ""});
+        continue;
+      }
       std::string_view bad;
       auto with_port = mc::endpoint::parse(value);
       auto ep = with_port ? with_port : mc::endpoint::parse_with_default_port(value, 1, &bad);
