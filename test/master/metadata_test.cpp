@@ -27,6 +27,16 @@ TEST_SUITE("master metadata") {
     CHECK(m.register_client(restarted).has_value());
     CHECK(m.clients().at(0).info.capacity == 2000);
     CHECK(mc::is(m.register_client(client_info{}).error(), mc::errc::invalid_params));
+    for (const char* bad : {"a", "a:0", "a:1 ", "fd00::1:1", "a:1\n\"x", "[]:1"}) {
+      CAPTURE(bad);
+      auto c = client("z");
+      c.rpc_endpoint = bad;
+      CHECK(mc::is(m.register_client(c).error(), mc::errc::invalid_params));
+      c = client("z");
+      c.transfer_endpoint = bad;
+      CHECK(mc::is(m.register_client(c).error(), mc::errc::invalid_params));
+    }
+    CHECK(m.clients().size() == 1);  // the refused ones left nothing behind
     CHECK(mc::is(m.heartbeat("nobody", 0, 0).error(), mc::errc::client_not_found));
   }
 

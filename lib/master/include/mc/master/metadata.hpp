@@ -128,8 +128,9 @@ class metadata {
   metadata& operator=(const metadata&) = delete;
 
   /// Registers or re-registers (idempotent) a client; refreshes its heartbeat.
-  /// Errors: invalid_params (an empty id or endpoint, or an http_endpoint that
-  /// is not valid_http_endpoint); object_already_exists when the
+  /// Errors: invalid_params (an empty id, an rpc or transfer endpoint that
+  /// mc::endpoint::parse refuses, or an http_endpoint that is not
+  /// valid_http_endpoint); object_already_exists when the
   /// id is registered with other endpoints (rpc or transfer) and that client
   /// heartbeated within route_ttl (a live client is never taken over). The
   /// same endpoints (a restart) always re-register; other endpoints take the
