@@ -31,7 +31,7 @@ std::string self_metrics_endpoint(const mc::master::master_options& o) {
     if (::gethostname(name, sizeof(name) - 1) != 0 || name[0] == '\0') return {};
     host = name;
   }
-  return mc::master::http_endpoint_of(host + ":0", "", o.metrics_port);
+  return mc::master::http_endpoint_of({}, host, o.metrics_port);  // `host` is never a wildcard here
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 #include "session.hpp"
 
 #include "mc/config/options.hpp"
+#include "mc/runtime/endpoint.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -56,16 +57,23 @@ std::optional<setup_config> parse_setup(const std::vector<std::pair<std::string,
       // "host" or "host:port" (the port is the TransferEngine's, as in Mooncake).
       have_hostname = true;
       cfg.hostname = value;
-      std::string host = value, port;
-      if (auto close = value.find("]:"); !value.empty() && value.front() == '[' && close != std::string::npos) {
-        host = value.substr(0, close + 1);
-        port = value.substr(close + 2);
-      } else if (auto colon = value.find(':'); colon != std::string::npos && value.rfind(':') == colon) {
-        host = value.substr(0, colon);
-        port = value.substr(colon + 1);
+      // A missing port keeps the default; a bare IPv6 address is a host (see mc::endpoint).
+      if (value.empty()) {  // derived, as --local_hostname ""
+        args.insert(args.end(), {"--local_hostname", ""});
+        continue;
       }
-      args.insert(args.end(), {"--local_hostname", host});
-      if (!port.empty()) args.insert(args.end(), {"--port", port});
+      std::string_view bad;
+      auto with_port = mc::endpoint::parse(value);
+      auto ep = with_port ? with_port : mc::endpoint::parse_with_default_port(value, 1, &bad);
+      if (!ep) {
+        std::string m = "local_hostname: not host or host:port (IPv6 in brackets): '";
+        m += value;
+        m += "': ";
+        m += bad;
+        return err(std::move(m));
+      }
+      args.insert(args.end(), {"--local_hostname", ep->host()});
+      if (with_port) args.insert(args.end(), {"--port", std::to_string(ep->port())});
     } else if (key == "metadata_server") {
       // P2PHANDSHAKE, an HTTP or etcd metadata URL: this store keeps no
       // separate metadata service (the master and the peers' handshakes do).

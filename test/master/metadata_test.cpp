@@ -27,6 +27,16 @@ TEST_SUITE("master metadata") {
     CHECK(m.register_client(restarted).has_value());
     CHECK(m.clients().at(0).info.capacity == 2000);
     CHECK(mc::is(m.register_client(client_info{}).error(), mc::errc::invalid_params));
+    for (const char* bad : {"a", "a:0", "a:1 ", "fd00::1:1", "a:1\n\"x", "[]:1"}) {
+      CAPTURE(bad);
+      auto c = client("z");
+      c.rpc_endpoint = bad;
+      CHECK(mc::is(m.register_client(c).error(), mc::errc::invalid_params));
+      c = client("z");
+      c.transfer_endpoint = bad;
+      CHECK(mc::is(m.register_client(c).error(), mc::errc::invalid_params));
+    }
+    CHECK(m.clients().size() == 1);  // the refused ones left nothing behind
     CHECK(mc::is(m.heartbeat("nobody", 0, 0).error(), mc::errc::client_not_found));
   }
 
@@ -361,7 +371,7 @@ TEST_SUITE("master http endpoint") {
     metadata m;
     auto c = client("a");
     for (const char* bad : {"nohost", ":9080", "h:", "h:0", "h:65536", "h:80x", "::1:9080", "[]:1", "h:1 ",
-                            "a\"b:1", "a\\b:1"}) {
+                            "a\"b:1", "a\\b:1", "[1.2.3.4]:1", "[::1:1", "h:1\n", "a/b:1"}) {
       c.http_endpoint = bad;
       CHECK_MESSAGE(mc::is(m.register_client(c).error(), mc::errc::invalid_params), bad);
     }
@@ -381,5 +391,10 @@ TEST_SUITE("master http endpoint") {
     CHECK(http_endpoint_of("10.0.0.5:12345", "127.0.0.1", 9080) == "127.0.0.1:9080");
     CHECK(http_endpoint_of("10.0.0.5:12345", "fd00::7", 9080) == "[fd00::7]:9080");
     CHECK(mc::master::valid_http_endpoint(http_endpoint_of("node-1.example:12345", "", 1)));
+    CHECK(http_endpoint_of("10.0.0.5:12345", "[fd00::7]", 9080) == "[fd00::7]:9080");  // no double brackets
+    CHECK(http_endpoint_of({}, "node-1", 9080) == "node-1:9080");                     // the master's own
+    CHECK(http_endpoint_of("not an endpoint", "", 9080).empty());                     // nothing rather than junk
+    CHECK(http_endpoint_of("10.0.0.5:12345", "a b", 9080).empty());
+    CHECK(http_endpoint_of("10.0.0.5:12345", "", 0).empty());
   }
 }

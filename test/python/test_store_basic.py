@@ -242,6 +242,9 @@ def test_setup_positional_and_bad_config(master):
     assert bad.setup({"local_hostname": "127.0.0.1", "master_server_addr": master, "no_such_option": 1}) < 0
     assert bad.setup({"local_hostname": "127.0.0.1", "master_server_addr": master,
                       "global_segment_size": "lots"}) < 0
+    for host in ("127.0.0.1:99999", "127.0.0.1:x", "[::1", "a b", "[127.0.0.1]:1"):
+        assert bad.setup({"local_hostname": host, "master_server_addr": master}) < 0, host
+    assert bad.setup({"local_hostname": "127.0.0.1", "master_server_addr": "127.0.0.1"}) < 0  # no port
     assert bad.setup_p2p_real_client({"local_hostname": "127.0.0.1", "master_server_addr": master,
                                       "client_rpc_port": 0, "rpc_thread_num": 2, "lock_shard_count": 64,
                                       "tiered_backend_config":

@@ -3,6 +3,7 @@
 #include "attach_fixture.hpp"
 
 #include "mc/runtime/when_all.hpp"
+#include "mc/store/client_options.hpp"
 
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/cancellation_signal.hpp>
@@ -396,6 +397,17 @@ TEST_CASE("connect refuses bad addresses and a node without an attach listener")
   CHECK(mc::store::derived_attach_port(12345) == 13345);
   CHECK(mc::store::derived_attach_port(65000) == 1024 + (65000 + 1000 - 65536));
   CHECK(mc::store::derived_attach_port(0) == 0);
+  for (const char* bad : {"[::1]:80x", "::1:12345", "127.0.0.1:65536", "[127.0.0.1]:1", "127.0.0.1 :1"}) {
+    CAPTURE(bad);
+    CHECK(mc::is(mc::store::attached_client::connect(rt, bad, {}, &why).error(), errc::invalid_params));
+    CHECK(!mc::store::server_port_of(bad));
+  }
+  CHECK(mc::store::server_port_of("[::1]:12345").value() == 12345);
+  CHECK(mc::store::is_loopback_endpoint("127.1.2.3:1"));
+  CHECK(mc::store::is_loopback_endpoint("[::1]:1"));
+  CHECK(mc::store::is_loopback_endpoint("localhost:1"));
+  CHECK(!mc::store::is_loopback_endpoint("127.example:1"));
+  CHECK(!mc::store::is_loopback_endpoint("127.0.0.1"));  // not host:port
   mc::rpc::shutdown(rt);
   rt.stop();
 }

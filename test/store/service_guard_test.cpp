@@ -243,4 +243,24 @@ TEST_SUITE("client service guard") {
     o.limits.max_request_timeout = 61s;
     CHECK_FALSE(mc::store::resolve(o, set).empty());
   }
+
+  TEST_CASE("resolve refuses a malformed master address or advertised host with the reason") {
+    mc::store::client_options o;
+    auto set = mc::store::make_option_set(o);
+    auto parsed = set.parse(std::vector<std::string>{"--master_server_address=[::1]:50051", "--local_hostname=fd00::5"});
+    REQUIRE_MESSAGE(parsed.what == mc::config::outcome::kind::run, parsed.message);
+    CHECK(mc::store::resolve(o, set).empty());
+    for (const char* bad : {"127.0.0.1", "::1:50051", "127.0.0.1:0", "[::1]:50051x", "a b:1"}) {
+      CAPTURE(bad);
+      o.master_server_address = bad;
+      auto why = mc::store::resolve(o, set);
+      CHECK(why.find("master_server_address") != std::string::npos);
+    }
+    o.master_server_address = "127.0.0.1:50051";
+    for (const char* bad : {"a b", "host:1", "[::1", "-x"}) {
+      CAPTURE(bad);
+      o.local_hostname = bad;
+      CHECK(mc::store::resolve(o, set).find("local_hostname") != std::string::npos);
+    }
+  }
 }

@@ -8,6 +8,7 @@
 #include "mc/http/node_endpoints.hpp"
 #include "mc/master/master_server.hpp"
 #include "mc/runtime/deadline.hpp"
+#include "mc/runtime/endpoint.hpp"
 #include "mc/runtime/when_all.hpp"
 #include "status_page.hpp"
 #include "text.hpp"
@@ -22,7 +23,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <charconv>
 #include <chrono>
 #include <memory>
 #include <mutex>
@@ -46,17 +46,6 @@ constexpr auto stats_timeout = std::chrono::milliseconds(1500);
 constexpr auto snapshot_max_age = std::chrono::milliseconds(500);  // concurrent viewers share a snapshot
 constexpr int max_refreshes = 2;                         // snapshots being built at once
 
-/// "host:port" (IPv6 in brackets, as valid_http_endpoint accepts) split.
-bool split_endpoint(std::string_view ep, std::string& host, std::string& port) {
-  auto colon = ep.rfind(':');
-  if (colon == std::string_view::npos || colon == 0) return false;
-  auto h = ep.substr(0, colon);
-  if (h.size() >= 2 && h.front() == '[' && h.back() == ']') h = h.substr(1, h.size() - 2);
-  host.assign(h);
-  port.assign(ep.substr(colon + 1));
-  return !host.empty() && !port.empty();
-}
-
 errc io_errc(const boost::system::error_code& ec) {
   return ec == beast::error::timeout ? errc::timeout : errc::rpc_fail;
 }
@@ -65,20 +54,18 @@ errc io_errc(const boost::system::error_code& ec) {
 /// non-200, not a JSON object), timeout, too_large (body over max_stats_body),
 /// invalid_params (not host:port).
 task<result<bj::object>> fetch_stats(std::string endpoint, std::string token) {
-  std::string host, port;
-  if (!split_endpoint(endpoint, host, port)) co_return fail(errc::invalid_params);
+  auto ep = mc::endpoint::parse(endpoint);  // as valid_http_endpoint accepts
+  if (!ep) co_return fail(errc::invalid_params);
   auto ex = co_await asio::this_coro::executor;
   boost::system::error_code ec;
   beast::tcp_stream stream(ex);
   stream.expires_after(stats_timeout);  // beast's own deadline too: every step below is bounded
-  if (auto ip = asio::ip::make_address(host, ec); !ec) {  // the usual case: no resolver involved
-    std::uint16_t p = 0;
-    auto [end, perr] = std::from_chars(port.data(), port.data() + port.size(), p);
-    if (perr != std::errc{} || end != port.data() + port.size() || p == 0) co_return fail(errc::invalid_params);
-    co_await stream.async_connect(tcp::endpoint(ip, p), asio::redirect_error(asio::use_awaitable, ec));
+  if (auto ip = asio::ip::make_address(ep->host(), ec); !ec) {  // the usual case: no resolver involved
+    co_await stream.async_connect(tcp::endpoint(ip, ep->port()), asio::redirect_error(asio::use_awaitable, ec));
   } else {  // a host name (asio resolves on its own thread; with_deadline bounds the wait)
     tcp::resolver resolver(ex);
-    auto addrs = co_await resolver.async_resolve(host, port, tcp::resolver::numeric_service,
+    auto addrs = co_await resolver.async_resolve(ep->host(), std::to_string(ep->port()),
+                                                 tcp::resolver::numeric_service,
                                                  asio::redirect_error(asio::use_awaitable, ec));
     if (ec) co_return fail(io_errc(ec));
     co_await stream.async_connect(addrs, asio::redirect_error(asio::use_awaitable, ec));

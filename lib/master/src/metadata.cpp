@@ -1,5 +1,6 @@
 #include "mc/master/metadata.hpp"
 
+#include "mc/runtime/endpoint.hpp"
 #include "metadata_state.hpp"
 
 #include <algorithm>
@@ -41,8 +42,9 @@ result<void> metadata::check_key(const std::string& key) const {
 }
 
 result<void> metadata::register_client(const client_info& info) {
-  if (info.client_id.empty() || info.rpc_endpoint.empty() || info.transfer_endpoint.empty() ||
-      !valid_http_endpoint(info.http_endpoint))
+  // Peers dial these endpoints: only well-formed ones are stored and served.
+  if (info.client_id.empty() || !mc::endpoint::parse(info.rpc_endpoint) ||
+      !mc::endpoint::parse(info.transfer_endpoint) || !valid_http_endpoint(info.http_endpoint))
     return fail(errc::invalid_params);
   const auto now = clock::now();
   std::lock_guard lk(clients_mu_);

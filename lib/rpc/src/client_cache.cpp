@@ -1,5 +1,6 @@
 #include "client_cache.hpp"
 
+#include "mc/runtime/endpoint.hpp"
 #include "negotiate.hpp"
 #include "thread_context.hpp"
 
@@ -45,41 +46,27 @@ using tcp = asio::ip::tcp;
 
 namespace {
 
-/// Splits "host:port" / "[v6]:port".
-bool split_endpoint(std::string_view ep, std::string& host, std::string& port) {
-  if (ep.empty()) return false;
-  if (ep.front() == '[') {
-    auto close = ep.find(']');
-    if (close == std::string_view::npos || close + 1 >= ep.size() || ep[close + 1] != ':') return false;
-    host = ep.substr(1, close - 1);
-    port = ep.substr(close + 2);
-  } else {
-    auto colon = ep.rfind(':');
-    if (colon == std::string_view::npos || colon == 0) return false;
-    host = ep.substr(0, colon);
-    port = ep.substr(colon + 1);
-  }
-  return !port.empty() && port.find_first_not_of("0123456789") == std::string::npos;
-}
-
 /// Resolves and connects; the socket belongs to the calling thread.
 mc::task<mc::result<std::unique_ptr<tcp::socket>>> dial(std::string endpoint, std::string* message) {
   auto ex = co_await asio::this_coro::executor;
-  std::string host, port;
-  if (!split_endpoint(endpoint, host, port)) {
-    *message = "bad endpoint '" + endpoint + "' (expected host:port)";
+  std::string_view why;
+  auto ep = mc::endpoint::parse(endpoint, &why);
+  if (!ep) {
+    *message = "bad endpoint '" + endpoint + "' (expected host:port): ";
+    message->append(why);
     co_return mc::fail(mc::errc::rpc_fail);
   }
   boost::system::error_code ec;
   std::vector<tcp::endpoint> targets;
-  auto addr = asio::ip::make_address(host, ec);
+  auto addr = asio::ip::make_address(ep->host(), ec);
   if (!ec) {
-    targets.emplace_back(addr, static_cast<std::uint16_t>(std::stoul(port)));
+    targets.emplace_back(addr, ep->port());
   } else {
     tcp::resolver resolver(ex);
-    auto [rec, results] = co_await resolver.async_resolve(host, port, asio::as_tuple(asio::use_awaitable));
+    auto [rec, results] = co_await resolver.async_resolve(ep->host(), std::to_string(ep->port()),
+                                                          asio::as_tuple(asio::use_awaitable));
     if (rec) {
-      *message = "resolve '" + host + "': " + rec.message();
+      *message = "resolve '" + ep->host() + "': " + rec.message();
       co_return mc::fail(mc::errc::rpc_fail);
     }
     for (auto& r : results) targets.push_back(r.endpoint());

@@ -5,6 +5,7 @@
 
 #include "attach.capnp.h"
 #include "mc/rpc/capnp.hpp"
+#include "mc/runtime/endpoint.hpp"
 #include "mc/runtime/runtime.hpp"
 #include "mc/runtime/when_all.hpp"
 #include "mc/store/attach.hpp"
@@ -28,10 +29,10 @@ namespace {
 using mc::transfer::region;
 using mc::transfer::region_access;
 
-/// Whether `host` names this host: loopback, "localhost", or (resolved) an
-/// address of one of its interfaces. Blocking (getaddrinfo): connect() only.
-bool is_this_host(std::string host) {
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+/// Whether `host` (no brackets) names this host: loopback, "localhost", or
+/// (resolved) an address of one of its interfaces. Blocking (getaddrinfo):
+/// connect() only.
+bool is_this_host(const std::string& host) {
   if (host == "localhost") return true;
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
@@ -298,9 +299,9 @@ result<std::unique_ptr<attached_client>> attached_client::connect(mc::runtime::r
     if (why) *why = std::move(text);
     return fail(e);
   };
-  auto port = server_port_of(server_address);
-  if (!port) return refuse(errc::invalid_params, "attach: server_address must be host:port");
-  if (!is_this_host(server_address.substr(0, server_address.rfind(':')))) {
+  auto server = mc::endpoint::parse(server_address);
+  if (!server) return refuse(errc::invalid_params, "attach: server_address must be host:port");
+  if (!is_this_host(server->host())) {
     std::string text = "attach: ";
     text += server_address;
     text += " is not on this host";
@@ -309,8 +310,9 @@ result<std::unique_ptr<attached_client>> attached_client::connect(mc::runtime::r
   if (opts.rpc_timeout.count() <= 0 || opts.max_batch_keys == 0)
     return refuse(errc::invalid_params, "attach: rpc_timeout and max_batch_keys must be positive");
   auto p = std::make_unique<impl>(rt, opts);
-  p->endpoint = "127.0.0.1:";
-  p->endpoint += std::to_string(opts.attach_port ? opts.attach_port : derived_attach_port(*port));
+  // The node's attach listener: loopback, its attach port (never 0: the RPC port is not).
+  const auto attach_port = opts.attach_port ? opts.attach_port : derived_attach_port(server->port());
+  p->endpoint = mc::endpoint::make("127.0.0.1", attach_port)->str();
   std::string text;
   if (auto r = p->start_engine(&text); !r) return refuse(to_errc(r.error()), std::move(text));
   auto h = rt.block_on(p->hello());

@@ -6,6 +6,7 @@
 #include "attach_core.hpp"
 #include "mc/rpc/capnp.hpp"
 #include "mc/rpc/server.hpp"
+#include "mc/runtime/endpoint.hpp"
 #include "mc/runtime/runtime.hpp"
 #include "mc/store/client.hpp"
 
@@ -13,7 +14,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <charconv>
 #include <cstdio>
 #include <chrono>
 #include <limits>
@@ -42,15 +42,10 @@ bool allowed_peer(const mc::rpc::connection_info& c, std::uint16_t port) {
   return *uid == 0 || *uid == ::geteuid();
 }
 
+/// "ip:port" / "[v6]:port"; "" when `ip` or `port` is not valid (mc::endpoint).
 std::string endpoint_of(const std::string& ip, std::uint16_t port) {
-  const bool v6 = ip.find(':') != std::string::npos;
-  std::string out;
-  if (v6) out += '[';
-  out += ip;
-  if (v6) out += ']';
-  out += ':';
-  out += std::to_string(port);
-  return out;
+  auto e = mc::endpoint::make(ip, port);
+  return e ? e->str() : std::string();
 }
 
 void set_result(AttachResult::Builder b, const result<std::uint64_t>& r) {
@@ -150,6 +145,7 @@ class attach_service_impl final : public mc::rpc::service<Attach> {
     if (peer.getPort() == 0) return fail(errc::invalid_params);
     // Bytes go to the attacher's engine on this connection's own IP.
     const auto endpoint = endpoint_of(conn_.remote_address, peer.getPort());
+    if (endpoint.empty()) return fail(errc::invalid_params);
     std::vector<attach_item> items;
     items.reserve(list.size());
     for (auto it : list) items.push_back(item_of(it, endpoint, peer.getInstance(), kind));
@@ -245,16 +241,9 @@ class attach_service_impl final : public mc::rpc::service<Attach> {
 }  // namespace
 
 result<std::uint16_t> server_port_of(std::string_view server_address) {
-  auto colon = server_address.rfind(':');
-  if (colon == std::string_view::npos || colon == 0) return fail(errc::invalid_params);
-  auto host = server_address.substr(0, colon);
-  if (host == "[]") return fail(errc::invalid_params);
-  unsigned v = 0;
-  const char* b = server_address.data() + colon + 1;
-  const char* e = server_address.data() + server_address.size();
-  auto [ptr, ec] = std::from_chars(b, e, v);
-  if (ec != std::errc{} || ptr != e || b == e || v == 0 || v > 65535) return fail(errc::invalid_params);
-  return static_cast<std::uint16_t>(v);
+  auto e = mc::endpoint::parse(server_address);
+  if (!e) return e.error();
+  return e->port();
 }
 
 struct attach_server::impl {

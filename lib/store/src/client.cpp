@@ -4,6 +4,7 @@
 
 #include "mc/rpc/client.hpp"
 #include "mc/rpc/protocol.hpp"
+#include "mc/runtime/endpoint.hpp"
 #include "mc/store/client_service.hpp"
 
 #include <boost/asio/as_tuple.hpp>
@@ -13,13 +14,6 @@
 #include <future>
 
 namespace mc::store {
-namespace {
-std::string host_of(const std::string& endpoint) {
-  if (!endpoint.empty() && endpoint.front() == '[') return endpoint.substr(0, endpoint.find(']') + 1);
-  return endpoint.substr(0, endpoint.rfind(':'));
-}
-}  // namespace
-
 client::impl::impl(mc::runtime::runtime& r, client_options o)
     : rt(r), opts(std::move(o)), master(opts.master_server_address, opts.rpc_timeout), peers(opts.rpc_timeout) {}
 
@@ -67,6 +61,13 @@ result<std::unique_ptr<client>> client::start(mc::runtime::runtime& rt, client_o
     return r.error();
   }
   p->transfer_endpoint = p->engine->endpoint();
+  // The RPC endpoint advertises the transfer endpoint's host (with the RPC server's port, below).
+  auto advertised = mc::endpoint::parse(p->transfer_endpoint);
+  if (!advertised) {
+    say("transfer engine: unusable endpoint " + p->transfer_endpoint);
+    p->engine->stop();
+    return advertised.error();
+  }
   for (auto span : p->backend->dram_regions())
     if (auto reg = p->engine->register_memory(span.data(), span.size(), mc::transfer::region_access::local_only))
       p->arena_regions.push_back(std::move(*reg));
@@ -105,7 +106,7 @@ result<std::unique_ptr<client>> client::start(mc::runtime::runtime& rt, client_o
     p->engine->stop();
     return r.error();
   }
-  p->rpc_endpoint = host_of(p->transfer_endpoint) + ":" + std::to_string(p->server->port());
+  p->rpc_endpoint = advertised->with_port(p->server->port())->str();  // a started server's port is not 0
   p->id = p->opts.client_id.empty() ? p->rpc_endpoint : p->opts.client_id;
   p->peers.set_requester_id(p->id);  // owners transfer only to our registered transfer endpoint
 

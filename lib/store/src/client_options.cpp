@@ -1,5 +1,6 @@
 #include "mc/store/client_options.hpp"
 
+#include "mc/runtime/endpoint.hpp"
 #include "mc/store/data_manager.hpp"
 
 namespace mc::store {
@@ -87,6 +88,20 @@ mc::config::option_set make_option_set(client_options& o) {
   return s;
 }
 
+namespace {
+/// "<option> '<value>' <rule>: <why>", the message of a refused endpoint option.
+std::string refused(std::string_view option, const std::string& value, std::string_view rule, std::string_view why) {
+  std::string text(option);
+  text += " '";
+  text += value;
+  text += "' ";
+  text += rule;
+  text += ": ";
+  text += why;
+  return text;
+}
+}  // namespace
+
 std::string resolve(client_options& o, const mc::config::option_set& parsed) {
   if (o.deployment_mode != "P2P" && o.deployment_mode != "p2p")
     return "deployment_mode '" + o.deployment_mode + "' is not supported: this client implements only P2P";
@@ -102,8 +117,10 @@ std::string resolve(client_options& o, const mc::config::option_set& parsed) {
     else if (comma < o.device_names.size()) return "device_names '" + o.device_names + "' has an empty entry";
     pos = comma + 1;
   }
-  if (o.master_server_address.find(':') == std::string::npos)
-    return "master_server_address '" + o.master_server_address + "' must be host:port";
+  if (std::string_view why; !o.local_hostname.empty() && !mc::endpoint::make(o.local_hostname, 1, &why))
+    return refused("local_hostname", o.local_hostname, "is not a host name or IP address", why);
+  if (std::string_view why; !mc::endpoint::parse(o.master_server_address, &why))
+    return refused("master_server_address", o.master_server_address, "must be host:port (IPv6 in brackets)", why);
   if (o.transfer_transport != "auto" && o.transfer_transport != "tcp" && o.transfer_transport != "same_host" &&
       o.transfer_transport != "rdma")
     return "transfer_transport '" + o.transfer_transport + "' is unknown (expected auto, tcp, same_host or rdma)";
@@ -143,8 +160,8 @@ std::string resolve(client_options& o, const mc::config::option_set& parsed) {
 }
 
 bool is_loopback_endpoint(std::string_view endpoint) {
-  auto host = endpoint.substr(0, endpoint.rfind(':'));
-  return host.rfind("127.", 0) == 0 || host == "localhost" || host == "[::1]";
+  auto e = mc::endpoint::parse(endpoint);
+  return e && e->is_loopback();
 }
 
 std::optional<mc::transfer::transport_kind> forced_transport(const client_options& o) {

@@ -5,6 +5,7 @@
 #include "mc/rpc/capnp.hpp"
 #include "mc/runtime/async_semaphore.hpp"
 #include "mc/runtime/deadline.hpp"
+#include "mc/runtime/endpoint.hpp"
 #include "mc/runtime/when_all.hpp"
 #include "mc/store/data_manager.hpp"
 #include "mc/transfer/types.hpp"
@@ -13,7 +14,6 @@
 #include <boost/asio/use_awaitable.hpp>
 
 #include <algorithm>
-#include <charconv>
 #include <chrono>
 #include <mutex>
 #include <unordered_map>
@@ -41,23 +41,6 @@ item_outcome refused(errc e) { return {static_cast<std::int32_t>(e), 0}; }
 void set_result(ItemResult::Builder b, const item_outcome& o) {
   b.setCode(o.code);
   b.setSize(o.size);
-}
-
-/// The port of "host:port" / "[v6]:port", or 0 when there is none.
-std::uint16_t port_of(const std::string& endpoint) {
-  auto colon = endpoint.rfind(':');
-  if (colon == std::string::npos) return 0;
-  unsigned v = 0;
-  const char* b = endpoint.data() + colon + 1;
-  const char* e = endpoint.data() + endpoint.size();
-  auto [p, ec] = std::from_chars(b, e, v);
-  if (ec != std::errc{} || p != e || b == e || v == 0 || v > 65535) return 0;
-  return static_cast<std::uint16_t>(v);
-}
-
-std::string join_host_port(const std::string& host, std::uint16_t port) {
-  if (host.find(':') != std::string::npos) return "[" + host + "]:" + std::to_string(port);
-  return host + ":" + std::to_string(port);
 }
 
 /// The master's registrations of requesters, cached briefly (bounded).
@@ -292,10 +275,12 @@ class client_service_impl final : public mc::rpc::service<ClientService> {
   task<result<mc::transfer::remote_buffer>> resolve(const std::string& client_id, mc::transfer::remote_buffer b) {
     if (b.endpoint.empty()) co_return fail(errc::invalid_params);
     if (client_id.empty()) {
-      auto port = port_of(b.endpoint);
-      if (port == 0) co_return fail(errc::invalid_params);
-      if (conn_.remote_address.empty()) co_return fail(errc::access_denied);
-      b.endpoint = join_host_port(conn_.remote_address, port);
+      // Only the port is the requester's; the host is the connection's own peer address.
+      auto claimed = mc::endpoint::parse(b.endpoint);
+      if (!claimed) co_return fail(errc::invalid_params);
+      auto target = mc::endpoint::make(conn_.remote_address, claimed->port());
+      if (!target) co_return fail(errc::access_denied);  // no (usable) peer address
+      b.endpoint = target->str();
       b.instance = 0;
       co_return b;
     }

@@ -3,6 +3,7 @@
 #include "mc/runtime/blocking.hpp"
 
 #include "mc/runtime/deadline.hpp"
+#include "mc/runtime/endpoint.hpp"
 #include "mc/runtime/when_all.hpp"
 
 #include <boost/asio/ip/address.hpp>
@@ -59,11 +60,6 @@ std::string first_interface_address() {
   }
   ::freeifaddrs(list);
   return found.empty() ? "127.0.0.1" : found;
-}
-
-std::string format_endpoint(const std::string& host, std::uint16_t port) {
-  if (host.find(':') != std::string::npos) return "[" + host + "]:" + std::to_string(port);
-  return host + ":" + std::to_string(port);
 }
 
 }  // namespace
@@ -123,12 +119,14 @@ thread_state& engine_impl::this_thread_state() {
 
 mc::result<void> engine_impl::start() {
   if (started_.exchange(true) || stopping_) return fail(errc::unavailable_in_current_status);
+  std::string host = opts_.advertise_host;
+  if (host.empty()) host = is_wildcard(opts_.bind_host) ? first_interface_address() : opts_.bind_host;
+  auto advertised = mc::endpoint::make(host, 1);  // the host checked before anything listens; port below
+  if (!advertised) return advertised.error();
   tcp_server_ = std::make_unique<tcp_server>(*this);
   auto port = tcp_server_->listen(opts_.bind_host, opts_.port);
   if (!port) return port.error();
-  std::string host = opts_.advertise_host;
-  if (host.empty()) host = is_wildcard(opts_.bind_host) ? first_interface_address() : opts_.bind_host;
-  endpoint_ = format_endpoint(host, *port);
+  endpoint_ = advertised->with_port(*port)->str();  // listen() never returns port 0
   shm_name_ = "mooncake-p2p.transfer/" + endpoint_;
   if (opts_.enable_same_host) {
     shm_server_ = std::make_unique<shm_server>(*this);

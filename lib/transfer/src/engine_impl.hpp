@@ -217,9 +217,6 @@ void inproc_publish(const std::string& endpoint, std::weak_ptr<registry> reg);
 void inproc_withdraw(const std::string& endpoint);
 std::shared_ptr<registry> inproc_lookup(const std::string& endpoint);
 
-/// Splits "host:port" / "[v6]:port". False when malformed.
-bool split_endpoint(const std::string& ep, std::string& host, std::uint16_t& port);
-
 /// Resolves `endpoint` ("host:port") and connects to the first address that
 /// answers; the socket has TCP_NODELAY, keep-alive and non-blocking mode set.
 /// Errors: invalid_params (bad endpoint), cancelled, transfer_fail.

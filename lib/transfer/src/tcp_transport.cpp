@@ -5,6 +5,7 @@
 #include "io.hpp"
 #include "wire.hpp"
 
+#include "mc/runtime/endpoint.hpp"
 #include "mc/runtime/when_all.hpp"
 
 #include <boost/asio/ip/address.hpp>
@@ -222,31 +223,13 @@ class tcp_transport final : public transport {
 
 std::unique_ptr<transport> make_tcp_transport(engine_impl& eng) { return std::make_unique<tcp_transport>(eng); }
 
-bool split_endpoint(const std::string& ep, std::string& host, std::uint16_t& port) {
-  auto colon = ep.rfind(':');
-  if (colon == std::string::npos || colon == 0 || colon + 1 >= ep.size()) return false;
-  host = ep.substr(0, colon);
-  if (host.front() == '[') {
-    if (host.size() < 3 || host.back() != ']') return false;
-    host = host.substr(1, host.size() - 2);
-  }
-  unsigned long v = 0;
-  for (std::size_t i = colon + 1; i < ep.size(); ++i) {
-    if (ep[i] < '0' || ep[i] > '9') return false;
-    v = v * 10 + static_cast<unsigned long>(ep[i] - '0');
-    if (v > 65535) return false;
-  }
-  if (v == 0) return false;
-  port = static_cast<std::uint16_t>(v);
-  return true;
-}
-
 task<result<tcp_socket>> connect_tcp(mc::executor ex, std::string endpoint) {
   namespace asio = boost::asio;
   using tcp = asio::ip::tcp;
-  std::string host;
-  std::uint16_t port = 0;
-  if (!split_endpoint(endpoint, host, port)) co_return fail(errc::invalid_params);
+  auto ep = mc::endpoint::parse(endpoint);
+  if (!ep) co_return fail(errc::invalid_params);
+  const std::string& host = ep->host();
+  const std::uint16_t port = ep->port();
   std::vector<tcp::endpoint> targets;
   boost::system::error_code ec;
   auto addr = asio::ip::make_address(host, ec);

@@ -33,14 +33,16 @@ struct client_info {
 /// Longest http_endpoint register_client accepts.
 inline constexpr std::size_t max_http_endpoint_size = 262;
 
-/// Whether `ep` is "" or "host:port" with a non-empty host (IPv6 in brackets)
-/// of at most max_http_endpoint_size bytes, printable ASCII without quotes,
-/// backslashes or spaces, and a decimal port in 1..65535. Thread-safe.
+/// Whether `ep` is "" or, in at most max_http_endpoint_size bytes, an
+/// endpoint mc::endpoint::parse accepts ("host:port", IPv6 in brackets, a
+/// decimal port in 1..65535, no spaces, quotes or control characters).
+/// Thread-safe.
 bool valid_http_endpoint(std::string_view ep) noexcept;
 
 /// The HTTP endpoint a node registers: `http_host`:`port` when it binds a
 /// specific host, else (0.0.0.0, ::, "") the host part of its advertised
-/// `rpc_endpoint`. An IPv6 host gets brackets. Thread-safe.
+/// `rpc_endpoint`. An IPv6 host gets brackets. "" when that host or `port` is
+/// not valid (mc::endpoint). Thread-safe.
 std::string http_endpoint_of(std::string_view rpc_endpoint, std::string_view http_host, std::uint16_t port);
 
 enum class health { healthy, suspect, dead };
@@ -126,8 +128,9 @@ class metadata {
   metadata& operator=(const metadata&) = delete;
 
   /// Registers or re-registers (idempotent) a client; refreshes its heartbeat.
-  /// Errors: invalid_params (an empty id or endpoint, or an http_endpoint that
-  /// is not valid_http_endpoint); object_already_exists when the
+  /// Errors: invalid_params (an empty id, an rpc or transfer endpoint that
+  /// mc::endpoint::parse refuses, or an http_endpoint that is not
+  /// valid_http_endpoint); object_already_exists when the
   /// id is registered with other endpoints (rpc or transfer) and that client
   /// heartbeated within route_ttl (a live client is never taken over). The
   /// same endpoints (a restart) always re-register; other endpoints take the

@@ -71,8 +71,9 @@ constexpr std::uint16_t derived_attach_port(std::uint16_t client_rpc_port) noexc
   return static_cast<std::uint16_t>(first + v);
 }
 
-/// The client RPC port of "host:port" / "[v6]:port". Errors: invalid_params
-/// (no port, not a number, 0, > 65535, empty host).
+/// The client RPC port of "host:port" / "[v6]:port" (mc::endpoint::parse).
+/// Errors: invalid_params (no port, not a number, 0, > 65535, empty or
+/// malformed host, an IPv6 host without brackets).
 result<std::uint16_t> server_port_of(std::string_view server_address);
 
 struct attach_server_options {

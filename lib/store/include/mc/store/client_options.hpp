@@ -105,7 +105,9 @@ mc::config::option_set make_option_set(client_options& o);
 /// default (one 512 MiB DRAM tier). Returns an error message or "".
 std::string resolve(client_options& o, const mc::config::option_set& parsed);
 
-/// Whether host:port names a loopback host (127.x, localhost, [::1]).
+/// Whether host:port names a loopback host (a 127.x.y.z address, localhost,
+/// [::1]); false when it is not an endpoint mc::endpoint::parse accepts.
+/// Thread-safe.
 bool is_loopback_endpoint(std::string_view endpoint);
 
 /// The forced transport for transfer_transport, or nullopt for "auto".

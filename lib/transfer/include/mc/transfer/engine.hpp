@@ -224,7 +224,8 @@ class engine {
 
   /// Binds and listens (TCP, and the same-host control socket). Errors:
   /// io_error (bind/listen failed; the reason is printed on stderr),
-  /// invalid_params (bad bind_host), unavailable_in_current_status (started
+  /// invalid_params (bad bind_host, or an advertised host mc::endpoint
+  /// does not accept), unavailable_in_current_status (started
   /// twice or after stop). Call from any non-runtime thread.
   mc::result<void> start();
 
