@@ -1,9 +1,5 @@
 #include "mc/runtime/gate.hpp"
 
-#include <boost/asio/associated_executor.hpp>
-#include <boost/asio/async_result.hpp>
-#include <boost/asio/post.hpp>
-
 namespace mc {
 
 gate_holder& gate_holder::operator=(gate_holder&& o) noexcept {
@@ -19,49 +15,32 @@ void gate_holder::leave() noexcept {
 }
 
 gate_holder gate::try_enter() {
-  std::lock_guard lk(m_);
+  auto lk = q_.lock();
   if (closed_) return {};
   ++count_;
   return gate_holder(this);
 }
 
 void gate::leave() noexcept {
-  std::vector<waiter> done;
-  {
-    std::lock_guard lk(m_);
-    if (--count_ == 0 && closed_) done.swap(waiters_);
-  }
-  for (auto& w : done) {
-    auto shared = std::make_shared<handler_t>(std::move(w.handler));
-    boost::asio::post(w.ex, [shared] { std::move(*shared)(); });
-  }
+  waiter_queue::wakeups w;
+  auto lk = q_.lock();
+  if (--count_ == 0 && closed_) q_.grant_all(w, 0);
 }
 
 task<void> gate::close() {
-  co_await boost::asio::async_initiate<decltype(boost::asio::use_awaitable), void()>(
-      [this](auto handler) {
-        std::unique_lock lk(m_);
-        closed_ = true;
-        if (count_ == 0) {
-          lk.unlock();
-          auto ex = boost::asio::get_associated_executor(handler);
-          auto shared = std::make_shared<handler_t>(std::move(handler));
-          boost::asio::post(ex, [shared] { std::move(*shared)(); });
-          return;
-        }
-        mc::executor ex = boost::asio::get_associated_executor(handler);
-        waiters_.push_back(waiter{handler_t(std::move(handler)), std::move(ex)});
-      },
-      boost::asio::use_awaitable);
+  auto lk = q_.lock();
+  closed_ = true;
+  if (count_ == 0) co_return;
+  (void)co_await q_.wait_uncancellable(std::move(lk), 0);
 }
 
 bool gate::closed() const {
-  std::lock_guard lk(m_);
+  auto lk = q_.lock();
   return closed_;
 }
 
 std::size_t gate::in_flight() const {
-  std::lock_guard lk(m_);
+  auto lk = q_.lock();
   return count_;
 }
 
