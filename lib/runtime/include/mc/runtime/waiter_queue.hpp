@@ -82,6 +82,8 @@ class waiter_queue {
   /// to the grant. Errors: cancelled (the awaiting coroutine was cancelled
   /// before or while waiting; it is no longer queued and was granted
   /// nothing). Resumes on the caller's executor. Thread-safe.
+  /// The returned task holds `lk` until it runs: await it at once
+  /// (`co_await q.wait(std::move(lk), tag)`), never spawn or store it.
   task<result<std::uint64_t>> wait(lock_type lk, std::uint64_t tag) { return suspend(std::move(lk), tag, -1, true); }
   /// wait() bounded by `timeout`: errc::timeout when not granted in time (no
   /// longer queued then; granted nothing). Also errc::cancelled as wait().
