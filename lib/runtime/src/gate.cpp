@@ -1,5 +1,9 @@
 #include "mc/runtime/gate.hpp"
 
+#include <boost/asio/post.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
 namespace mc {
 
 gate_holder& gate_holder::operator=(gate_holder&& o) noexcept {
@@ -30,8 +34,14 @@ void gate::leave() noexcept {
 task<void> gate::close() {
   auto lk = q_.lock();
   closed_ = true;
-  if (count_ == 0) co_return;
-  (void)co_await q_.wait_uncancellable(std::move(lk), 0);
+  if (count_ > 0) {
+    (void)co_await q_.wait_uncancellable(std::move(lk), 0);
+    co_return;
+  }
+  lk.unlock();
+  // Never completes inline (as before waiter_queue): callers spawn close()
+  // and only then arm what its completion signals.
+  co_await boost::asio::post(co_await boost::asio::this_coro::executor, boost::asio::use_awaitable);
 }
 
 bool gate::closed() const {

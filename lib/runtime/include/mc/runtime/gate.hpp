@@ -36,8 +36,9 @@ class gate {
 
   /// Enters unless closed; an empty holder means "shutting down".
   gate_holder try_enter();
-  /// Closes the gate and completes when every holder has left (at once if
-  /// none), resuming on the caller's executor. May be awaited by several
+  /// Closes the gate and completes when every holder has left, resuming on
+  /// the caller's executor; never inline, even when nothing is in flight
+  /// (the completion is posted). May be awaited by several
   /// coroutines. Not cut short by cancellation: it returns only once nothing
   /// is in flight.
   task<void> close();
