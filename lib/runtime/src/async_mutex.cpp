@@ -44,9 +44,10 @@ shared_lock_guard async_shared_mutex::try_lock_shared() {
   return shared_lock_guard(this);
 }
 
-// The check and the enqueue happen under one lock: no release can slip
-// between them, so no re-grant is needed after queueing.
+// Fast path: try_lock(). Slow path: the check is repeated and the waiter
+// queued under one lock, so no release can slip between them.
 task<result<unique_lock_guard>> async_shared_mutex::lock() {
+  if (auto g = try_lock(); g.owns_lock()) co_return std::move(g);
   auto lk = q_.lock();
   if (!writer_ && readers_ == 0 && q_.empty()) {
     writer_ = true;
@@ -58,6 +59,7 @@ task<result<unique_lock_guard>> async_shared_mutex::lock() {
 }
 
 task<result<shared_lock_guard>> async_shared_mutex::lock_shared() {
+  if (auto g = try_lock_shared(); g.owns_lock()) co_return std::move(g);
   auto lk = q_.lock();
   if (!writer_ && q_.empty()) {
     ++readers_;

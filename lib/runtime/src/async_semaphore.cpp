@@ -29,12 +29,14 @@ semaphore_units async_semaphore::try_acquire(std::uint64_t n) {
   return semaphore_units(this, n);
 }
 
-// The check and the enqueue happen under one lock: no release can slip
-// between them. A timer is armed only when the caller really waits.
+// Fast path: try_acquire(). Slow path: the check is repeated and the waiter
+// queued under one lock, so no release can slip between them. A timer is
+// armed only when the caller really waits.
 task<result<semaphore_units>> async_semaphore::take(std::uint64_t n, std::chrono::steady_clock::duration timeout,
                                                     bool timed) {
   n = std::min(n, capacity_);
   if (n == 0) co_return semaphore_units{};
+  if (auto u = try_acquire(n); u.count() != 0) co_return std::move(u);
   auto lk = q_.lock();
   if (q_.empty() && available_ >= n) {
     available_ -= n;
