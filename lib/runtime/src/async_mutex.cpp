@@ -92,14 +92,14 @@ void async_shared_mutex::unlock() noexcept {
   auto lk = q_.lock();
   assert(writer_);
   writer_ = false;
-  grant_waiters(w);
+  if (!q_.empty()) grant_waiters(w);
 }
 
 void async_shared_mutex::unlock_shared() noexcept {
   waiter_queue::wakeups w;
   auto lk = q_.lock();
   assert(readers_ > 0);
-  if (--readers_ == 0) grant_waiters(w);
+  if (--readers_ == 0 && !q_.empty()) grant_waiters(w);
 }
 
 async_shared_mutex::state async_shared_mutex::snapshot() const {

@@ -78,7 +78,7 @@ void async_semaphore::release(std::uint64_t n) noexcept {
   auto lk = q_.lock();
   available_ += n;
   assert(available_ <= capacity_);
-  grant_waiters(w);
+  if (!q_.empty()) grant_waiters(w);
 }
 
 std::uint64_t async_semaphore::available() const {

@@ -10,7 +10,6 @@
 
 #include <algorithm>
 #include <cassert>
-#include <optional>
 #include <tuple>
 
 namespace mc {
@@ -27,8 +26,9 @@ struct waiter_queue::waiter {
   std::uint64_t value = 0;  // set by the grant
   errc outcome = errc::ok;  // ok (granted), cancelled or timeout
   bool done = false;        // left the queue; guarded by the queue's m_
-  // Only with a timeout; created, cancelled and destroyed on the waiter's thread.
-  std::optional<boost::asio::steady_timer> timer;
+  // Only with a timeout (allocated then: keeps the common waiter small);
+  // created, cancelled and destroyed on the waiter's thread.
+  std::unique_ptr<boost::asio::steady_timer> timer;
 };
 
 namespace {
@@ -108,7 +108,7 @@ task<result<std::uint64_t>> waiter_queue::suspend(lock_type lk, std::uint64_t ta
           });
         }
         if (timeout_ns >= 0) {
-          w->timer.emplace(w->ex, std::chrono::nanoseconds(timeout_ns));
+          w->timer = std::make_unique<boost::asio::steady_timer>(w->ex, std::chrono::nanoseconds(timeout_ns));
           w->timer->async_wait([this, weak = std::weak_ptr<waiter>(w)](boost::system::error_code ec) {
             if (ec) return;  // cancelled: granted or cancelled meanwhile
             if (auto self = weak.lock()) leave(self, errc::timeout);

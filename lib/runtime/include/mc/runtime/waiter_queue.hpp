@@ -52,7 +52,9 @@ class waiter_queue {
     wakeups() = default;
     wakeups(const wakeups&) = delete;
     wakeups& operator=(const wakeups&) = delete;
-    ~wakeups() { flush(); }
+    ~wakeups() {
+      if (!list_.empty()) flush();  // inline: most releases wake nobody
+    }
     /// Resumes every collected waiter on its own executor (idempotent).
     void flush() noexcept;
     bool empty() const noexcept { return list_.empty(); }
