@@ -6,7 +6,6 @@
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/ip/tcp.hpp>
-#include <boost/asio/redirect_error.hpp>
 #include <capnp/message.h>
 #include <kj/debug.h>
 
@@ -109,7 +108,13 @@ void client_connection::close() noexcept {
   rpc = nullptr;
   network = nullptr;
   stream = nullptr;
-  if (ready_event) ready_event->cancel();
+  wake_waiters();
+}
+
+void client_connection::wake_waiters() noexcept {
+  mc::waiter_queue::wakeups w;
+  auto lk = ready_waiters.lock();
+  ready_waiters.grant_all(w, 0);
 }
 
 mc::time_point client_connection::idle_since() const noexcept {
@@ -184,8 +189,8 @@ mc::task<mc::result<std::shared_ptr<client_connection>>> client_cache::acquire(s
         co_return c;
       }
       if (c->st == client_connection::state::connecting) {
-        boost::system::error_code ec;
-        co_await c->ready_event->async_wait(asio::redirect_error(asio::use_awaitable, ec));
+        auto woken = co_await c->ready_waiters.wait(c->ready_waiters.lock(), 0);
+        if (!woken) co_return woken.error();  // cancelled while waiting
         if (c->st == client_connection::state::ready) co_return c;
         if (c->connect_error) {
           set_last_error(c->connect_message);
@@ -200,7 +205,6 @@ mc::task<mc::result<std::shared_ptr<client_connection>>> client_cache::acquire(s
       co_return mc::fail(mc::errc::rpc_fail);
     }
     auto c = std::make_shared<client_connection>(endpoint);
-    c->ready_event = std::make_unique<asio::steady_timer>(tc_.io(), mc::time_point::max());
     lru_.push_front(c.get());
     c->lru_pos = lru_.begin();
     by_endpoint_.emplace(endpoint, c);
@@ -213,10 +217,11 @@ mc::task<mc::result<std::shared_ptr<client_connection>>> client_cache::acquire(s
       ++stats_.failed;
       c->connect_error = r.error();
       set_last_error(c->connect_message);
-      erase(c);  // not cached: the next attempt reconnects
+      erase(c);          // not cached: the next attempt reconnects
+      c->wake_waiters();  // (erase already woke them unless c was replaced meanwhile)
       co_return r.error();
     }
-    c->ready_event->cancel();
+    c->wake_waiters();
     co_return c;
   }
   co_return mc::fail(mc::errc::rpc_fail);

@@ -4,6 +4,7 @@
 #include "mc/rpc/client.hpp"
 #include "mc/runtime/error.hpp"
 #include "mc/runtime/task.hpp"
+#include "mc/runtime/waiter_queue.hpp"
 
 #include <boost/asio/steady_timer.hpp>
 #include <capnp/capability.h>
@@ -27,13 +28,17 @@ struct client_connection {
   ~client_connection();
   /// Destroys the KJ objects (in order) and wakes waiters.
   void close() noexcept;
+  /// Wakes every acquire() waiting for this connection to open.
+  void wake_waiters() noexcept;
 
   std::string endpoint;
   state st = state::connecting;
   mc::time_point last_used;
   boost::system::error_code connect_error;
   std::string connect_message;
-  std::unique_ptr<boost::asio::steady_timer> ready_event;  // cancelled when connecting ends
+  /// acquire()s waiting for this connection to open; all woken when
+  /// connecting ends (ready, failed or closed).
+  mc::waiter_queue ready_waiters;
   std::list<client_connection*>::iterator lru_pos;
 
   kj::Own<stream_base> stream;
@@ -67,7 +72,8 @@ class client_cache : public std::enable_shared_from_this<client_cache> {
   client_cache& operator=(const client_cache&) = delete;
 
   /// A ready connection to `endpoint` (existing or new). Errors: rpc_fail,
-  /// timeout (connect_timeout), shutting_down.
+  /// timeout (connect_timeout), shutting_down, cancelled (while waiting for
+  /// another caller's connect to the same endpoint).
   mc::task<mc::result<std::shared_ptr<client_connection>>> acquire(std::string endpoint);
 
   /// Closes and forgets every connection.

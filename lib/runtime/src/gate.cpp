@@ -1,8 +1,8 @@
 #include "mc/runtime/gate.hpp"
 
-#include <boost/asio/associated_executor.hpp>
-#include <boost/asio/async_result.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
 
 namespace mc {
 
@@ -19,49 +19,38 @@ void gate_holder::leave() noexcept {
 }
 
 gate_holder gate::try_enter() {
-  std::lock_guard lk(m_);
+  auto lk = q_.lock();
   if (closed_) return {};
   ++count_;
   return gate_holder(this);
 }
 
 void gate::leave() noexcept {
-  std::vector<waiter> done;
-  {
-    std::lock_guard lk(m_);
-    if (--count_ == 0 && closed_) done.swap(waiters_);
-  }
-  for (auto& w : done) {
-    auto shared = std::make_shared<handler_t>(std::move(w.handler));
-    boost::asio::post(w.ex, [shared] { std::move(*shared)(); });
-  }
+  waiter_queue::wakeups w;
+  auto lk = q_.lock();
+  if (--count_ == 0 && closed_) q_.grant_all(w, 0);
 }
 
 task<void> gate::close() {
-  co_await boost::asio::async_initiate<decltype(boost::asio::use_awaitable), void()>(
-      [this](auto handler) {
-        std::unique_lock lk(m_);
-        closed_ = true;
-        if (count_ == 0) {
-          lk.unlock();
-          auto ex = boost::asio::get_associated_executor(handler);
-          auto shared = std::make_shared<handler_t>(std::move(handler));
-          boost::asio::post(ex, [shared] { std::move(*shared)(); });
-          return;
-        }
-        mc::executor ex = boost::asio::get_associated_executor(handler);
-        waiters_.push_back(waiter{handler_t(std::move(handler)), std::move(ex)});
-      },
-      boost::asio::use_awaitable);
+  auto lk = q_.lock();
+  closed_ = true;
+  if (count_ > 0) {
+    (void)co_await q_.wait_uncancellable(std::move(lk), 0);
+    co_return;
+  }
+  lk.unlock();
+  // Never completes inline (as before waiter_queue): callers spawn close()
+  // and only then arm what its completion signals.
+  co_await boost::asio::post(co_await boost::asio::this_coro::executor, boost::asio::use_awaitable);
 }
 
 bool gate::closed() const {
-  std::lock_guard lk(m_);
+  auto lk = q_.lock();
   return closed_;
 }
 
 std::size_t gate::in_flight() const {
-  std::lock_guard lk(m_);
+  auto lk = q_.lock();
   return count_;
 }
 

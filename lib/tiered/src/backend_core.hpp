@@ -1,6 +1,7 @@
 #pragma once
 // Internals of the TieredBackend (not a public header).
 #include "mc/runtime/async_mutex.hpp"
+#include "mc/runtime/waiter_queue.hpp"
 #include "mc/runtime/runtime.hpp"
 #include "mc/runtime/uring_file.hpp"
 #include "mc/tiered/offset_allocator.hpp"
@@ -167,11 +168,9 @@ class backend_core {
   tiered_backend::observer observer_;
   std::atomic<value_version> last_version_{0};  // the hybrid clock
   // Staging pool: free buffer indices and FIFO waiters (any thread).
-  struct staging_waiter;
-  std::mutex staging_m_;
+  mc::waiter_queue staging_q_;  // its lock guards free_staging_ too
   mc::async_mutex demote_m_;  // guards the reserved demotion buffer (the last chunk)
   std::vector<unsigned> free_staging_;
-  std::deque<std::shared_ptr<staging_waiter>> staging_waiters_;
 };
 
 }  // namespace mc::tiered::detail

@@ -92,62 +92,21 @@ task<result<void>> backend_core::ssd_read(const value& v, std::uint64_t at, std:
   co_return result<void>{};
 }
 
-// Asio 1.81's any_completion_handler move-assignment recurses: only move-construct it.
-struct backend_core::staging_waiter {
-  template <class H>
-  staging_waiter(H&& h, mc::executor e, boost::asio::cancellation_slot s)
-      : handler(std::forward<H>(h)), ex(std::move(e)), slot(s) {}
-  boost::asio::any_completion_handler<void(long)> handler;
-  mc::executor ex;  // the waiter's own executor (its runtime thread)
-  boost::asio::cancellation_slot slot;
-  bool done = false;  // granted or cancelled; guarded by staging_m_
-};
-
-namespace {
-template <class W>
-void finish(std::shared_ptr<W> w, long idx) {
-  auto ex = w->ex;
-  boost::asio::post(ex, [w = std::move(w), idx] {
-    if (w->slot.is_connected()) w->slot.clear();
-    std::move(w->handler)(idx);
-  });
-}
-}  // namespace
-
+// FIFO staging pool on mc::waiter_queue: a released buffer goes straight to
+// the oldest waiter (its index is the grant's value), else back to the free
+// list. A grant always reaches its waiter, so no index is lost to a cancel.
 task<result<staging_buffer>> backend_core::acquire_staging(std::size_t size) {
-  // Completes with a buffer index, or -1 when cancelled.
-  long idx = co_await boost::asio::async_initiate<decltype(boost::asio::use_awaitable), void(long)>(
-      [this](auto handler) {
-        mc::executor ex = boost::asio::get_associated_executor(handler);
-        auto slot = boost::asio::get_associated_cancellation_slot(handler);
-        std::unique_lock lk(staging_m_);
-        if (!free_staging_.empty()) {
-          unsigned i = free_staging_.back();
-          free_staging_.pop_back();
-          lk.unlock();
-          auto w = std::make_shared<staging_waiter>(std::move(handler), ex, boost::asio::cancellation_slot{});
-          finish(std::move(w), static_cast<long>(i));
-          return;
-        }
-        auto w = std::make_shared<staging_waiter>(std::move(handler), ex, slot);
-        staging_waiters_.push_back(w);
-        if (slot.is_connected()) {
-          slot.assign([this, weak = std::weak_ptr<staging_waiter>(w)](boost::asio::cancellation_type t) {
-            if (t == boost::asio::cancellation_type::none) return;
-            auto w = weak.lock();
-            if (!w) return;
-            {
-              std::lock_guard lk(staging_m_);
-              if (w->done) return;
-              w->done = true;
-              std::erase(staging_waiters_, w);
-            }
-            finish(std::move(w), -1);
-          });
-        }
-      },
-      boost::asio::use_awaitable);
-  if (idx < 0) co_return mc::fail(mc::errc::cancelled);
+  std::uint64_t idx = 0;
+  auto lk = staging_q_.lock();
+  if (!free_staging_.empty() && staging_q_.empty()) {
+    idx = free_staging_.back();
+    free_staging_.pop_back();
+    lk.unlock();
+  } else {
+    auto r = co_await staging_q_.wait(std::move(lk), 0);
+    if (!r) co_return r.error();  // cancelled while waiting: holds nothing
+    idx = *r;
+  }
   staging_buffer b;
   b.core_ = this;
   b.index_ = static_cast<unsigned>(idx);
@@ -157,22 +116,13 @@ task<result<staging_buffer>> backend_core::acquire_staging(std::size_t size) {
 }
 
 void backend_core::release_staging(unsigned index) noexcept {
-  std::shared_ptr<staging_waiter> w;
-  {
-    std::lock_guard lk(staging_m_);
-    while (!staging_waiters_.empty()) {
-      w = std::move(staging_waiters_.front());
-      staging_waiters_.pop_front();
-      if (!w->done) break;
-      w.reset();
-    }
-    if (!w) {
-      free_staging_.push_back(index);
-      return;
-    }
-    w->done = true;
+  mc::waiter_queue::wakeups w;
+  auto lk = staging_q_.lock();
+  if (staging_q_.empty()) {
+    free_staging_.push_back(index);
+  } else {
+    staging_q_.grant_front(w, index);
   }
-  finish(std::move(w), static_cast<long>(index));
 }
 
 }  // namespace mc::tiered::detail

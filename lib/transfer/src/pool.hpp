@@ -3,10 +3,7 @@
 // only by the runtime thread that owns the pool: no locks.
 #include "mc/runtime/error.hpp"
 #include "mc/runtime/task.hpp"
-
-#include <boost/asio/as_tuple.hpp>
-#include <boost/asio/steady_timer.hpp>
-#include <boost/asio/this_coro.hpp>
+#include "mc/runtime/waiter_queue.hpp"
 
 #include <sys/socket.h>
 
@@ -139,17 +136,22 @@ class conn_lease {
 };
 
 /// Bounded pool of connections to one peer, owned by one runtime thread.
+/// Callers waiting for a connection queue in FIFO order (mc::waiter_queue):
+/// each release or failed connect wakes the oldest one, which then takes the
+/// idle connection or opens one in the freed slot.
 template <class Socket>
 class peer_pool {
  public:
   using connect_fn = std::function<task<result<std::unique_ptr<pooled_conn<Socket>>>>()>;
 
-  peer_pool(mc::executor ex, std::size_t max, const bool* stopping)
-      : wake_(ex, boost::asio::steady_timer::time_point::max()), max_(max), stopping_(stopping) {}
+  /// The executor argument (the owning thread's) is not needed: waiters
+  /// resume on their own executor, which is that thread's.
+  peer_pool(mc::executor /*owner*/, std::size_t max, const bool* stopping) : max_(max), stopping_(stopping) {}
 
   /// A connection: an idle one, a new one (while below the bound), or, when
-  /// `wait`, the next one released. Without `wait`, an empty lease when the
-  /// pool is exhausted. Errors: connect errors, cancelled, shutting_down.
+  /// `wait`, the next one released (FIFO among waiters). Without `wait`, an
+  /// empty lease when the pool is exhausted. Errors: connect errors,
+  /// cancelled (while waiting; nothing is held), shutting_down.
   task<result<conn_lease<Socket>>> acquire(const connect_fn& connect, bool wait) {
     for (;;) {
       if (*stopping_) co_return fail(errc::shutting_down);
@@ -163,17 +165,16 @@ class peer_pool {
         auto c = co_await connect();
         if (!c) {
           --total_;
-          wake_.cancel();
+          wake_one();
           co_return c.error();
         }
         co_return conn_lease<Socket>(this, std::move(*c), false);
       }
       if (!wait) co_return conn_lease<Socket>();
-      ++waiters_;
-      co_await wake_.async_wait(boost::asio::as_tuple(boost::asio::use_awaitable));
+      ++waiters_;  // counts the woken until they run: the pool is not unused() meanwhile
+      auto woken = co_await q_.wait(q_.lock(), 0);
       --waiters_;
-      auto cs = co_await boost::asio::this_coro::cancellation_state;
-      if (cs.cancelled() != boost::asio::cancellation_type::none) co_return fail(errc::cancelled);
+      if (!woken) co_return woken.error();
     }
   }
 
@@ -182,8 +183,12 @@ class peer_pool {
     total_ -= idle_.size();
     idle_.clear();
   }
-  /// Wakes every waiter (stop).
-  void wake_all() noexcept { wake_.cancel(); }
+  /// Wakes every waiter (stop: they see stopping and return shutting_down).
+  void wake_all() noexcept {
+    waiter_queue::wakeups w;
+    auto lk = q_.lock();
+    q_.grant_all(w, 0);
+  }
   bool unused() const noexcept { return total_ == idle_.size() && waiters_ == 0; }
   std::size_t total() const noexcept { return total_; }
   std::uint64_t last_use = 0;
@@ -196,14 +201,20 @@ class peer_pool {
     } else {
       idle_.push_back(std::move(c));
     }
-    wake_.cancel();
+    wake_one();
   }
   void forget() noexcept {
     --total_;
-    wake_.cancel();
+    wake_one();
+  }
+  /// A connection or a slot came free: the oldest waiter retries.
+  void wake_one() noexcept {
+    waiter_queue::wakeups w;
+    auto lk = q_.lock();
+    if (!q_.empty()) q_.grant_front(w, 0);
   }
 
-  boost::asio::steady_timer wake_;
+  waiter_queue q_;  // callers waiting for a connection (this thread only, so never contended)
   std::vector<std::unique_ptr<pooled_conn<Socket>>> idle_;
   std::size_t total_ = 0;
   std::size_t waiters_ = 0;

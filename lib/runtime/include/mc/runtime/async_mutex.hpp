@@ -2,16 +2,13 @@
 /// Coroutine-aware mutexes: a waiting coroutine suspends, never blocks its
 /// thread. Waiters are resumed on their own executor (their own runtime
 /// thread). FIFO hand-off: once a writer waits, new readers queue behind it,
-/// so a steady stream of readers cannot starve a writer.
+/// so a steady stream of readers cannot starve a writer. Built on
+/// waiter_queue.
 #include "mc/runtime/error.hpp"
 #include "mc/runtime/task.hpp"
-
-#include <boost/asio/any_completion_handler.hpp>
+#include "mc/runtime/waiter_queue.hpp"
 
 #include <cstddef>
-#include <deque>
-#include <memory>
-#include <mutex>
 #include <utility>
 
 namespace mc {
@@ -56,14 +53,17 @@ class [[nodiscard]] shared_lock_guard {
 /// granted keeps the lock (its guard releases it).
 class async_shared_mutex {
  public:
-  async_shared_mutex() = default;
+  async_shared_mutex() noexcept : q_(&async_shared_mutex::regrant, this) {}
   async_shared_mutex(const async_shared_mutex&) = delete;
   async_shared_mutex& operator=(const async_shared_mutex&) = delete;
   ~async_shared_mutex();
 
+  /// Exclusive ownership, waiting (FIFO) while held. Errors: cancelled (the
+  /// awaiting coroutine was cancelled while waiting; nothing is held).
   task<result<unique_lock_guard>> lock();
+  /// Shared ownership; waits while a writer holds or waits. Errors: cancelled.
   task<result<shared_lock_guard>> lock_shared();
-  /// Non-suspending attempts; empty guard on failure.
+  /// Non-suspending attempts; empty guard on failure (held, or others wait).
   unique_lock_guard try_lock();
   shared_lock_guard try_lock_shared();
 
@@ -71,7 +71,7 @@ class async_shared_mutex {
   void unlock() noexcept;
   void unlock_shared() noexcept;
 
-  /// Diagnostic snapshot.
+  /// Diagnostic snapshot (consistent at one instant).
   struct state {
     std::size_t readers;
     bool writer;
@@ -80,21 +80,19 @@ class async_shared_mutex {
   state snapshot() const;
 
  private:
-  struct waiter;
-  using handler_t = boost::asio::any_completion_handler<void(boost::system::error_code)>;
-  task<result<void>> acquire(bool exclusive);
-  void grant_waiters(std::unique_lock<std::mutex>& lk) noexcept;
-  static void complete(std::shared_ptr<waiter> w, boost::system::error_code ec) noexcept;
+  /// Grants queued waiters while the lock state allows (q_'s lock held).
+  void grant_waiters(waiter_queue::wakeups& w) noexcept;
+  static void regrant(void* self, waiter_queue::wakeups& w) noexcept;
 
-  mutable std::mutex m_;
+  waiter_queue q_;           // its lock guards readers_ and writer_ too
   std::size_t readers_ = 0;
   bool writer_ = false;
-  std::deque<std::shared_ptr<waiter>> queue_;
 };
 
 /// Exclusive-only coroutine mutex.
 class async_mutex {
  public:
+  /// As async_shared_mutex::lock() / try_lock().
   task<result<unique_lock_guard>> lock() { return m_.lock(); }
   unique_lock_guard try_lock() { return m_.try_lock(); }
 

@@ -2,17 +2,15 @@
 /// A weighted counting semaphore for coroutines: bounds a quantity in flight
 /// (bytes, items). A waiting coroutine suspends, never blocks its thread, and
 /// is resumed on its own executor. Strict FIFO: a large request at the head
-/// is not overtaken by smaller ones behind it (no starvation).
+/// is not overtaken by smaller ones behind it (no starvation). Built on
+/// waiter_queue.
 #include "mc/runtime/error.hpp"
 #include "mc/runtime/task.hpp"
-
-#include <boost/asio/any_completion_handler.hpp>
+#include "mc/runtime/waiter_queue.hpp"
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
-#include <deque>
-#include <memory>
-#include <mutex>
 #include <utility>
 
 namespace mc {
@@ -43,8 +41,8 @@ class [[nodiscard]] semaphore_units {
 class async_semaphore {
  public:
   /// `capacity` units (>= 1; 0 is taken as 1).
-  explicit async_semaphore(std::uint64_t capacity) noexcept : capacity_(capacity == 0 ? 1 : capacity),
-                                                             available_(capacity_) {}
+  explicit async_semaphore(std::uint64_t capacity) noexcept
+      : capacity_(capacity == 0 ? 1 : capacity), q_(&async_semaphore::regrant, this), available_(capacity_) {}
   async_semaphore(const async_semaphore&) = delete;
   async_semaphore& operator=(const async_semaphore&) = delete;
   ~async_semaphore();
@@ -71,16 +69,15 @@ class async_semaphore {
 
  private:
   friend class semaphore_units;
-  struct waiter;
-  using handler_t = boost::asio::any_completion_handler<void(boost::system::error_code)>;
   void release(std::uint64_t n) noexcept;
-  void grant_waiters(std::unique_lock<std::mutex>& lk) noexcept;
-  static void complete(std::shared_ptr<waiter> w, boost::system::error_code ec) noexcept;
+  /// Grants queued waiters while the head's units are free (q_'s lock held).
+  void grant_waiters(waiter_queue::wakeups& w) noexcept;
+  static void regrant(void* self, waiter_queue::wakeups& w) noexcept;
+  task<result<semaphore_units>> take(std::uint64_t n, std::chrono::steady_clock::duration timeout, bool timed);
 
   const std::uint64_t capacity_;
-  mutable std::mutex m_;
-  std::uint64_t available_;                     // guarded by m_
-  std::deque<std::shared_ptr<waiter>> queue_;   // guarded by m_
+  waiter_queue q_;            // its lock guards available_ too
+  std::uint64_t available_;
 };
 
 }  // namespace mc

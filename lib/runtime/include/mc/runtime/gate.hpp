@@ -1,15 +1,11 @@
 #pragma once
 /// Shutdown gate: work enters while open; close() refuses new work and waits
-/// for what is in flight.
+/// for what is in flight. Built on waiter_queue.
 #include "mc/runtime/task.hpp"
-
-#include <boost/asio/any_completion_handler.hpp>
+#include "mc/runtime/waiter_queue.hpp"
 
 #include <cstddef>
-#include <mutex>
-#include <optional>
 #include <utility>
-#include <vector>
 
 namespace mc {
 
@@ -23,6 +19,7 @@ class [[nodiscard]] gate_holder {
   gate_holder(gate_holder&& o) noexcept : g_(std::exchange(o.g_, nullptr)) {}
   gate_holder& operator=(gate_holder&& o) noexcept;
   ~gate_holder() { leave(); }
+  /// Leaves now (idempotent); may be called on any thread.
   void leave() noexcept;
   explicit operator bool() const noexcept { return g_ != nullptr; }
 
@@ -30,7 +27,7 @@ class [[nodiscard]] gate_holder {
   gate* g_ = nullptr;
 };
 
-/// Thread-safe. Must outlive its holders.
+/// Thread-safe. Must outlive its holders and every pending close().
 class gate {
  public:
   gate() = default;
@@ -39,25 +36,23 @@ class gate {
 
   /// Enters unless closed; an empty holder means "shutting down".
   gate_holder try_enter();
-  /// Closes the gate and completes when every holder has left (immediately
-  /// if none). May be awaited by several coroutines.
+  /// Closes the gate and completes when every holder has left, resuming on
+  /// the caller's executor; never inline, even when nothing is in flight
+  /// (the completion is posted). May be awaited by several
+  /// coroutines. Not cut short by cancellation: it returns only once nothing
+  /// is in flight.
   task<void> close();
+  /// Snapshots.
   bool closed() const;
   std::size_t in_flight() const;
 
  private:
   friend class gate_holder;
-  using handler_t = boost::asio::any_completion_handler<void()>;
   void leave() noexcept;
 
-  mutable std::mutex m_;
+  waiter_queue q_;  // the closers; its lock guards count_ and closed_ too
   std::size_t count_ = 0;
   bool closed_ = false;
-  struct waiter {
-    handler_t handler;
-    mc::executor ex;
-  };
-  std::vector<waiter> waiters_;
 };
 
 }  // namespace mc
