@@ -15,7 +15,7 @@ TSAN_TESTS ?= runtime rpc_unit transfer_unit tiered store_client
 SETUP_FLAGS = -Dwerror=true
 TARGETS = python3 scripts/test-targets.py
 
-.PHONY: all deps build test check test-asan test-tsan test-release test-rdma run bench install clean
+.PHONY: all deps build test check format test-asan test-tsan test-release test-rdma run bench install clean
 
 all: build
 
@@ -30,7 +30,11 @@ build: deps $(BUILD)/build.ninja
 
 # Fast developer loop: unit + integration suites of the main build.
 check: build
-	meson test -C $(BUILD) --suite unit --suite integration --suite python --print-errorlogs --num-processes 2
+	meson test -C $(BUILD) --suite unit --suite integration --suite python --suite style --print-errorlogs --num-processes 2
+
+# Formats every C++ file with .clang-format (`make check` fails on unformatted files).
+format:
+	@bash scripts/check-format.sh --fix
 
 # The README's test command: every stage below in order, each stage's wall
 # time, a summary table; fails when any stage failed (scripts/test-all.sh).

@@ -13,6 +13,7 @@ pkgs=(
   prometheus curl
   pybind11-dev python3-dev python3-pytest  # the Python API (python/) and its tests
   systemd         # systemd-analyze verify of conf/systemd (test/install/systemd_test.sh)
+  clang-format    # `make check` verifies the tree is formatted (scripts/check-format.sh)
   chromium        # headless browser of test/integration/status_page_test.sh (the master's status page)
 )
 if [[ "${1:-}" == "--bench" ]]; then
