@@ -132,17 +132,28 @@ std::optional<int> parse(int argc, char** argv, cli_options& o) {
       value = argv[++i];
     }
     try {
-      if (name == "master_server_address") o.master = value;
-      else if (name == "rpc_timeout") o.timeout = std::chrono::milliseconds(std::stoull(value));
-      else if (name == "local_hostname") o.local_hostname = value;
-      else if (name == "transfer_transport") o.transport = value;
-      else if (name == "max_value_bytes") o.max_value = std::stoull(value);
-      else if (name == "target") o.target = value;
-      else if (name == "protocol") o.protocol = value;
-      else if (name == "device_names") o.device_names = split_list(value);
-      else if (name == "auth_token") o.auth.token = value, o.auth.token_file.clear();
-      else if (name == "auth_token_file") o.auth.token_file = value, o.auth.token.clear();
-      else return usage_error("unknown option --" + name);
+      if (name == "master_server_address")
+        o.master = value;
+      else if (name == "rpc_timeout")
+        o.timeout = std::chrono::milliseconds(std::stoull(value));
+      else if (name == "local_hostname")
+        o.local_hostname = value;
+      else if (name == "transfer_transport")
+        o.transport = value;
+      else if (name == "max_value_bytes")
+        o.max_value = std::stoull(value);
+      else if (name == "target")
+        o.target = value;
+      else if (name == "protocol")
+        o.protocol = value;
+      else if (name == "device_names")
+        o.device_names = split_list(value);
+      else if (name == "auth_token")
+        o.auth.token = value, o.auth.token_file.clear();
+      else if (name == "auth_token_file")
+        o.auth.token_file = value, o.auth.token.clear();
+      else
+        return usage_error("unknown option --" + name);
     } catch (const std::exception&) {
       return usage_error("invalid value '" + value + "' for --" + name);
     }
@@ -261,14 +272,14 @@ struct session {
     if (o.words.size() != 1) co_return usage_error("clients takes no argument");
     auto r = co_await master.clients();
     if (!r) co_return op_error(r.error(), "clients");
-    std::printf("%-24s %-8s %-22s %-22s %-22s %10s %14s %14s\n", "client", "health", "rpc", "transfer", "http",
-                "keys", "used", "capacity");
+    std::printf("%-24s %-8s %-22s %-22s %-22s %10s %14s %14s\n", "client", "health", "rpc", "transfer", "http", "keys",
+                "used", "capacity");
     for (auto& c : *r)
       std::printf("%-24s %-8s %-22s %-22s %-22s %10llu %14llu %14llu\n", c.info.client_id.c_str(),
                   std::string(mc::master::health_name(c.state)).c_str(), c.info.rpc_endpoint.c_str(),
                   c.info.transfer_endpoint.c_str(), c.info.http_endpoint.empty() ? "-" : c.info.http_endpoint.c_str(),
-                  static_cast<unsigned long long>(c.keys),
-                  static_cast<unsigned long long>(c.info.used), static_cast<unsigned long long>(c.info.capacity));
+                  static_cast<unsigned long long>(c.keys), static_cast<unsigned long long>(c.info.used),
+                  static_cast<unsigned long long>(c.info.capacity));
     co_return 0;
   }
 

@@ -30,22 +30,23 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (parsed.what == mc::config::outcome::kind::help) {
-    std::cout << parsed.message
-              << "\nenvironment:\n"
-                 "  MOONCAKE_DM_LOCK_SHARD_COUNT  DataManager lock shards (default 1024)\n"
-                 "  MC_AUTH_TOKEN, MC_AUTH_TOKEN_FILE  as --auth_token, --auth_token_file\n"
-                 "  MC_RPC_PROTOCOL               RPC transport: tcp (default) or rdma (Cap'n Proto over RDMA SEND/RECV;\n"
-                 "                                needs an RDMA device, see --device_names)\n"
-                 "\nconfig file: the same keys, plus [[tiers]] tables (type, capacity, priority,\n"
-                 "allocator_type, path) instead of --tiered_backend_config. See conf/client.toml.\n"
-                 "\nHTTP (--http_port; 0 switches it off; not given: 9080 + (client_rpc_port - 12345), wrapped\n"
-                 "into 1024..65535, so nodes on one host never clash): GET /metrics, GET /health, GET /stats,\n"
-                 "GET|PUT|DELETE /kv/<key>. The port is registered with the master. See lib/http/README.md.\n"
-                 "\nattach (--attach, on by default): standalone processes on this host (Mooncake's setup_dummy,\n"
-                 "mc::store::attached_client) use the store through this node via 127.0.0.1:--attach_port\n"
-                 "(not given: client_rpc_port + 1000, wrapped into 1024..65535). See lib/store/README.md.\n"
-                 "\nlogs: stderr, one line per event, each starting with \"mooncake_client\". --version prints\n"
-                 "\"mooncake_client <version> (<git revision>)\".\n";
+    std::cout
+        << parsed.message
+        << "\nenvironment:\n"
+           "  MOONCAKE_DM_LOCK_SHARD_COUNT  DataManager lock shards (default 1024)\n"
+           "  MC_AUTH_TOKEN, MC_AUTH_TOKEN_FILE  as --auth_token, --auth_token_file\n"
+           "  MC_RPC_PROTOCOL               RPC transport: tcp (default) or rdma (Cap'n Proto over RDMA SEND/RECV;\n"
+           "                                needs an RDMA device, see --device_names)\n"
+           "\nconfig file: the same keys, plus [[tiers]] tables (type, capacity, priority,\n"
+           "allocator_type, path) instead of --tiered_backend_config. See conf/client.toml.\n"
+           "\nHTTP (--http_port; 0 switches it off; not given: 9080 + (client_rpc_port - 12345), wrapped\n"
+           "into 1024..65535, so nodes on one host never clash): GET /metrics, GET /health, GET /stats,\n"
+           "GET|PUT|DELETE /kv/<key>. The port is registered with the master. See lib/http/README.md.\n"
+           "\nattach (--attach, on by default): standalone processes on this host (Mooncake's setup_dummy,\n"
+           "mc::store::attached_client) use the store through this node via 127.0.0.1:--attach_port\n"
+           "(not given: client_rpc_port + 1000, wrapped into 1024..65535). See lib/store/README.md.\n"
+           "\nlogs: stderr, one line per event, each starting with \"mooncake_client\". --version prints\n"
+           "\"mooncake_client <version> (<git revision>)\".\n";
     return 0;
   }
   if (parsed.what == mc::config::outcome::kind::error) {

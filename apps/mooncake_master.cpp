@@ -48,7 +48,9 @@ int main(int argc, char** argv) {
   }
   if (parsed.what == mc::config::outcome::kind::help) {
     std::cout << parsed.message << "\nlogs: stderr, one line per event, each starting with \"mooncake_master:\".\n"
-              << "\nenvironment:\n  MC_AUTH_TOKEN, MC_AUTH_TOKEN_FILE  as --auth_token, --auth_token_file\n  MC_RPC_PROTOCOL           RPC transport: tcp (default) or rdma (Cap'n Proto over RDMA SEND/RECV;\n                            needs an RDMA device; TCP clients are still served)\n";
+              << "\nenvironment:\n  MC_AUTH_TOKEN, MC_AUTH_TOKEN_FILE  as --auth_token, --auth_token_file\n  "
+                 "MC_RPC_PROTOCOL           RPC transport: tcp (default) or rdma (Cap'n Proto over RDMA SEND/RECV;\n   "
+                 "                         needs an RDMA device; TCP clients are still served)\n";
     return 0;
   }
   if (parsed.what == mc::config::outcome::kind::error) {

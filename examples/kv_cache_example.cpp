@@ -56,13 +56,11 @@ mc::task<int> run(mc::store::client& node, int blocks, std::size_t block_bytes) 
   if (info) {
     std::vector<std::byte> remote(info->size);
     auto n = co_await node.get("demo/block-0", remote);
-    std::printf("demo/block-0: %llu bytes, owner %s, remote get %s\n",
-                static_cast<unsigned long long>(info->size),
+    std::printf("demo/block-0: %llu bytes, owner %s, remote get %s\n", static_cast<unsigned long long>(info->size),
                 info->replicas.empty() ? "?" : info->replicas[0].client_id.c_str(),
                 n ? "ok" : n.error().message().c_str());
   } else {
-    std::printf("demo/block-0: %s (put one with mooncake_cli to see a remote read)\n",
-                info.error().message().c_str());
+    std::printf("demo/block-0: %s (put one with mooncake_cli to see a remote read)\n", info.error().message().c_str());
   }
 
   // 4. Clean up what this example stored.
@@ -82,9 +80,12 @@ int main(int argc, char** argv) {
   std::size_t block_bytes = 1 << 20;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string a = argv[i];
-    if (a == "--master_server_address") opts.master_server_address = argv[i + 1];
-    else if (a == "--blocks") blocks = std::stoi(argv[i + 1]);
-    else if (a == "--block_bytes") block_bytes = std::stoul(argv[i + 1]);
+    if (a == "--master_server_address")
+      opts.master_server_address = argv[i + 1];
+    else if (a == "--blocks")
+      blocks = std::stoi(argv[i + 1]);
+    else if (a == "--block_bytes")
+      block_bytes = std::stoul(argv[i + 1]);
     else {
       std::fprintf(stderr, "usage: %s --master_server_address HOST:PORT [--blocks N] [--block_bytes N]\n", argv[0]);
       return 2;

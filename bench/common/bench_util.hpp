@@ -41,8 +41,8 @@ struct row {
   std::string case_name;
   std::string metric;
   std::string unit;
-  std::vector<double> runs;                 // one value per repetition
-  std::string baseline;                     // empty if none
+  std::vector<double> runs;  // one value per repetition
+  std::string baseline;      // empty if none
   std::vector<double> baseline_runs;
 };
 
@@ -57,8 +57,8 @@ inline void report(const row& r) {
   if (b) std::printf("  %-14s %12.2f  ratio %.2f", r.baseline.c_str(), *b, *b > 0 ? v / *b : 0.0);
   if (s > 0.2) std::printf("  (spread %.0f%%: noisy)", s * 100);
   std::printf("\n");
-  std::printf("{\"bench\":\"%s\",\"case\":\"%s\",\"metric\":\"%s\",\"unit\":\"%s\",\"value\":%.4f",
-              r.bench.c_str(), r.case_name.c_str(), r.metric.c_str(), r.unit.c_str(), v);
+  std::printf("{\"bench\":\"%s\",\"case\":\"%s\",\"metric\":\"%s\",\"unit\":\"%s\",\"value\":%.4f", r.bench.c_str(),
+              r.case_name.c_str(), r.metric.c_str(), r.unit.c_str(), v);
   if (b) std::printf(",\"baseline\":\"%s\",\"baseline_value\":%.4f", r.baseline.c_str(), *b);
   std::printf(",\"runs\":%zu,\"spread\":%.4f}\n", r.runs.size(), s);
   std::fflush(stdout);
@@ -84,15 +84,16 @@ inline bool report_target(const row& r, const target& t) {
   bool met = b > 0 && (t.at_most ? x <= t.ratio : x >= t.ratio);
   char goal[32];
   std::snprintf(goal, sizeof goal, "%s %.2f", t.at_most ? "<=" : ">=", t.ratio);
-  std::printf("%-34s %-12s %12.2f %-7s  %-14s %12.2f  ratio %.2f  target %s: %s", r.case_name.c_str(),
-              r.metric.c_str(), v, r.unit.c_str(), r.baseline.c_str(), b, x, goal, met ? "target met" : "missed");
+  std::printf("%-34s %-12s %12.2f %-7s  %-14s %12.2f  ratio %.2f  target %s: %s", r.case_name.c_str(), r.metric.c_str(),
+              v, r.unit.c_str(), r.baseline.c_str(), b, x, goal, met ? "target met" : "missed");
   if (s > 0.2) std::printf("  (spread %.0f%%: noisy)", s * 100);
   std::printf("\n");
-  std::printf("{\"bench\":\"%s\",\"case\":\"%s\",\"metric\":\"%s\",\"unit\":\"%s\",\"value\":%.4f"
-              ",\"baseline\":\"%s\",\"baseline_value\":%.4f,\"runs\":%zu,\"spread\":%.4f"
-              ",\"target\":\"%s\",\"met\":%s",
-              r.bench.c_str(), r.case_name.c_str(), r.metric.c_str(), r.unit.c_str(), v, r.baseline.c_str(), b,
-              r.runs.size(), s, goal, met ? "true" : "false");
+  std::printf(
+      "{\"bench\":\"%s\",\"case\":\"%s\",\"metric\":\"%s\",\"unit\":\"%s\",\"value\":%.4f"
+      ",\"baseline\":\"%s\",\"baseline_value\":%.4f,\"runs\":%zu,\"spread\":%.4f"
+      ",\"target\":\"%s\",\"met\":%s",
+      r.bench.c_str(), r.case_name.c_str(), r.metric.c_str(), r.unit.c_str(), v, r.baseline.c_str(), b, r.runs.size(),
+      s, goal, met ? "true" : "false");
   // Every run's value, ours and the baseline's (the spread's raw data).
   for (const auto* xs : {&r.runs, &r.baseline_runs}) {
     std::printf(",\"%s\":[", xs == &r.runs ? "run_values" : "baseline_run_values");

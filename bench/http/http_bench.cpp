@@ -87,14 +87,16 @@ int main(int argc, char** argv) {
   constexpr std::size_t keys = 64;
   std::vector<std::byte> value(size, std::byte{0x5a});
   for (std::size_t k = 0; k < keys; ++k) {
-    auto r = a.rt->block_on([](mc::store::client& c, std::string key, std::span<const std::byte> v)
-                                -> mc::task<mc::result<void>> { co_return co_await c.put(std::move(key), v); }(
-                                *a.client, "bench/" + std::to_string(k), value));
+    auto r = a.rt->block_on(
+        [](mc::store::client& c, std::string key, std::span<const std::byte> v) -> mc::task<mc::result<void>> {
+          co_return co_await c.put(std::move(key), v);
+        }(*a.client, "bench/" + std::to_string(k), value));
     if (!r) return 1;
   }
   b.rt->block_on(read_loop(*b.client, keys, size, 0.5));  // warm up connections and routes
 
-  mc::bench::row on{"http", "remote_get_" + std::to_string(size) + "B_metrics_on", "throughput", "ops/s", {}, "metrics_off", {}};
+  mc::bench::row on{
+      "http", "remote_get_" + std::to_string(size) + "B_metrics_on", "throughput", "ops/s", {}, "metrics_off", {}};
   for (std::uint64_t r = 0; r < runs; ++r) {
     mc::rpc::set_method_stats_enabled(false);
     on.baseline_runs.push_back(b.rt->block_on(read_loop(*b.client, keys, size, seconds)));

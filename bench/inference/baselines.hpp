@@ -102,8 +102,7 @@ inline void pump_serve(int fd) {
     }
   }).detach();
   char c;
-  while (::read(in_fd, &c, 1) > 0) {
-  }
+  while (::read(in_fd, &c, 1) > 0) {}
   std::_Exit(0);  // serving threads may still be blocked; nothing to flush
 }
 
@@ -147,9 +146,8 @@ class pump {
         std::uint64_t req[2] = {send ? 0u : 1u, len};
         char ack = 1;
         int fd = fds_[i];
-        ok[i] = send_all(fd, req, sizeof req) &&
-                (send ? send_all(fd, buf.data() + off, len) && recv_all(fd, &ack, 1)
-                      : recv_all(fd, buf.data() + off, len) && send_all(fd, &ack, 1));
+        ok[i] = send_all(fd, req, sizeof req) && (send ? send_all(fd, buf.data() + off, len) && recv_all(fd, &ack, 1)
+                                                       : recv_all(fd, buf.data() + off, len) && send_all(fd, &ack, 1));
       });
     }
     for (auto& t : ts) t.join();
@@ -266,8 +264,10 @@ class redis {
 inline void redis_batch(std::vector<redis*>& conns, bool put, std::span<const std::string> keys,
                         std::span<const pieces> values) {
   if (conns.size() == 1) {  // one connection: this thread, as a single-connection client would
-    if (put) conns[0]->set(keys, values);
-    else conns[0]->get(keys, values);
+    if (put)
+      conns[0]->set(keys, values);
+    else
+      conns[0]->get(keys, values);
     return;
   }
   std::size_t n = keys.size(), per = (n + conns.size() - 1) / conns.size();
@@ -277,8 +277,10 @@ inline void redis_batch(std::vector<redis*>& conns, bool put, std::span<const st
     ts.emplace_back([&, c] {
       std::size_t b = c * per, e = std::min(n, b + per);
       try {
-        if (put) conns[c]->set(keys.subspan(b, e - b), values.subspan(b, e - b));
-        else conns[c]->get(keys.subspan(b, e - b), values.subspan(b, e - b));
+        if (put)
+          conns[c]->set(keys.subspan(b, e - b), values.subspan(b, e - b));
+        else
+          conns[c]->get(keys.subspan(b, e - b), values.subspan(b, e - b));
       } catch (const std::exception& x) {
         errors[c] = x.what();
       }

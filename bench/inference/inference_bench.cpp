@@ -231,38 +231,39 @@ void run_big(env& e, const big_case& bc) {
     auto src = work::data::flat(d.src_pieces()), dst = work::data::flat(d.dst_pieces());
     for (int r = 0; r < e.s.runs; ++r) {
       ours.push_back(mib * ours_rate(e.rt, e.s.seconds, [&] {
-        return put ? ours_put(e.c, e, d, bc.put_one_at_a_time) : ours_get(e.c, d);
-      }));
+                       return put ? ours_put(e.c, e, d, bc.put_one_at_a_time) : ours_get(e.c, d);
+                     }));
       floor.push_back(mib * rate(e.s.seconds, [&] {
-        if (pump && put && bc.put_one_at_a_time) {  // one value per exchange, like ours
-          for (auto& ps : d.src_pieces()) pump->batch(true, ps[0]);
-        } else if (pump) {
-          pump->batch(put, put ? std::span<std::byte>(d.src()) : std::span<std::byte>(d.dst()));
-        } else {
-          base::copy_batch(dst, src, e.rt.size());
-        }
-      }));
+                        if (pump && put && bc.put_one_at_a_time) {  // one value per exchange, like ours
+                          for (auto& ps : d.src_pieces()) pump->batch(true, ps[0]);
+                        } else if (pump) {
+                          pump->batch(put, put ? std::span<std::byte>(d.src()) : std::span<std::byte>(d.dst()));
+                        } else {
+                          base::copy_batch(dst, src, e.rt.size());
+                        }
+                      }));
       red.push_back(mib * rate(e.s.seconds, [&] {
-        if (put && bc.put_one_at_a_time) {
-          for (std::size_t k = 0; k < d.keys().size(); ++k)
-            conns[0]->set(std::span(d.keys()).subspan(k, 1), std::span(d.src_pieces()).subspan(k, 1));
-        } else {
-          base::redis_batch(conns, put, d.keys(), put ? d.src_pieces() : d.dst_pieces());
-        }
-      }));
+                      if (put && bc.put_one_at_a_time) {
+                        for (std::size_t k = 0; k < d.keys().size(); ++k)
+                          conns[0]->set(std::span(d.keys()).subspan(k, 1), std::span(d.src_pieces()).subspan(k, 1));
+                      } else {
+                        base::redis_batch(conns, put, d.keys(), put ? d.src_pieces() : d.dst_pieces());
+                      }
+                    }));
     }
     std::string name = e.config + "_" + bc.name + (put ? "_put" : "_get") + (contig ? "_contig" : "");
     std::string floor_name = e.tcp() ? "raw_tcp_x" + std::to_string(streams) : "memcpy_t" + std::to_string(e.rt.size());
     mc::bench::report_target({"inference", name, "throughput", "MiB/s", ours, floor_name, floor},
                              {e.tcp() ? 0.8 : 0.5, false});
-    mc::bench::report_target({"inference", name, "throughput", "MiB/s", ours,
-                              e.redis_name() + "_x" + std::to_string(conns.size()), red},
-                             {e.tcp() ? 1.5 : 4.0, false});
+    mc::bench::report_target(
+        {"inference", name, "throughput", "MiB/s", ours, e.redis_name() + "_x" + std::to_string(conns.size()), red},
+        {e.tcp() ? 1.5 : 4.0, false});
   }
   if (contig)
-    std::printf("# %s_vllm_*_contig: mc::store::client has no batch_put_parts/batch_get_parts in this build; "
-                "measured with batch_put/batch_get on one contiguous 2 MiB buffer per key (no gather/scatter)\n",
-                e.config.c_str());
+    std::printf(
+        "# %s_vllm_*_contig: mc::store::client has no batch_put_parts/batch_get_parts in this build; "
+        "measured with batch_put/batch_get on one contiguous 2 MiB buffer per key (no gather/scatter)\n",
+        e.config.c_str());
 }
 
 // ------------------------------------------------------------------ small values
@@ -278,12 +279,10 @@ void run_small_batches(env& e) {
   for (bool put : {false, true}) {
     std::vector<double> ours, red;
     for (int r = 0; r < e.s.runs; ++r) {
-      ours.push_back(32 * ours_rate(e.rt, e.s.seconds, [&] {
-        return put ? ours_put(e.c, e, d, false) : ours_get(e.c, d);
-      }));
-      red.push_back(32 * rate(e.s.seconds, [&] {
-        base::redis_batch(conns, put, d.keys(), put ? d.src_pieces() : d.dst_pieces());
-      }));
+      ours.push_back(32 *
+                     ours_rate(e.rt, e.s.seconds, [&] { return put ? ours_put(e.c, e, d, false) : ours_get(e.c, d); }));
+      red.push_back(32 * rate(e.s.seconds,
+                              [&] { base::redis_batch(conns, put, d.keys(), put ? d.src_pieces() : d.dst_pieces()); }));
     }
     std::string name = e.config + (put ? "_small_batch_put" : "_small_batch_get") + "_4KiB_b32";
     mc::bench::report_target({"inference", name, "throughput", "keys/s", ours, e.redis_name(), red}, {1.0, false});
@@ -301,8 +300,8 @@ latencies ours_single_gets(env& e, const std::vector<std::string>& keys, int con
   std::vector<std::vector<double>> lat(static_cast<std::size_t>(conc));
   std::vector<std::vector<std::byte>> bufs(static_cast<std::size_t>(conc), std::vector<std::byte>(4096));
   std::atomic<long> ops{0}, errors{0};
-  auto deadline = clock_type::now() + std::chrono::duration_cast<clock_type::duration>(
-                                          std::chrono::duration<double>(e.s.seconds));
+  auto deadline =
+      clock_type::now() + std::chrono::duration_cast<clock_type::duration>(std::chrono::duration<double>(e.s.seconds));
   std::vector<std::future<void>> done;
   auto t0 = clock_type::now();
   for (std::size_t w = 0; w < static_cast<std::size_t>(conc); ++w) {
@@ -389,8 +388,10 @@ void run_single_gets(env& e) {
     }
     std::string name = e.config + "_small_get_4KiB_c" + std::to_string(conc);
     mc::bench::report({"inference", name, "throughput", "ops/s", ops, e.redis_name(), rops});
-    if (e.tcp()) mc::bench::report_target({"inference", name, "p50", "us", p50, e.redis_name(), rp50}, {1.2, true});
-    else mc::bench::report({"inference", name, "p50", "us", p50, e.redis_name(), rp50});
+    if (e.tcp())
+      mc::bench::report_target({"inference", name, "p50", "us", p50, e.redis_name(), rp50}, {1.2, true});
+    else
+      mc::bench::report({"inference", name, "p50", "us", p50, e.redis_name(), rp50});
     mc::bench::report({"inference", name, "p99", "us", p99, e.redis_name(), rp99});
   }
 }
@@ -428,13 +429,13 @@ int one_config(const settings& s, const std::string& config, const std::filesyst
                std::uint16_t pump_port, int redis_port, const std::string& sock) {
   const int master_port = 40951 + off, owner_rpc = 40952 + off, owner_te = 40953 + off;
   std::string transport = config == "tcp" ? "tcp" : "auto";
-  pid_t master = mc::bench::proc::spawn({s.apps_dir + "/mooncake_master", "--rpc_port", std::to_string(master_port),
-                                         "--rpc_address", "127.0.0.1"},
-                                        (tmp / ("master-" + config + ".log")).string());
+  pid_t master = mc::bench::proc::spawn(
+      {s.apps_dir + "/mooncake_master", "--rpc_port", std::to_string(master_port), "--rpc_address", "127.0.0.1"},
+      (tmp / ("master-" + config + ".log")).string());
   mc::bench::proc::wait_port(master_port, 10);
   pid_t owner = mc::bench::proc::spawn(
-      {s.apps_dir + "/mooncake_client", "--master_server_address", "127.0.0.1:" + std::to_string(master_port),
-       "--host", "127.0.0.1", "--port", std::to_string(owner_te), "--client_rpc_port", std::to_string(owner_rpc),
+      {s.apps_dir + "/mooncake_client", "--master_server_address", "127.0.0.1:" + std::to_string(master_port), "--host",
+       "127.0.0.1", "--port", std::to_string(owner_te), "--client_rpc_port", std::to_string(owner_rpc),
        "--transfer_transport", transport, "--client_id", "owner", "--tiered_backend_config",
        R"({"tiers":[{"type":"DRAM","capacity":"3GiB","priority":100}]})"},
       (tmp / ("owner-" + config + ".log")).string());
@@ -499,14 +500,13 @@ pid_t start_pump_peer(std::uint16_t& port, int& keep_fd) {
 void parse(int argc, char** argv, settings& s) {
   std::uint64_t runs = static_cast<std::uint64_t>(s.runs);
   bool quick = false;
-  mc::config::option_set set(
-      "inference_bench",
-      "Connector-shaped batches (sglang: 128 x 1 MiB; vllm: 64 x 2 MiB in 64 x 32 KiB pieces;\n"
-      "lmcache: 32 MiB puts one at a time, gets in batches of 4; small: 4 KiB in batches of 32\n"
-      "and single gets at 1 and 8 in flight) against a mooncake_client owner, with a raw TCP\n"
-      "pump / memcpy / Redis (libhiredis, pipelined) measured in the same run. Default: 3 runs\n"
-      "of 0.5 s per measurement (< 5 min); --quick: 2 runs of 0.12 s (< 1.5 min) unless\n"
-      "--runs / --seconds are given.");
+  mc::config::option_set set("inference_bench",
+                             "Connector-shaped batches (sglang: 128 x 1 MiB; vllm: 64 x 2 MiB in 64 x 32 KiB pieces;\n"
+                             "lmcache: 32 MiB puts one at a time, gets in batches of 4; small: 4 KiB in batches of 32\n"
+                             "and single gets at 1 and 8 in flight) against a mooncake_client owner, with a raw TCP\n"
+                             "pump / memcpy / Redis (libhiredis, pipelined) measured in the same run. Default: 3 runs\n"
+                             "of 0.5 s per measurement (< 5 min); --quick: 2 runs of 0.12 s (< 1.5 min) unless\n"
+                             "--runs / --seconds are given.");
   set.add("quick", &quick, "2 runs of 0.12 s")
       .add_list("configs", &s.configs, "tcp and/or shm")
       .add_list("cases", &s.cases, "sglang,vllm,lmcache,small (empty: all)")

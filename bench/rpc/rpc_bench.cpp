@@ -107,7 +107,10 @@ mc::task<sample> ours_run(std::string ep, std::string service, int inflight, con
   // when_all needs a value type: wrap.
   std::vector<mc::task<int>> wrapped;
   for (auto& w : workers)
-    wrapped.push_back([](mc::task<void> t) -> mc::task<int> { co_await std::move(t); co_return 0; }(std::move(w)));
+    wrapped.push_back([](mc::task<void> t) -> mc::task<int> {
+      co_await std::move(t);
+      co_return 0;
+    }(std::move(w)));
   co_await mc::when_all(std::move(wrapped));
   double secs = std::chrono::duration<double>(clock_type::now() - warm_end).count();
   sample s;
@@ -279,11 +282,10 @@ int main(int argc, char** argv) {
   config cfg;
   std::uint64_t runs = 3;
   std::vector<std::uint64_t> inflight{1, 16, 64};
-  mc::config::option_set set(
-      "rpc_bench",
-      "64-byte RPC latency/throughput, mc::rpc vs capnp's own loop vs raw asio.\n"
-      "Environment: MC_RPC_PROTOCOL=rdma runs our calls over RDMA (needs an RDMA device;\n"
-      "case names get _rdma); the capnp and asio baselines stay on TCP.");
+  mc::config::option_set set("rpc_bench",
+                             "64-byte RPC latency/throughput, mc::rpc vs capnp's own loop vs raw asio.\n"
+                             "Environment: MC_RPC_PROTOCOL=rdma runs our calls over RDMA (needs an RDMA device;\n"
+                             "case names get _rdma); the capnp and asio baselines stay on TCP.");
   set.add("duration-ms", &cfg.duration, "measured time per run (a bare number is milliseconds)")
       .add("runs", &runs, "repetitions per case", 1, 1000)
       .add_list("inflight", &inflight, "calls in flight (comma list)", 1, 1 << 16)
@@ -310,7 +312,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::string sfx = mc::rpc::current_protocol() == mc::rpc::protocol::rdma ? "_rdma" : "";
-  if (!sfx.empty()) std::printf("# our calls over RDMA (device %s); baselines over TCP\n", mc::rpc::rdma_device_name().c_str());
+  if (!sfx.empty())
+    std::printf("# our calls over RDMA (device %s); baselines over TCP\n", mc::rpc::rdma_device_name().c_str());
   mc::runtime::runtime rt(2);
   rt.start();
   mc::rpc::server_options o;
@@ -319,7 +322,10 @@ int main(int argc, char** argv) {
   mc::rpc::server srv(rt, o);
   srv.add_service("coro", mc::rpc::make_service<coro_bench>());
   srv.add_service("plain", mc::rpc::make_service<plain_bench>());
-  if (!srv.start()) { std::fprintf(stderr, "server: %s\n", srv.message().c_str()); return 1; }
+  if (!srv.start()) {
+    std::fprintf(stderr, "server: %s\n", srv.message().c_str());
+    return 1;
+  }
   std::string ep = "127.0.0.1:" + std::to_string(srv.port());
 
   tcp::acceptor floor_acc(rt.context(0), {asio::ip::address_v4::loopback(), 0});
@@ -364,7 +370,12 @@ int main(int argc, char** argv) {
     report("pingpong_64B_asio_floor" + qd, floor, "", nullptr);
   }
 
-  rt.block_on([](tcp::acceptor* a) -> mc::task<void> { a->close(); co_return; }(&floor_acc), 0);
+  rt.block_on(
+      [](tcp::acceptor* a) -> mc::task<void> {
+        a->close();
+        co_return;
+      }(&floor_acc),
+      0);
   srv.stop();
   mc::rpc::shutdown(rt);
   rt.stop();

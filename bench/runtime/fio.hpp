@@ -12,11 +12,11 @@ namespace mc::bench {
 
 struct fio_job {
   std::string filename;
-  std::string rw;           // read | write | randread | randwrite
-  std::string block_size;   // "1M", "4k"
-  std::string size;         // "512M"
+  std::string rw;          // read | write | randread | randwrite
+  std::string block_size;  // "1M", "4k"
+  std::string size;        // "512M"
   unsigned iodepth = 1;
-  std::string extra;        // appended verbatim
+  std::string extra;  // appended verbatim
 };
 
 /// MiB/s (and IOPS) of one fio job with ioengine=io_uring, direct=1; nullopt
@@ -27,10 +27,11 @@ struct fio_result {
 };
 
 inline std::optional<fio_result> run_fio(const fio_job& j) {
-  std::string cmd = "fio --name=baseline --ioengine=io_uring --direct=1 --thread --output-format=json"
-                    " --filename=" + j.filename + " --rw=" + j.rw + " --bs=" + j.block_size +
-                    " --size=" + j.size + " --iodepth=" + std::to_string(j.iodepth) + " " + j.extra +
-                    " 2>/dev/null";
+  std::string cmd =
+      "fio --name=baseline --ioengine=io_uring --direct=1 --thread --output-format=json"
+      " --filename=" +
+      j.filename + " --rw=" + j.rw + " --bs=" + j.block_size + " --size=" + j.size +
+      " --iodepth=" + std::to_string(j.iodepth) + " " + j.extra + " 2>/dev/null";
   FILE* p = ::popen(cmd.c_str(), "r");
   if (!p) return std::nullopt;
   std::string out;

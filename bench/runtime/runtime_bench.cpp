@@ -109,8 +109,7 @@ mc::task<mc::result<double>> sequential(const rt::uring_file& f, bool write, uns
                                         std::uint64_t size) {
   std::atomic<std::uint64_t> next{0};
   std::vector<mc::task<mc::result<void>>> workers;
-  for (unsigned i = 0; i < depth; ++i)
-    workers.push_back(io_worker(f, write, {bufs + i * block, block}, next, size));
+  for (unsigned i = 0; i < depth; ++i) workers.push_back(io_worker(f, write, {bufs + i * block, block}, next, size));
   auto t0 = clock_type::now();
   for (auto& x : co_await mc::when_all(std::move(workers)))
     if (!x) co_return x.error();
@@ -169,9 +168,10 @@ int bench_files(rt::runtime& r, const options& o) {
 int main(int argc, char** argv) {
   options o;
   bool no_fio = false, only_locks = false, only_files = false;
-  mc::config::option_set set("runtime_bench",
-                             "Async mutex costs and O_DIRECT file throughput on the runtime's io_uring file I/O,\n"
-                             "with fio (io_uring, direct=1) as the baseline. Prints a table and one JSON line per result.");
+  mc::config::option_set set(
+      "runtime_bench",
+      "Async mutex costs and O_DIRECT file throughput on the runtime's io_uring file I/O,\n"
+      "with fio (io_uring, direct=1) as the baseline. Prints a table and one JSON line per result.");
   set.add("runs", &o.runs, "repetitions per case", 1, 1000)
       .add("file-mib", &o.file_mib, "file size (MiB) of the sequential I/O cases", 1, 1 << 20)
       .add("dir", &o.dir, "directory for the test file, must support O_DIRECT")

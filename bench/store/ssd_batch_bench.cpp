@@ -99,7 +99,8 @@ int main(int argc, char** argv) {
   auto dram_keys = keys_of("dram/"), ssd_keys = keys_of("ssd/");
   auto put_all = [&](mc::store::client& owner, const std::vector<std::string>& keys) {
     std::vector<std::span<const std::byte>> vs;
-    for (std::size_t i = 0; i < s.keys; ++i) vs.emplace_back(reinterpret_cast<const std::byte*>(src.data()) + i * value, value);
+    for (std::size_t i = 0; i < s.keys; ++i)
+      vs.emplace_back(reinterpret_cast<const std::byte*>(src.data()) + i * value, value);
     for (auto& r : rt.block_on(owner.batch_put(keys, vs)))
       if (!r) fail("put: " + r.error().message());
   };
@@ -107,7 +108,8 @@ int main(int argc, char** argv) {
   put_all(*ssd, ssd_keys);
   auto get_all = [&](const std::vector<std::string>& keys) {
     std::vector<std::span<std::byte>> bufs;
-    for (std::size_t i = 0; i < s.keys; ++i) bufs.emplace_back(reinterpret_cast<std::byte*>(dst.data()) + i * value, value);
+    for (std::size_t i = 0; i < s.keys; ++i)
+      bufs.emplace_back(reinterpret_cast<std::byte*>(dst.data()) + i * value, value);
     auto t0 = std::chrono::steady_clock::now();
     auto rs = rt.block_on(reader->batch_get(keys, bufs));
     auto secs = mc::bench::seconds_since(t0);
@@ -121,8 +123,13 @@ int main(int argc, char** argv) {
     get_all(*keys);
     if (dst != src) fail("wrong bytes read back for " + keys->front());
   }
-  mc::bench::row r{"store", "ssd_batch_get_" + std::to_string(s.keys) + "x" + std::to_string(s.value_kib) + "KiB",
-                   "throughput", "MiB/s", {}, "dram_batch_get", {}};
+  mc::bench::row r{"store",
+                   "ssd_batch_get_" + std::to_string(s.keys) + "x" + std::to_string(s.value_kib) + "KiB",
+                   "throughput",
+                   "MiB/s",
+                   {},
+                   "dram_batch_get",
+                   {}};
   const double mib = static_cast<double>(s.keys * value) / (1 << 20);
   for (std::uint64_t i = 0; i < s.runs; ++i) {  // interleaved: both see the same machine state
     r.baseline_runs.push_back(mib / get_all(dram_keys));

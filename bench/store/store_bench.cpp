@@ -63,7 +63,8 @@ sample drive(mc::runtime::runtime& rt, mc::store::client& c, bool get, std::size
   std::vector<std::vector<double>> lat(conc);
   std::vector<std::vector<std::byte>> bufs(conc, std::vector<std::byte>(size, std::byte{0x5a}));
   std::atomic<long> ops{0};
-  auto deadline = clock_type::now() + std::chrono::duration_cast<clock_type::duration>(std::chrono::duration<double>(seconds));
+  auto deadline =
+      clock_type::now() + std::chrono::duration_cast<clock_type::duration>(std::chrono::duration<double>(seconds));
   std::vector<std::future<void>> done;
   for (int w = 0; w < conc; ++w) {
     auto p = std::make_shared<std::promise<void>>();
@@ -84,8 +85,10 @@ sample drive(mc::runtime::runtime& rt, mc::store::client& c, bool get, std::size
           }
         }(c, get, bufs[w], lat[w], ops, deadline, w, keys),
         [p](std::exception_ptr e) {
-          if (e) p->set_exception(e);
-          else p->set_value();
+          if (e)
+            p->set_exception(e);
+          else
+            p->set_value();
         });
   }
   auto t0 = clock_type::now();
@@ -133,12 +136,11 @@ int main(int argc, char** argv) {
   std::vector<std::uint64_t> concurrency{1, 8};
   std::uint64_t runs = 3;
   bool full = false, no_redis = false;
-  mc::config::option_set set(
-      "store_bench",
-      "Remote get/put of this process (a client) against a mooncake_client owner process,\n"
-      "baseline redis-server/redis-benchmark in the same run. Default: 4KiB and 1MiB,\n"
-      "1 and 8 in flight, tcp and shm, 3 runs of 0.4 s (< 1 min). --full: 4KiB, 64KiB,\n"
-      "1MiB, 4MiB x 1, 8, 32 in flight, 1 s per run (options given explicitly win).");
+  mc::config::option_set set("store_bench",
+                             "Remote get/put of this process (a client) against a mooncake_client owner process,\n"
+                             "baseline redis-server/redis-benchmark in the same run. Default: 4KiB and 1MiB,\n"
+                             "1 and 8 in flight, tcp and shm, 3 runs of 0.4 s (< 1 min). --full: 4KiB, 64KiB,\n"
+                             "1MiB, 4MiB x 1, 8, 32 in flight, 1 s per run (options given explicitly win).");
   set.add("full", &full, "the full matrix (see above)")
       .add_size_list("sizes", &s.sizes, "value sizes (comma list, units allowed)")
       .add_list("concurrency", &concurrency, "operations in flight (comma list)", 1, 1024)
@@ -168,8 +170,8 @@ int main(int argc, char** argv) {
   std::string sock = (tmp / "redis.sock").string();
   pid_t redis_pid = -1;
   if (s.redis) {
-    redis_pid = spawn({"/usr/bin/redis-server", "--port", std::to_string(redis_port), "--unixsocket", sock,
-                       "--save", "", "--appendonly", "no", "--bind", "127.0.0.1"},
+    redis_pid = spawn({"/usr/bin/redis-server", "--port", std::to_string(redis_port), "--unixsocket", sock, "--save",
+                       "", "--appendonly", "no", "--bind", "127.0.0.1"},
                       (tmp / "redis.log").string());
     if (redis_pid < 0 || !wait_port(redis_port, 10)) {
       std::fprintf(stderr, "store_bench: cannot start redis-server (apt-get install redis-server); use --no-redis\n");
@@ -181,16 +183,16 @@ int main(int argc, char** argv) {
   int rc = 0;
   for (auto& config : s.configs) {
     std::string transport = config == "tcp" ? "tcp" : "auto";
-    pid_t master = spawn({s.apps_dir + "/mooncake_master", "--rpc_port", std::to_string(master_port),
-                          "--rpc_address", "127.0.0.1"},
-                         (tmp / "master.log").string());
+    pid_t master = spawn(
+        {s.apps_dir + "/mooncake_master", "--rpc_port", std::to_string(master_port), "--rpc_address", "127.0.0.1"},
+        (tmp / "master.log").string());
     wait_port(master_port, 10);
-    pid_t owner = spawn({s.apps_dir + "/mooncake_client", "--master_server_address",
-                         "127.0.0.1:" + std::to_string(master_port), "--host", "127.0.0.1", "--port",
-                         std::to_string(owner_te), "--client_rpc_port", std::to_string(owner_rpc),
-                         "--transfer_transport", transport, "--client_id", "owner", "--tiered_backend_config",
-                         R"({"tiers":[{"type":"DRAM","capacity":"2GiB","priority":100}]})"},
-                        (tmp / "owner.log").string());
+    pid_t owner =
+        spawn({s.apps_dir + "/mooncake_client", "--master_server_address", "127.0.0.1:" + std::to_string(master_port),
+               "--host", "127.0.0.1", "--port", std::to_string(owner_te), "--client_rpc_port",
+               std::to_string(owner_rpc), "--transfer_transport", transport, "--client_id", "owner",
+               "--tiered_backend_config", R"({"tiers":[{"type":"DRAM","capacity":"2GiB","priority":100}]})"},
+              (tmp / "owner.log").string());
     if (!wait_port(owner_rpc, 20)) {
       std::fprintf(stderr, "store_bench: the owner client did not start (see %s)\n", (tmp / "owner.log").c_str());
       stop(owner);

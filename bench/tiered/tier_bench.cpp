@@ -64,8 +64,7 @@ mc::task<mc::result<void>> put_worker(tiered_backend& be, std::atomic<std::size_
 }
 
 mc::task<mc::result<void>> get_worker(tiered_backend& be, std::atomic<std::size_t>& next, std::size_t count,
-                                      std::size_t keys, std::string prefix, aligned_buffer& dst,
-                                      std::uint64_t seed) {
+                                      std::size_t keys, std::string prefix, aligned_buffer& dst, std::uint64_t seed) {
   std::mt19937_64 g(seed);
   for (;;) {
     auto i = next.fetch_add(1);
@@ -119,15 +118,16 @@ void bench_ssd(const options& o) {
 
   b::row put{"tiered", "ssd_put_1MiB_qd" + depth_s, "throughput", "MiB/s", {}, o.fio ? "fio" : "", {}};
   b::row get{"tiered", "ssd_get_1MiB_qd" + depth_s, "throughput", "MiB/s", {}, o.fio ? "fio" : "", {}};
-  b::row put_odd{"tiered", "ssd_put_1MiB_qd" + depth_s + "_unaligned_src", "throughput", "MiB/s", {}, o.fio ? "fio" : "", {}};
-  b::row get_odd{"tiered", "ssd_get_1MiB_qd" + depth_s + "_unaligned_dst", "throughput", "MiB/s", {}, o.fio ? "fio" : "", {}};
+  b::row put_odd{
+      "tiered", "ssd_put_1MiB_qd" + depth_s + "_unaligned_src", "throughput", "MiB/s", {}, o.fio ? "fio" : "", {}};
+  b::row get_odd{
+      "tiered", "ssd_get_1MiB_qd" + depth_s + "_unaligned_dst", "throughput", "MiB/s", {}, o.fio ? "fio" : "", {}};
   b::row get4{"tiered", "ssd_get_4KiB_qd" + depth_s, "throughput", "MiB/s", {}, o.fio ? "fio" : "", {}};
   for (unsigned run = 0; run < o.runs; ++run) {
     for (auto& k : bk.keys()) (void)bk.remove(k.key);
     std::atomic<std::size_t> next{0};
-    put.runs.push_back(run_parallel(rt, o.depth, big_count * big, [&](unsigned) {
-      return put_worker(bk, next, big_count, big, src, "b");
-    }));
+    put.runs.push_back(run_parallel(rt, o.depth, big_count * big,
+                                    [&](unsigned) { return put_worker(bk, next, big_count, big, src, "b"); }));
     next = 0;
     get.runs.push_back(run_parallel(rt, o.depth, big_count * big, [&](unsigned d) {
       return get_worker(bk, next, big_count, big_count, "b", dst[d], d);
@@ -135,18 +135,16 @@ void bench_ssd(const options& o) {
     // Unaligned user memory: through the staging buffers (extra memcpy).
     for (auto& k : bk.keys()) (void)bk.remove(k.key);
     next = 0;
-    put_odd.runs.push_back(run_parallel(rt, o.depth, big_count * big, [&](unsigned) {
-      return put_worker(bk, next, big_count, big, src_odd, "b");
-    }));
+    put_odd.runs.push_back(run_parallel(rt, o.depth, big_count * big,
+                                        [&](unsigned) { return put_worker(bk, next, big_count, big, src_odd, "b"); }));
     next = 0;
     get_odd.runs.push_back(run_parallel(rt, o.depth, big_count * big, [&](unsigned d) {
       return get_worker(bk, next, big_count, big_count, "b", dst_odd[d], d);
     }));
     for (auto& k : bk.keys()) (void)bk.remove(k.key);
     next = 0;
-    run_parallel(rt, o.depth, small_count * small, [&](unsigned) {
-      return put_worker(bk, next, small_count, small, src, "s");
-    });
+    run_parallel(rt, o.depth, small_count * small,
+                 [&](unsigned) { return put_worker(bk, next, small_count, small, src, "s"); });
     next = 0;
     get4.runs.push_back(run_parallel(rt, o.depth, small_gets * small, [&](unsigned d) {
       return get_worker(bk, next, small_gets, small_count, "s", dst[d], d + 77);

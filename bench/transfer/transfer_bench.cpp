@@ -42,14 +42,14 @@ struct config {
   std::vector<std::size_t> threads{1, 2};
   std::vector<std::string> ops{"read", "write"};
   std::vector<std::string> transports{"tcp", "shm"};
-  double seconds = 0.07;  // per run
+  double seconds = 0.07;                     // per run
   std::size_t big_batch_bytes = 512u << 20;  // batches at least this big run once (keeps the default < 1 min)
   int runs = 3;
   std::size_t slice = 1u << 20;
   std::size_t conns = 4;
   std::string protocol = "tcp";
-  std::string device;    // --device (rdma)
-  int gid_index = -1;    // --gid-index (rdma)
+  std::string device;  // --device (rdma)
+  int gid_index = -1;  // --gid-index (rdma)
 };
 
 // The RDMA settings of both processes (set before the fork).
@@ -112,9 +112,8 @@ int target_main(int out_fd, int in_fd) {
   ::getsockname(lfd, reinterpret_cast<sockaddr*>(&a), &alen);
   auto d = reg->describe();
   char line[512];
-  int n = std::snprintf(line, sizeof line, "%s %llu %llu %llu %u\n", d.endpoint.c_str(),
-                        (unsigned long long)d.address, (unsigned long long)d.length,
-                        (unsigned long long)d.token, unsigned(ntohs(a.sin_port)));
+  int n = std::snprintf(line, sizeof line, "%s %llu %llu %llu %u\n", d.endpoint.c_str(), (unsigned long long)d.address,
+                        (unsigned long long)d.length, (unsigned long long)d.token, unsigned(ntohs(a.sin_port)));
   if (::write(out_fd, line, static_cast<std::size_t>(n)) != n) return 1;
   std::thread acceptor([lfd] {
     for (;;) {
@@ -126,8 +125,7 @@ int target_main(int out_fd, int in_fd) {
     }
   });
   char c;
-  while (::read(in_fd, &c, 1) > 0) {
-  }
+  while (::read(in_fd, &c, 1) > 0) {}
   ::shutdown(lfd, SHUT_RDWR);
   ::close(lfd);
   acceptor.join();
@@ -222,8 +220,10 @@ mc::task<std::uint64_t> engine_loop(engine* e, remote_buffer d, std::byte* local
     }
     auto res = co_await e->batch(std::move(reqs), std::chrono::seconds(30));
     for (auto& r : res) {
-      if (r) moved += size;
-      else ++*errors;
+      if (r)
+        moved += size;
+      else
+        ++*errors;
     }
   }
   co_return moved;
@@ -234,11 +234,10 @@ mc::task<std::uint64_t> engine_loop(engine* e, remote_buffer d, std::byte* local
 int main(int argc, char** argv) {
   config cfg;
   std::uint64_t runs = 3, big_batch_mib = 512;
-  mc::config::option_set set(
-      "transfer_bench",
-      "TransferEngine throughput between this process and a forked target, against ceilings\n"
-      "measured in the same run: tcp_* vs a raw TCP pump, shm_* vs memcpy. Prints a table and\n"
-      "one JSON line per case (bench_util format).");
+  mc::config::option_set set("transfer_bench",
+                             "TransferEngine throughput between this process and a forked target, against ceilings\n"
+                             "measured in the same run: tcp_* vs a raw TCP pump, shm_* vs memcpy. Prints a table and\n"
+                             "one JSON line per case (bench_util format).");
   set.add_size_list("sizes", &cfg.sizes, "request sizes (comma list, units allowed: 64K,1M)")
       .add_list("batch", &cfg.batches, "requests per batch (comma list)", 1, 1 << 16)
       .add_list("threads", &cfg.threads, "initiator runtime threads (one raw TCP stream per thread)", 1, 64)
@@ -314,8 +313,8 @@ int main(int argc, char** argv) {
   if (tgt.desc.endpoint.empty()) return std::fprintf(stderr, "target failed to start\n"), 1;
 
   std::vector<char> local(region_size, 2), copy_dst(region_size, 3);
-  std::printf("# transfer_bench: target pid %d at %s; %d runs x %.2fs per case\n", int(pid),
-              tgt.desc.endpoint.c_str(), cfg.runs, cfg.seconds);
+  std::printf("# transfer_bench: target pid %d at %s; %d runs x %.2fs per case\n", int(pid), tgt.desc.endpoint.c_str(),
+              cfg.runs, cfg.seconds);
   int errors = 0;
   for (auto& tr : cfg.transports) {
     for (auto threads : cfg.threads) {
@@ -352,14 +351,21 @@ int main(int argc, char** argv) {
             r.baseline = tr == "shm" ? "memcpy" : "raw_tcp";
             const int runs = size * batch >= cfg.big_batch_bytes ? 1 : cfg.runs;
             for (int run = 0; run < runs; ++run) {
-              r.runs.push_back(measure(threads, cfg.seconds, [&](std::size_t t, clk::time_point stop_at) {
-                return rt.block_on(engine_loop(&e, tgt.desc, reinterpret_cast<std::byte*>(local.data()), write, size,
-                                               batch, t, stop_at, &errors), t);
-              }) / 1e9);
-              r.baseline_runs.push_back(measure(threads, cfg.seconds, [&](std::size_t, clk::time_point stop_at) {
-                if (tr != "shm") return pump_stream(tgt.pump_port, write, size, batch, stop_at);
-                return memcpy_loop(local, copy_dst, size, batch, stop_at);
-              }) / 1e9);
+              r.runs.push_back(measure(threads, cfg.seconds,
+                                       [&](std::size_t t, clk::time_point stop_at) {
+                                         return rt.block_on(
+                                             engine_loop(&e, tgt.desc, reinterpret_cast<std::byte*>(local.data()),
+                                                         write, size, batch, t, stop_at, &errors),
+                                             t);
+                                       }) /
+                               1e9);
+              r.baseline_runs.push_back(measure(threads, cfg.seconds,
+                                                [&](std::size_t, clk::time_point stop_at) {
+                                                  if (tr != "shm")
+                                                    return pump_stream(tgt.pump_port, write, size, batch, stop_at);
+                                                  return memcpy_loop(local, copy_dst, size, batch, stop_at);
+                                                }) /
+                                        1e9);
             }
             mc::bench::report(r);
           }

@@ -125,14 +125,16 @@ prepared put_from(store& st, std::string key, std::uintptr_t ptr, std::size_t si
 /// Batch puts: values[i] are key i's pieces. Mismatched counts fail every key;
 /// `one_code`: the call answers one code (0 or the first error), as
 /// Mooncake's put_batch does.
-prepared batch_put(store& st, std::vector<std::string> keys, std::vector<std::vector<std::span<const std::byte>>> values,
-                   std::shared_ptr<views> keep, bool upsert, bool one_code) {
+prepared batch_put(store& st, std::vector<std::string> keys,
+                   std::vector<std::vector<std::span<const std::byte>>> values, std::shared_ptr<views> keep,
+                   bool upsert, bool one_code) {
   auto n_keys = keys.size();
   auto codes = [n_keys, one_code](int c) -> std::function<py::object()> {
     if (one_code) return constant(c);
     return constant(std::vector<int>(n_keys, c));
   };
-  if (keys.size() != values.size() || (keep && !keep->ok)) return rejected(codes(static_cast<int>(errc::invalid_params)));
+  if (keys.size() != values.size() || (keep && !keep->ok))
+    return rejected(codes(static_cast<int>(errc::invalid_params)));
   auto out = std::make_shared<std::vector<int>>(n_keys, not_ready);
   auto s = st.s;
   return {[s, keys = std::move(keys), values = std::move(values), upsert, out](store_session::node& n) {
@@ -247,16 +249,15 @@ prepared get_owned(store& st, std::vector<std::string> keys, bool as_bytes, bool
     for (std::size_t i = 0; i < n_keys; ++i) l.append(one);
     return l;
   };
-  return {[s, keys = std::move(keys), out](store_session::node& n) {
-            return assign(s->op_batch_get_owned(n, keys), out);
-          },
-          [out, convert, single]() -> py::object {
-            if (single) return out->empty() ? py::object(py::none()) : convert((*out)[0]);
-            py::list l;
-            for (auto& r : *out) l.append(convert(r));
-            return l;
-          },
-          unusable};
+  return {
+      [s, keys = std::move(keys), out](store_session::node& n) { return assign(s->op_batch_get_owned(n, keys), out); },
+      [out, convert, single]() -> py::object {
+        if (single) return out->empty() ? py::object(py::none()) : convert((*out)[0]);
+        py::list l;
+        for (auto& r : *out) l.append(convert(r));
+        return l;
+      },
+      unusable};
 }
 
 template <class T, class Op>
@@ -406,8 +407,9 @@ void bind_data(store_class& c) {
   auto cfg = py::arg("config") = replicate_config{};
   for (bool up : {false, true}) {
     def_both<key_t, const py::buffer&, cfg_t>(
-        c, up ? "upsert" : "put", [up](store& st, key_t k, const py::buffer& v, cfg_t) { return put_buffer(st, k, v, up); },
-        py::arg("key"), py::arg("value"), cfg);
+        c, up ? "upsert" : "put",
+        [up](store& st, key_t k, const py::buffer& v, cfg_t) { return put_buffer(st, k, v, up); }, py::arg("key"),
+        py::arg("value"), cfg);
     def_both<keys_t, const std::vector<py::buffer>&, cfg_t>(
         c, up ? "upsert_batch" : "put_batch",
         [up](store& st, keys_t k, const std::vector<py::buffer>& v, cfg_t) { return batch_put_buffers(st, k, v, up); },
@@ -482,8 +484,8 @@ void bind_data(store_class& c) {
   def_both<key_t, bool>(
       c, "remove",
       [](store& st, key_t k, bool) {
-        return simple<int>(st, [k](store_session& s, store_session::node& n) { return s.op_remove(n, k); },
-                           constant(not_ready));
+        return simple<int>(
+            st, [k](store_session& s, store_session::node& n) { return s.op_remove(n, k); }, constant(not_ready));
       },
       py::arg("key"), py::arg("force") = false);
   def_both<keys_t, bool>(
@@ -513,8 +515,8 @@ void bind_data(store_class& c) {
   def_both<key_t>(
       c, "remove_local",
       [](store& st, key_t k) {
-        return simple<int>(st, [k](store_session& s, store_session::node& n) { return s.op_remove_local(n, k); },
-                           constant(not_ready));
+        return simple<int>(
+            st, [k](store_session& s, store_session::node& n) { return s.op_remove_local(n, k); }, constant(not_ready));
       },
       py::arg("key"));
   def_both<>(c, "remove_all_local", [](store& st) {

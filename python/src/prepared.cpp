@@ -26,8 +26,10 @@ completion_queue::~completion_queue() {
   // Finishing callbacks may hold Python buffers: they are released with the
   // GIL only. The last owner is normally Python; if an operation outlived its
   // event loop, the node's thread drops the queue last: leak them then.
-  if (PyGILState_Check()) done_.clear();
-  else new auto(std::move(done_));  // intentionally leaked
+  if (PyGILState_Check())
+    done_.clear();
+  else
+    new auto(std::move(done_));  // intentionally leaked
   if (fd_ >= 0) ::close(fd_);
 }
 

@@ -37,9 +37,9 @@ constexpr int e(errc c) { return static_cast<int>(c); }
 
 struct store_session::node {
   std::unique_ptr<mc::runtime::runtime> rt;
-  std::unique_ptr<mc::store::client> client;              ///< setup(): the embedded node
+  std::unique_ptr<mc::store::client> client;             ///< setup(): the embedded node
   std::unique_ptr<mc::store::attached_client> attached;  ///< setup_dummy(): a node of this host
-  bool pure_client = false;  ///< global_segment_size 0: puts go to peers
+  bool pure_client = false;                              ///< global_segment_size 0: puts go to peers
   std::atomic<std::size_t> next_thread{0};
 
   // Calls in flight; close() waits for them after setting `closing`.
@@ -91,34 +91,40 @@ int store_session::start_node(std::size_t threads, const std::function<int(node&
 
 int store_session::setup(setup_config cfg, std::string* why) {
   auto threads = cfg.opts.rpc_thread_num;
-  return start_node(threads, [&](node& n, std::string* why) {
-    n.pure_client = cfg.global_segment_size == 0;
-    std::string reason;
-    auto c = mc::store::client::start(*n.rt, std::move(cfg.opts), &reason);
-    if (!c) {
-      if (why) *why = reason.empty() ? c.error().message() : reason;
-      return code(c.error());
-    }
-    n.client = std::move(*c);
-    hostname_ = cfg.hostname.empty() ? n.client->rpc_endpoint() : cfg.hostname;
-    return 0;
-  }, why);
+  return start_node(
+      threads,
+      [&](node& n, std::string* why) {
+        n.pure_client = cfg.global_segment_size == 0;
+        std::string reason;
+        auto c = mc::store::client::start(*n.rt, std::move(cfg.opts), &reason);
+        if (!c) {
+          if (why) *why = reason.empty() ? c.error().message() : reason;
+          return code(c.error());
+        }
+        n.client = std::move(*c);
+        hostname_ = cfg.hostname.empty() ? n.client->rpc_endpoint() : cfg.hostname;
+        return 0;
+      },
+      why);
 }
 
 int store_session::setup_dummy(std::uint64_t local_buffer_size, std::string server_address, std::string* why) {
-  return start_node(2, [&](node& n, std::string* why) {
-    mc::store::attach_options o;
-    o.local_buffer_bytes = local_buffer_size;
-    std::string reason;
-    auto a = mc::store::attached_client::connect(*n.rt, server_address, o, &reason);
-    if (!a) {
-      if (why) *why = reason.empty() ? a.error().message() : reason;
-      return code(a.error());
-    }
-    n.attached = std::move(*a);
-    hostname_ = server_address;
-    return 0;
-  }, why);
+  return start_node(
+      2,
+      [&](node& n, std::string* why) {
+        mc::store::attach_options o;
+        o.local_buffer_bytes = local_buffer_size;
+        std::string reason;
+        auto a = mc::store::attached_client::connect(*n.rt, server_address, o, &reason);
+        if (!a) {
+          if (why) *why = reason.empty() ? a.error().message() : reason;
+          return code(a.error());
+        }
+        n.attached = std::move(*a);
+        hostname_ = server_address;
+        return 0;
+      },
+      why);
 }
 
 int store_session::close() {
@@ -191,8 +197,10 @@ bool store_session::run(const std::function<task<void>(node&)>& make) {
   std::promise<void> done;
   auto fut = done.get_future();
   boost::asio::co_spawn(n->next_executor(), make(*n), [&done](std::exception_ptr ep) {
-    if (ep) done.set_exception(ep);
-    else done.set_value();
+    if (ep)
+      done.set_exception(ep);
+    else
+      done.set_value();
   });
   try {
     fut.get();
@@ -217,7 +225,7 @@ class spawned_op final : public async_op {
   }
   mc::executor ex_;
   boost::asio::cancellation_signal signal_;
-  bool finished_ = false;          // touched on ex_'s thread only
+  bool finished_ = false;  // touched on ex_'s thread only
   std::weak_ptr<spawned_op> self_;
 };
 
@@ -230,14 +238,14 @@ std::shared_ptr<async_op> store_session::spawn(const std::function<task<void>(no
   auto op = std::make_shared<spawned_op>(n->next_executor());
   op->self_ = op;
   auto t = make(*n);
-  boost::asio::co_spawn(op->ex_, std::move(t),
-                        boost::asio::bind_cancellation_slot(
-                            op->signal_.slot(), [this_ = shared_from_this(), n, op, done = std::move(done)](
-                                                    std::exception_ptr) mutable {
-                              op->finished_ = true;
-                              done();
-                              this_->leave(*n);
-                            }));
+  boost::asio::co_spawn(
+      op->ex_, std::move(t),
+      boost::asio::bind_cancellation_slot(
+          op->signal_.slot(), [this_ = shared_from_this(), n, op, done = std::move(done)](std::exception_ptr) mutable {
+            op->finished_ = true;
+            done();
+            this_->leave(*n);
+          }));
   return op;
 }
 
@@ -472,8 +480,10 @@ int store_session::register_buffer(std::uintptr_t ptr, std::size_t size) {
     } else {
       std::span<std::byte> mem{reinterpret_cast<std::byte*>(ptr), size};
       auto r = n->attached ? n->attached->register_buffer(mem) : n->client->register_buffer(mem);
-      if (!r) rc = code(r.error());
-      else n->regs.emplace(ptr, std::make_pair(size, std::move(*r)));
+      if (!r)
+        rc = code(r.error());
+      else
+        n->regs.emplace(ptr, std::make_pair(size, std::move(*r)));
     }
   }
   leave(*n);
@@ -487,8 +497,10 @@ int store_session::unregister_buffer(std::uintptr_t ptr) {
   {
     std::lock_guard lk(n->regs_mu);
     auto it = n->regs.find(ptr);
-    if (it == n->regs.end()) rc = e(errc::invalid_params);
-    else n->regs.erase(it);
+    if (it == n->regs.end())
+      rc = e(errc::invalid_params);
+    else
+      n->regs.erase(it);
   }
   leave(*n);
   return rc;

@@ -63,7 +63,7 @@ struct setup_config {
   mc::store::client_options opts;
   std::uint64_t global_segment_size = 0;  ///< 0 = pure client (puts go to peers)
   std::uint64_t local_buffer_size = 0;
-  std::string hostname;                   ///< get_hostname(): local_hostname as given (or derived)
+  std::string hostname;  ///< get_hostname(): local_hostname as given (or derived)
 };
 
 /// Parses the keyword form (`setup(config: dict)` / `setup_p2p_real_client`):
@@ -73,8 +73,7 @@ struct setup_config {
 /// tiered_backend_config, rpc_thread_num, lock_shard_count, ...). Sizes accept
 /// units ("16MB"). Returns the config or an error message (unknown key, bad
 /// value, missing local_hostname / master address).
-std::optional<setup_config> parse_setup(const std::vector<std::pair<std::string, std::string>>& kv,
-                                        std::string* why);
+std::optional<setup_config> parse_setup(const std::vector<std::pair<std::string, std::string>>& kv, std::string* why);
 
 /// A started asynchronous operation (asyncio bridge): cancel() from any
 /// thread cancels it (the operation then completes with errc::cancelled or the

@@ -39,8 +39,7 @@ std::string flag_name(const std::string& key) {
 
 }  // namespace
 
-std::optional<setup_config> parse_setup(const std::vector<std::pair<std::string, std::string>>& kv,
-                                        std::string* why) {
+std::optional<setup_config> parse_setup(const std::vector<std::pair<std::string, std::string>>& kv, std::string* why) {
   auto err = [&](std::string m) -> std::optional<setup_config> {
     if (why) *why = std::move(m);
     return std::nullopt;
@@ -92,14 +91,16 @@ std::optional<setup_config> parse_setup(const std::vector<std::pair<std::string,
       if (value != "None") return err("engine: an external TransferEngine is not supported (pass None)");
     } else if (key == "enable_ssd_offload") {
       if (truthy(value))
-        return err("enable_ssd_offload: give the SSD tier in tiered_backend_config "
-                   "(setup_p2p_real_client / setup(config))");
+        return err(
+            "enable_ssd_offload: give the SSD tier in tiered_backend_config "
+            "(setup_p2p_real_client / setup(config))");
     } else if (key == "ssd_offload_path" || key == "tenant_id" || key == "ipc_socket_path") {
       // Accepted for Mooncake's signature; documented as not used.
     } else if (key == "enable_client_http_server") {
       if (truthy(value))
-        return err("enable_client_http_server: an embedded node serves no HTTP; run mooncake_client for "
-                   "/metrics");
+        return err(
+            "enable_client_http_server: an embedded node serves no HTTP; run mooncake_client for "
+            "/metrics");
     } else if (key == "client_http_port") {
       // Only meaningful with enable_client_http_server.
     } else {

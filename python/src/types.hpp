@@ -12,7 +12,16 @@ namespace mc::python {
 
 enum class soft_pin_action : std::uint8_t { preserve, enable, disable };
 enum class object_data_type : std::uint8_t {
-  unknown, kvcache, tensor, weight, sample, activation, gradient, optimizer_state, metadata, general
+  unknown,
+  kvcache,
+  tensor,
+  weight,
+  sample,
+  activation,
+  gradient,
+  optimizer_state,
+  metadata,
+  general
 };
 
 /// Mooncake's ReplicateConfig: accepted everywhere Mooncake accepts it. This

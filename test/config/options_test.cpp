@@ -86,8 +86,8 @@ TEST_SUITE("config options") {
     opts o;
     auto r = o.set.parse({"--help"});
     REQUIRE(r.what == outcome::kind::help);
-    for (auto* s : {"--host", "[0.0.0.0]", "--client_rpc_port", "[12345]", "--rpc_thread_num", "[2]",
-                    "MC_TEST_THREADS", "--config", "--version"})
+    for (auto* s : {"--host", "[0.0.0.0]", "--client_rpc_port", "[12345]", "--rpc_thread_num", "[2]", "MC_TEST_THREADS",
+                    "--config", "--version"})
       CHECK(r.message.find(s) != std::string::npos);
   }
 
@@ -111,8 +111,9 @@ TEST_SUITE("config options") {
 
   TEST_CASE("precedence is defaults < file < environment < flags") {
     auto dir = mc::test::make_temp_dir("cfg");
-    auto path = write_file(dir, "host = \"1.1.1.1\"\nrpc_thread_num = 3\nclient_rpc_port = 7000\n"
-                                "[[tiers]]\ntype = \"DRAM\"\n");
+    auto path = write_file(dir,
+                           "host = \"1.1.1.1\"\nrpc_thread_num = 3\nclient_rpc_port = 7000\n"
+                           "[[tiers]]\ntype = \"DRAM\"\n");
     {
       opts o;
       auto r = o.set.parse({"--config", path, "--client_rpc_port", "7001"});

@@ -25,8 +25,8 @@ const std::string fffd = "\xEF\xBF\xBD";  // U+FFFD
 const std::string nasty = std::string("q\"b\\s/c\x01\x1f\x7f\t\n", 12) + "\xFF" + "\xC0\x80" + "\xED\xA0\x80" +
                           "\xE2\x82" + "\xC3\xA9\xF0\x9F\x98\x80";
 // What a body says instead: every byte of an invalid sequence is one U+FFFD.
-const std::string nasty_utf8 = std::string("q\"b\\s/c\x01\x1f\x7f\t\n", 12) + fffd + fffd + fffd + fffd + fffd +
-                               fffd + fffd + fffd + "\xC3\xA9\xF0\x9F\x98\x80";
+const std::string nasty_utf8 = std::string("q\"b\\s/c\x01\x1f\x7f\t\n", 12) + fffd + fffd + fffd + fffd + fffd + fffd +
+                               fffd + fffd + "\xC3\xA9\xF0\x9F\x98\x80";
 
 /// The body of a raw HTTP response, parsed strictly (UTF-8 is checked).
 bj::value parsed_body(const std::string& raw) {
@@ -121,8 +121,7 @@ TEST_SUITE("http") {
       CHECK(keys.at("total_keys").to_number<std::uint64_t>() == 2);
       CHECK(keys.at("limit").to_number<std::uint64_t>() == 10);
       REQUIRE(keys.at("keys").as_array().size() == 2);
-      for (auto& k : keys.at("keys").as_array())
-        CHECK((str(k.at("key")) == nasty_utf8 || str(k.at("key")) == "plain"));
+      for (auto& k : keys.at("keys").as_array()) CHECK((str(k.at("key")) == nasty_utf8 || str(k.at("key")) == "plain"));
 
       auto clients = parsed_body(get("/clients"));
       REQUIRE(clients.at("clients").as_array().size() == 1);

@@ -14,7 +14,6 @@
 #include <string>
 #include <vector>
 
-
 TEST_SUITE("http") {
   TEST_CASE("a histogram is cumulative and ends with +Inf, _sum and _count") {
     mc::http::exposition e;
@@ -55,9 +54,12 @@ TEST_SUITE("http") {
       o.host = "127.0.0.1";
       o.header_timeout = std::chrono::milliseconds(500);
       mc::http::server s(rt, o);
-      s.route("/echo/", [](mc::http::request& req) -> mc::task<mc::http::response> {
-        co_return mc::http::response::make(200, req.path + "|" + std::string(req.body.begin(), req.body.end()));
-      }, 16);
+      s.route(
+          "/echo/",
+          [](mc::http::request& req) -> mc::task<mc::http::response> {
+            co_return mc::http::response::make(200, req.path + "|" + std::string(req.body.begin(), req.body.end()));
+          },
+          16);
       // A blob whose size claims more than its buffer holds (e.g. a peer's
       // size passed on unchecked) is never sent: 500, and no byte of it.
       s.route("/overread", [](mc::http::request&) -> mc::task<mc::http::response> {
@@ -83,13 +85,17 @@ TEST_SUITE("http") {
       REQUIRE(s.start());
       auto port = s.port();
 
-      auto ok = mc::test::exchange(port, "PUT /echo/a%20b HTTP/1.1\r\nContent-Length: 3\r\nConnection: close\r\n\r\nxyz");
+      auto ok =
+          mc::test::exchange(port, "PUT /echo/a%20b HTTP/1.1\r\nContent-Length: 3\r\nConnection: close\r\n\r\nxyz");
       CHECK(ok.rfind("HTTP/1.1 200 OK", 0) == 0);
       CHECK(ok.find("/echo/a b|xyz") != std::string::npos);
-      CHECK(mc::test::exchange(port, "PUT /echo/x HTTP/1.1\r\nContent-Length: 17\r\n\r\n").find(" 413 ") != std::string::npos);
-      CHECK(mc::test::exchange(port, "GET /nope HTTP/1.1\r\nConnection: close\r\n\r\n").find(" 404 ") != std::string::npos);
+      CHECK(mc::test::exchange(port, "PUT /echo/x HTTP/1.1\r\nContent-Length: 17\r\n\r\n").find(" 413 ") !=
+            std::string::npos);
+      CHECK(mc::test::exchange(port, "GET /nope HTTP/1.1\r\nConnection: close\r\n\r\n").find(" 404 ") !=
+            std::string::npos);
       CHECK(mc::test::exchange(port, "\x01\x02garbage\r\n\r\n").find(" 400 ") != std::string::npos);
-      CHECK(mc::test::exchange(port, "GET /boom HTTP/1.1\r\nConnection: close\r\n\r\n").find(" 500 ") != std::string::npos);
+      CHECK(mc::test::exchange(port, "GET /boom HTTP/1.1\r\nConnection: close\r\n\r\n").find(" 500 ") !=
+            std::string::npos);
       CHECK(mc::test::exchange(port, "GET /echo/%zz HTTP/1.1\r\n\r\n").find(" 400 ") != std::string::npos);
       auto over = mc::test::exchange(port, "GET /overread HTTP/1.1\r\nConnection: close\r\n\r\n");
       CHECK(over.find(" 500 ") != std::string::npos);
@@ -120,7 +126,8 @@ TEST_SUITE("http") {
       o.auth_tokens = {"tok-new", "tok-old"};
       mc::http::server s(rt, o);
       auto echo = [](mc::http::request& req) -> mc::task<mc::http::response> {
-        co_return mc::http::response::make(200, "served " + req.path + "|" + std::string(req.body.begin(), req.body.end()));
+        co_return mc::http::response::make(200,
+                                           "served " + req.path + "|" + std::string(req.body.begin(), req.body.end()));
       };
       for (const char* p : {"/metrics", "/health", "/stats", "/clients", "/keys"}) s.route(p, echo);
       s.route("/kv/", echo, 64);
@@ -152,12 +159,15 @@ TEST_SUITE("http") {
       CHECK(put.rfind("HTTP/1.1 401", 0) == 0);
       CHECK(put.find("served") == std::string::npos);
       ++refused;
-      auto put_ok = mc::test::exchange(port, "PUT /kv/k HTTP/1.1\r\nAuthorization: Bearer tok-old\r\nContent-Length: 5\r\n"
-                                   "Connection: close\r\n\r\nhello");
+      auto put_ok = mc::test::exchange(port,
+                                       "PUT /kv/k HTTP/1.1\r\nAuthorization: Bearer tok-old\r\nContent-Length: 5\r\n"
+                                       "Connection: close\r\n\r\nhello");
       CHECK(put_ok.find("served /kv/k|hello") != std::string::npos);
       // Keep-alive: a refused GET leaves the connection usable for an authorized one.
-      auto two = mc::test::exchange(port, "GET /stats HTTP/1.1\r\n\r\nGET /stats HTTP/1.1\r\nAuthorization: Bearer tok-new\r\n"
-                                "Connection: close\r\n\r\n");
+      auto two =
+          mc::test::exchange(port,
+                             "GET /stats HTTP/1.1\r\n\r\nGET /stats HTTP/1.1\r\nAuthorization: Bearer tok-new\r\n"
+                             "Connection: close\r\n\r\n");
       CHECK(two.rfind("HTTP/1.1 401", 0) == 0);
       CHECK(two.find("served /stats") != std::string::npos);
       ++refused;
@@ -165,7 +175,8 @@ TEST_SUITE("http") {
       mc::http::exposition e;
       mc::http::append_common_metrics(e, s);
       auto text = e.take();
-      CHECK(text.find("mc_auth_failures_total{surface=\"http\"} " + std::to_string(refused) + "\n") != std::string::npos);
+      CHECK(text.find("mc_auth_failures_total{surface=\"http\"} " + std::to_string(refused) + "\n") !=
+            std::string::npos);
       CHECK(text.find("mc_auth_failures_total{surface=\"rpc\"} ") != std::string::npos);
       s.stop();
     }
@@ -183,7 +194,8 @@ TEST_SUITE("http") {
         co_return mc::http::response::make(200, "ok");
       });
       REQUIRE(s.start());
-      CHECK(mc::test::exchange(s.port(), "GET /stats HTTP/1.1\r\nConnection: close\r\n\r\n").rfind("HTTP/1.1 200", 0) == 0);
+      CHECK(mc::test::exchange(s.port(), "GET /stats HTTP/1.1\r\nConnection: close\r\n\r\n").rfind("HTTP/1.1 200", 0) ==
+            0);
       CHECK(mc::test::exchange(s.port(), "GET /stats HTTP/1.1\r\nAuthorization: Bearer x\r\nConnection: close\r\n\r\n")
                 .rfind("HTTP/1.1 200", 0) == 0);
       s.stop();
@@ -216,11 +228,11 @@ TEST_SUITE("client HTTP port derivation") {
     CHECK(derived_http_port(12345) == 9080);
     CHECK(derived_http_port(12346) == 9081);
     CHECK(derived_http_port(12545) == 9280);
-    CHECK(derived_http_port(4289) == 1024);    // the lowest port of the range
-    CHECK(derived_http_port(4288) == 65535);   // below it wraps to the top
+    CHECK(derived_http_port(4289) == 1024);   // the lowest port of the range
+    CHECK(derived_http_port(4288) == 65535);  // below it wraps to the top
     CHECK(derived_http_port(1024) == 62271);
     CHECK(derived_http_port(65535) == 62270);
-    CHECK(derived_http_port(0) == 0);          // ephemeral RPC port: ephemeral HTTP port
+    CHECK(derived_http_port(0) == 0);  // ephemeral RPC port: ephemeral HTTP port
   }
 
   TEST_CASE("distinct RPC ports in 1024..65535 never share a derived HTTP port, and none is privileged") {

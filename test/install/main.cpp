@@ -76,8 +76,10 @@ int main(int argc, char** argv) {
   std::string target;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string a = argv[i];
-    if (a == "--master_server_address") opts.master_server_address = argv[i + 1];
-    else if (a == "--target") target = argv[i + 1];
+    if (a == "--master_server_address")
+      opts.master_server_address = argv[i + 1];
+    else if (a == "--target")
+      target = argv[i + 1];
     else {
       std::fprintf(stderr, "usage: %s --master_server_address HOST:PORT --target HOST:RPC_PORT\n", argv[0]);
       return 2;

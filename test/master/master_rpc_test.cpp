@@ -10,8 +10,7 @@ using namespace std::chrono_literals;
 namespace {
 // gcc 12 miscompiles braced aggregates of std::string inside co_await
 // expressions ("array used as initializer"): build them outside.
-mc::master::client_info info(const char* id, const char* rpc, const char* te, std::uint64_t cap,
-                             std::uint64_t used) {
+mc::master::client_info info(const char* id, const char* rpc, const char* te, std::uint64_t cap, std::uint64_t used) {
   return {id, rpc, te, cap, used, 0, {}};
 }
 using items_t = std::vector<mc::master::publish_item>;
@@ -47,41 +46,41 @@ std::vector<mc::master::key_version> versions(const char* key, std::uint64_t v) 
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmismatched-new-delete"
 mc::task<void> versions_over_rpc(std::string addr) {
-    mc::master::master_client m(addr, 2s);
-    REQUIRE((co_await m.register_client(info("a", "h:1", "h:2", 1000, 0))).has_value());
-    REQUIRE((co_await m.register_client(info("b", "h:3", "h:4", 1000, 0))).has_value());
-    items_t on_a{{"k", 64, 50}, {"x", 8, 50}};
-    REQUIRE((co_await m.add_replicas("a", std::move(on_a))).has_value());
-    items_t on_b{{"k", 64, 3}};
-    auto added = co_await m.add_replicas("b", std::move(on_b));
-    REQUIRE(added.has_value());
-    CHECK((*added)[0].has_value());
-    auto look = co_await m.lookup(std::string("k"));
-    REQUIRE(look.has_value());
-    REQUIRE(look->replicas.size() == 1);
-    CHECK(look->replicas[0].client_id == "b");
-    auto hb = co_await m.heartbeat("a", 0, 1000);
-    REQUIRE(hb.has_value());
-    REQUIRE(hb->drops.size() == 1);
-    CHECK(hb->drops[0].key == "k");
-    CHECK(hb->drops[0].version == 50);
-    // A stale eviction notice (older than the entry) is refused per item.
-    auto rm = co_await m.remove_replicas("a", versions("x", 49));
-    REQUIRE(rm.has_value());
-    CHECK(mc::is((*rm)[0].error(), mc::errc::invalid_version));
-    CHECK((co_await m.lookup(std::string("x"))).has_value());
-    // Republish with a new epoch that leaves "x" out: finish removes it.
-    items_t again{{"k", 64, 50}};
-    auto re = co_await m.add_replicas("a", std::move(again), mc::master::publish_kind::republish, 99);
-    REQUIRE(re.has_value());
-    CHECK(mc::is((*re)[0].error(), mc::errc::invalid_version));  // superseded copy: refused
-    auto fin = co_await m.finish_republish("a", 99);
-    REQUIRE(fin.has_value());
-    CHECK(*fin == 2);  // x and a's superseded entry of k
-    CHECK(mc::is((co_await m.lookup(std::string("x"))).error(), mc::errc::object_not_found));
-    auto k_now = co_await m.lookup(std::string("k"));
-    REQUIRE(k_now.has_value());
-    CHECK(k_now->replicas.at(0).client_id == "b");
+  mc::master::master_client m(addr, 2s);
+  REQUIRE((co_await m.register_client(info("a", "h:1", "h:2", 1000, 0))).has_value());
+  REQUIRE((co_await m.register_client(info("b", "h:3", "h:4", 1000, 0))).has_value());
+  items_t on_a{{"k", 64, 50}, {"x", 8, 50}};
+  REQUIRE((co_await m.add_replicas("a", std::move(on_a))).has_value());
+  items_t on_b{{"k", 64, 3}};
+  auto added = co_await m.add_replicas("b", std::move(on_b));
+  REQUIRE(added.has_value());
+  CHECK((*added)[0].has_value());
+  auto look = co_await m.lookup(std::string("k"));
+  REQUIRE(look.has_value());
+  REQUIRE(look->replicas.size() == 1);
+  CHECK(look->replicas[0].client_id == "b");
+  auto hb = co_await m.heartbeat("a", 0, 1000);
+  REQUIRE(hb.has_value());
+  REQUIRE(hb->drops.size() == 1);
+  CHECK(hb->drops[0].key == "k");
+  CHECK(hb->drops[0].version == 50);
+  // A stale eviction notice (older than the entry) is refused per item.
+  auto rm = co_await m.remove_replicas("a", versions("x", 49));
+  REQUIRE(rm.has_value());
+  CHECK(mc::is((*rm)[0].error(), mc::errc::invalid_version));
+  CHECK((co_await m.lookup(std::string("x"))).has_value());
+  // Republish with a new epoch that leaves "x" out: finish removes it.
+  items_t again{{"k", 64, 50}};
+  auto re = co_await m.add_replicas("a", std::move(again), mc::master::publish_kind::republish, 99);
+  REQUIRE(re.has_value());
+  CHECK(mc::is((*re)[0].error(), mc::errc::invalid_version));  // superseded copy: refused
+  auto fin = co_await m.finish_republish("a", 99);
+  REQUIRE(fin.has_value());
+  CHECK(*fin == 2);  // x and a's superseded entry of k
+  CHECK(mc::is((co_await m.lookup(std::string("x"))).error(), mc::errc::object_not_found));
+  auto k_now = co_await m.lookup(std::string("k"));
+  REQUIRE(k_now.has_value());
+  CHECK(k_now->replicas.at(0).client_id == "b");
 }
 #pragma GCC diagnostic pop
 }  // namespace

@@ -132,15 +132,18 @@ TEST_SUITE("master metadata") {
     CHECK(m.exists("keep"));
     CHECK(m.key_count() == 1);
     CHECK(mc::is(m.remove_matching("x", false, 4, m.shard_count() + 1).error(), mc::errc::out_of_range));
-    for (const char* bad : {"", "(", "[a-"}) CHECK(mc::is(m.remove_matching(bad, false, 10).error(), mc::errc::invalid_params));
+    for (const char* bad : {"", "(", "[a-"})
+      CHECK(mc::is(m.remove_matching(bad, false, 10).error(), mc::errc::invalid_params));
     CHECK(mc::is(m.remove_matching(std::string(metadata::max_pattern_bytes + 1, 'a'), false, 10).error(),
                  mc::errc::invalid_params));
     // A pathological pattern hits Boost.Regex's complexity bound instead of stalling.
     REQUIRE(m.add_replica(std::string(40, 'a') + "!", "a", 1, 1));
     for (std::size_t s = 0; s < m.shard_count(); ++s) {
       auto evil = m.remove_matching("^(a+)+$", false, 10, s);
-      if (evil) CHECK(evil->removed.empty());
-      else CHECK(mc::is(evil.error(), mc::errc::invalid_params));
+      if (evil)
+        CHECK(evil->removed.empty());
+      else
+        CHECK(mc::is(evil.error(), mc::errc::invalid_params));
     }
     CHECK(m.exists("keep"));
     // Every key, in pages bounded by the scan budget (here: all in one call).
@@ -370,8 +373,8 @@ TEST_SUITE("master http endpoint") {
   TEST_CASE("registration refuses a malformed http endpoint and keeps a valid one") {
     metadata m;
     auto c = client("a");
-    for (const char* bad : {"nohost", ":9080", "h:", "h:0", "h:65536", "h:80x", "::1:9080", "[]:1", "h:1 ",
-                            "a\"b:1", "a\\b:1", "[1.2.3.4]:1", "[::1:1", "h:1\n", "a/b:1"}) {
+    for (const char* bad : {"nohost", ":9080", "h:", "h:0", "h:65536", "h:80x", "::1:9080", "[]:1", "h:1 ", "a\"b:1",
+                            "a\\b:1", "[1.2.3.4]:1", "[::1:1", "h:1\n", "a/b:1"}) {
       c.http_endpoint = bad;
       CHECK_MESSAGE(mc::is(m.register_client(c).error(), mc::errc::invalid_params), bad);
     }
@@ -392,8 +395,8 @@ TEST_SUITE("master http endpoint") {
     CHECK(http_endpoint_of("10.0.0.5:12345", "fd00::7", 9080) == "[fd00::7]:9080");
     CHECK(mc::master::valid_http_endpoint(http_endpoint_of("node-1.example:12345", "", 1)));
     CHECK(http_endpoint_of("10.0.0.5:12345", "[fd00::7]", 9080) == "[fd00::7]:9080");  // no double brackets
-    CHECK(http_endpoint_of({}, "node-1", 9080) == "node-1:9080");                     // the master's own
-    CHECK(http_endpoint_of("not an endpoint", "", 9080).empty());                     // nothing rather than junk
+    CHECK(http_endpoint_of({}, "node-1", 9080) == "node-1:9080");                      // the master's own
+    CHECK(http_endpoint_of("not an endpoint", "", 9080).empty());                      // nothing rather than junk
     CHECK(http_endpoint_of("10.0.0.5:12345", "a b", 9080).empty());
     CHECK(http_endpoint_of("10.0.0.5:12345", "", 0).empty());
   }

@@ -104,8 +104,8 @@ TEST_SUITE("rdma_multidev") {
 
   TEST_CASE("WRITE then READ back random payloads from 1 byte to 16 MiB over two devices") {
     two_engines e(options(both()), options(both()));
-    const std::size_t sizes[] = {1, 7, 4095, 65537, (1u << 20) - 1, (1u << 20) + 1, (5u << 20) + 3, (16u << 20) - 3,
-                                 16u << 20};
+    const std::size_t sizes[] = {
+        1, 7, 4095, 65537, (1u << 20) - 1, (1u << 20) + 1, (5u << 20) + 3, (16u << 20) - 3, 16u << 20};
     constexpr std::size_t cap = 16u << 20;
     std::vector<std::uint8_t> target(cap + 3);
     auto treg = e.b->register_memory(target.data(), target.size());
@@ -287,7 +287,7 @@ TEST_SUITE("rdma_multidev") {
     std::vector<std::uint8_t> buf(4u << 20, 1);
     auto d = treg->describe();
     auto bad_key = d;
-    bad_key.token ^= 0x00ff00ffu;  // another device-0 rkey and an unknown token
+    bad_key.token ^= 0x00ff00ffu;                             // another device-0 rkey and an unknown token
     auto r1 = run(e, e.a->write(cbytes(buf), bad_key, 20s));  // 16 slices: both devices
     REQUIRE_FALSE(r1.has_value());
     CHECK(mc::is(r1.error(), mc::errc::access_denied));
@@ -313,7 +313,8 @@ TEST_SUITE("rdma_multidev") {
     std::vector<std::uint8_t> b1(1u << 20), b2(1u << 20), b3(1u << 20);
     auto bk = bad_key;
     bk.length = 1u << 20;
-    std::vector<request> reqs{request::make_read(bytes(b1), treg->describe(0, 1u << 20)), request::make_read(bytes(b2), bk),
+    std::vector<request> reqs{request::make_read(bytes(b1), treg->describe(0, 1u << 20)),
+                              request::make_read(bytes(b2), bk),
                               request::make_read(bytes(b3), treg->describe(1u << 20, 1u << 20))};
     auto rs = run(e, e.a->batch(std::move(reqs), 20s));
     CHECK(rs[0].has_value());

@@ -75,7 +75,7 @@ TEST_SUITE("store rdma batch") {
       REQUIRE_MESSAGE(got[i].has_value(), keys[i] << ": " << got[i].error().message());
       CHECK(mc::test::checksum(mem.data() + i * size, size) == mc::test::checksum(vals[i].data(), size));
     }
-    CHECK(a.stats().batch_rpcs - rpcs == 1);  // one owner, one RPC
+    CHECK(a.stats().batch_rpcs - rpcs == 1);        // one owner, one RPC
     CHECK(rdma_bytes(b) >= before + 2 * n * size);  // both directions went over RDMA
 
     // vLLM shape, scaled: 4 keys, each gathered from / scattered into 16
@@ -120,7 +120,7 @@ TEST_SUITE("store rdma batch") {
                          layer[p].begin() + static_cast<std::ptrdiff_t>(i * 8192)));
       }
     for (std::size_t i = 0; i < 2; ++i) CHECK(std::equal(v2[4 + i].begin(), v2[4 + i].end(), small_out[i].begin()));
-    CHECK(stats1.batch_rpcs - stats0.batch_rpcs == 1);      // inline and transferred: one round trip
+    CHECK(stats1.batch_rpcs - stats0.batch_rpcs == 1);  // inline and transferred: one round trip
     CHECK(stats1.inline_reads - stats0.inline_reads == 2);
   }
 

@@ -30,118 +30,116 @@ struct options_guard {
 }  // namespace
 
 TEST_SUITE("rpc_client") {
-
-TEST_CASE("the connection cache stays within its bound under churn and closes idle connections") {
-  mc::rpc::client_options co;
-  co.max_connections = 3;
-  co.idle_timeout = std::chrono::milliseconds(100);
-  options_guard guard(co);
-  rpc_fixture f;
-  std::vector<std::unique_ptr<mc::rpc::server>> extra;
-  std::vector<std::string> eps{f.endpoint()};
-  for (int i = 0; i < 5; ++i) {
-    extra.push_back(std::make_unique<mc::rpc::server>(f.rt, local_options()));
-    add_test_services(*extra.back());
-    REQUIRE(extra.back()->start());
-    eps.push_back("127.0.0.1:" + std::to_string(extra.back()->port()));
+  TEST_CASE("the connection cache stays within its bound under churn and closes idle connections") {
+    mc::rpc::client_options co;
+    co.max_connections = 3;
+    co.idle_timeout = std::chrono::milliseconds(100);
+    options_guard guard(co);
+    rpc_fixture f;
+    std::vector<std::unique_ptr<mc::rpc::server>> extra;
+    std::vector<std::string> eps{f.endpoint()};
+    for (int i = 0; i < 5; ++i) {
+      extra.push_back(std::make_unique<mc::rpc::server>(f.rt, local_options()));
+      add_test_services(*extra.back());
+      REQUIRE(extra.back()->start());
+      eps.push_back("127.0.0.1:" + std::to_string(extra.back()->port()));
+    }
+    auto r = f.rt.block_on(
+        [](std::vector<std::string> eps) -> task<mc::result<mc::rpc::client_stats>> {
+          std::size_t max_seen = 0;
+          for (int i = 0; i < 300; ++i) {
+            auto r = co_await echo(eps[(i * 7 + i / 5) % eps.size()]);
+            if (!r) co_return r.error();
+            max_seen = std::max(max_seen, mc::rpc::thread_client_stats().cached);
+          }
+          if (max_seen > 3) co_return mc::fail(errc::out_of_range);
+          co_return mc::rpc::thread_client_stats();
+        }(eps),
+        2);
+    REQUIRE_MESSAGE(r.has_value(), (r ? std::string() : r.error().message()));
+    CHECK(r->evicted > 0);
+    CHECK(r->cached <= 3);
+    CHECK(r->opened == r->evicted + r->cached);
+    // Idle close: nothing used for longer than idle_timeout.
+    auto idle = f.rt.block_on(
+        []() -> task<mc::rpc::client_stats> {
+          co_await mc::sleep_for(std::chrono::milliseconds(400));
+          co_return mc::rpc::thread_client_stats();
+        }(),
+        2);
+    CHECK(idle.cached == 0);
+    CHECK(idle.idle_closed >= 1);
+    for (auto& s : extra) s->stop();
   }
-  auto r = f.rt.block_on(
-      [](std::vector<std::string> eps) -> task<mc::result<mc::rpc::client_stats>> {
-        std::size_t max_seen = 0;
-        for (int i = 0; i < 300; ++i) {
-          auto r = co_await echo(eps[(i * 7 + i / 5) % eps.size()]);
-          if (!r) co_return r.error();
-          max_seen = std::max(max_seen, mc::rpc::thread_client_stats().cached);
-        }
-        if (max_seen > 3) co_return mc::fail(errc::out_of_range);
-        co_return mc::rpc::thread_client_stats();
-      }(eps),
-      2);
-  REQUIRE_MESSAGE(r.has_value(), (r ? std::string() : r.error().message()));
-  CHECK(r->evicted > 0);
-  CHECK(r->cached <= 3);
-  CHECK(r->opened == r->evicted + r->cached);
-  // Idle close: nothing used for longer than idle_timeout.
-  auto idle = f.rt.block_on(
-      []() -> task<mc::rpc::client_stats> {
-        co_await mc::sleep_for(std::chrono::milliseconds(400));
-        co_return mc::rpc::thread_client_stats();
-      }(),
-      2);
-  CHECK(idle.cached == 0);
-  CHECK(idle.idle_closed >= 1);
-  for (auto& s : extra) s->stop();
-}
 
-TEST_CASE("the calling thread's cache can be closed and is rebuilt on the next call") {
-  rpc_fixture f;
-  auto r = f.rt.block_on(
-      [](std::string ep) -> task<mc::result<mc::rpc::client_stats>> {
-        if (auto r = co_await echo(ep); !r) co_return r.error();
-        mc::rpc::close_thread_connections();
-        if (auto r = co_await echo(ep); !r) co_return r.error();
-        co_return mc::rpc::thread_client_stats();
-      }(f.endpoint()),
-      2);
-  REQUIRE(r.has_value());
-  CHECK(r->opened == 1);  // a fresh cache
-  CHECK(r->cached == 1);
-}
+  TEST_CASE("the calling thread's cache can be closed and is rebuilt on the next call") {
+    rpc_fixture f;
+    auto r = f.rt.block_on(
+        [](std::string ep) -> task<mc::result<mc::rpc::client_stats>> {
+          if (auto r = co_await echo(ep); !r) co_return r.error();
+          mc::rpc::close_thread_connections();
+          if (auto r = co_await echo(ep); !r) co_return r.error();
+          co_return mc::rpc::thread_client_stats();
+        }(f.endpoint()),
+        2);
+    REQUIRE(r.has_value());
+    CHECK(r->opened == 1);  // a fresh cache
+    CHECK(r->cached == 1);
+  }
 
-TEST_CASE("a thread's RPC state can be shut down and recreated") {
-  rpc_fixture f;
-  REQUIRE(f.rt.block_on(echo(f.endpoint()), 2));
-  f.rt.block_on(mc::rpc::shutdown_this_thread(), 2);
-  CHECK(f.rt.block_on(echo(f.endpoint()), 2));
-}
+  TEST_CASE("a thread's RPC state can be shut down and recreated") {
+    rpc_fixture f;
+    REQUIRE(f.rt.block_on(echo(f.endpoint()), 2));
+    f.rt.block_on(mc::rpc::shutdown_this_thread(), 2);
+    CHECK(f.rt.block_on(echo(f.endpoint()), 2));
+  }
 
-TEST_CASE("RPC used off a runtime thread is a logic error") {
-  CHECK_THROWS_AS(mc::rpc::detail::thread_tasks(), std::logic_error);
-}
+  TEST_CASE("RPC used off a runtime thread is a logic error") {
+    CHECK_THROWS_AS(mc::rpc::detail::thread_tasks(), std::logic_error);
+  }
 
 }  // TEST_SUITE
 
 TEST_SUITE("rpc_protocol") {
-
-TEST_CASE("MC_RPC_PROTOCOL defaults to tcp, accepts rdma, and names the variable for junk") {
-  ::unsetenv("MC_RPC_PROTOCOL");
-  auto p = mc::rpc::protocol_from_env();
-  REQUIRE(p.has_value());
-  CHECK(*p == mc::rpc::protocol::tcp);
-  ::setenv("MC_RPC_PROTOCOL", "", 1);
-  CHECK(mc::rpc::protocol_from_env().value() == mc::rpc::protocol::tcp);
-  ::setenv("MC_RPC_PROTOCOL", "tcp", 1);
-  CHECK(mc::rpc::protocol_from_env().value() == mc::rpc::protocol::tcp);
-  ::setenv("MC_RPC_PROTOCOL", "rdma", 1);
-  auto r = mc::rpc::protocol_from_env();
-  if (r) {
-    CHECK(*r == mc::rpc::protocol::rdma);  // built with verbs
-  } else {
-    CHECK(mc::is(r.error(), errc::unsupported));  // built without: a clear error
-    CHECK(mc::rpc::protocol_error_message("rdma").find("RDMA") != std::string::npos);
+  TEST_CASE("MC_RPC_PROTOCOL defaults to tcp, accepts rdma, and names the variable for junk") {
+    ::unsetenv("MC_RPC_PROTOCOL");
+    auto p = mc::rpc::protocol_from_env();
+    REQUIRE(p.has_value());
+    CHECK(*p == mc::rpc::protocol::tcp);
+    ::setenv("MC_RPC_PROTOCOL", "", 1);
+    CHECK(mc::rpc::protocol_from_env().value() == mc::rpc::protocol::tcp);
+    ::setenv("MC_RPC_PROTOCOL", "tcp", 1);
+    CHECK(mc::rpc::protocol_from_env().value() == mc::rpc::protocol::tcp);
+    ::setenv("MC_RPC_PROTOCOL", "rdma", 1);
+    auto r = mc::rpc::protocol_from_env();
+    if (r) {
+      CHECK(*r == mc::rpc::protocol::rdma);  // built with verbs
+    } else {
+      CHECK(mc::is(r.error(), errc::unsupported));  // built without: a clear error
+      CHECK(mc::rpc::protocol_error_message("rdma").find("RDMA") != std::string::npos);
+    }
+    ::setenv("MC_RPC_PROTOCOL", "udp", 1);
+    auto u = mc::rpc::protocol_from_env();
+    REQUIRE_FALSE(u.has_value());
+    CHECK(mc::is(u.error(), errc::invalid_params));
+    auto msg = mc::rpc::protocol_error_message("udp");
+    CHECK(msg.find("MC_RPC_PROTOCOL") != std::string::npos);
+    CHECK(msg.find("tcp") != std::string::npos);
+    CHECK(msg.find("udp") != std::string::npos);
+    CHECK(mc::rpc::protocol_name(mc::rpc::protocol::rdma) == "rdma");
+    ::unsetenv("MC_RPC_PROTOCOL");
   }
-  ::setenv("MC_RPC_PROTOCOL", "udp", 1);
-  auto u = mc::rpc::protocol_from_env();
-  REQUIRE_FALSE(u.has_value());
-  CHECK(mc::is(u.error(), errc::invalid_params));
-  auto msg = mc::rpc::protocol_error_message("udp");
-  CHECK(msg.find("MC_RPC_PROTOCOL") != std::string::npos);
-  CHECK(msg.find("tcp") != std::string::npos);
-  CHECK(msg.find("udp") != std::string::npos);
-  CHECK(mc::rpc::protocol_name(mc::rpc::protocol::rdma) == "rdma");
-  ::unsetenv("MC_RPC_PROTOCOL");
-}
 
-TEST_CASE("the RDMA control plane without a device is a clear error and keeps tcp") {
-  if (std::getenv("RXE_VM_DEV")) return;  // there is a device here (the rdma suite covers it)
-  auto err = mc::rpc::use_protocol(mc::rpc::protocol::rdma, {});
-  CHECK_FALSE(err.empty());
-  CHECK((err.find("RDMA") != std::string::npos || err.find("rdma") != std::string::npos));
-  CHECK(mc::rpc::current_protocol() == mc::rpc::protocol::tcp);
-  auto named = mc::rpc::use_protocol(mc::rpc::protocol::rdma, {"no_such_dev0"});
-  CHECK_FALSE(named.empty());
-  CHECK(mc::rpc::current_protocol() == mc::rpc::protocol::tcp);
-  CHECK(mc::rpc::use_protocol(mc::rpc::protocol::tcp, {}).empty());
-}
+  TEST_CASE("the RDMA control plane without a device is a clear error and keeps tcp") {
+    if (std::getenv("RXE_VM_DEV")) return;  // there is a device here (the rdma suite covers it)
+    auto err = mc::rpc::use_protocol(mc::rpc::protocol::rdma, {});
+    CHECK_FALSE(err.empty());
+    CHECK((err.find("RDMA") != std::string::npos || err.find("rdma") != std::string::npos));
+    CHECK(mc::rpc::current_protocol() == mc::rpc::protocol::tcp);
+    auto named = mc::rpc::use_protocol(mc::rpc::protocol::rdma, {"no_such_dev0"});
+    CHECK_FALSE(named.empty());
+    CHECK(mc::rpc::current_protocol() == mc::rpc::protocol::tcp);
+    CHECK(mc::rpc::use_protocol(mc::rpc::protocol::tcp, {}).empty());
+  }
 
 }  // TEST_SUITE

@@ -33,9 +33,7 @@ namespace {
 /// A spawned rpc_test_server; killed (only this PID) and reaped on destruction.
 class server_process {
  public:
-  explicit server_process(std::uint16_t port = 0) {
-    REQUIRE(start(port));
-  }
+  explicit server_process(std::uint16_t port = 0) { REQUIRE(start(port)); }
   /// Spawns the server on `port`; false if it exited without listening (e.g.
   /// the port is taken).
   bool start(std::uint16_t port) {
@@ -115,55 +113,53 @@ struct client_env {
 }  // namespace
 
 TEST_SUITE("rpc_process") {
-
-TEST_CASE("calls, errors and a deadline work against a server in another process") {
-  server_process proc;
-  client_env env;
-  for (std::size_t size : {1u, 777u, 123457u}) CHECK(env.rt.block_on(echo(proc.endpoint(), size)));
-  auto r = env.rt.block_on(
-      [](std::string ep) -> task<mc::result<std::uint64_t>> {
-        auto cli = co_await mc::rpc::connect<TestService>(ep, "test");
-        if (!cli) co_return cli.error();
-        auto f = cli->failRequest();
-        f.setName("OBJECT_NOT_FOUND");
-        auto fr = co_await mc::rpc::call(f.send());
-        if (fr || !mc::is(fr.error(), errc::object_not_found)) co_return mc::fail(errc::internal_error);
-        auto h = co_await mc::rpc::call(cli->hangRequest().send(), std::chrono::milliseconds(50));
-        if (h || !mc::is(h.error(), errc::timeout)) co_return mc::fail(errc::internal_error);
-        auto w = cli->waitCancelledRequest();
-        w.setAtLeast(1);
-        auto wr = co_await mc::rpc::call(w.send(), std::chrono::seconds(5));
-        if (!wr) co_return wr.error();
-        co_return wr->getCancelled();
-      }(proc.endpoint()));
-  REQUIRE_MESSAGE(r.has_value(), (r ? std::string() : r.error().message()));
-  CHECK(*r >= 1);  // the server process cancelled the hung coroutine
-  int status = proc.kill(SIGTERM);
-  CHECK(WIFEXITED(status));
-  CHECK(WEXITSTATUS(status) == 0);  // clean shutdown path in the server
-}
-
-TEST_CASE("a client reconnects after the server process is killed and restarted") {
-  client_env env;
-  // A port outside the ephemeral range, so that no outgoing connection of
-  // another process can take it while the server is down.
-  std::uint16_t port = 0;
-  {
-    server_process first(nullptr);
-    for (int attempt = 0; attempt < 50 && port == 0; ++attempt) {
-      auto candidate = static_cast<std::uint16_t>(20000 + (::getpid() * 131 + attempt * 977) % 10000);
-      if (first.start(candidate)) port = candidate;
-    }
-    REQUIRE(port != 0);
-    REQUIRE(env.rt.block_on(echo(first.endpoint(), 100)));
-    first.kill(SIGKILL);
-    auto down = env.rt.block_on(echo("127.0.0.1:" + std::to_string(port), 100));
-    REQUIRE_FALSE(down);
-    CHECK(mc::is(down.error(), errc::rpc_fail));
+  TEST_CASE("calls, errors and a deadline work against a server in another process") {
+    server_process proc;
+    client_env env;
+    for (std::size_t size : {1u, 777u, 123457u}) CHECK(env.rt.block_on(echo(proc.endpoint(), size)));
+    auto r = env.rt.block_on([](std::string ep) -> task<mc::result<std::uint64_t>> {
+      auto cli = co_await mc::rpc::connect<TestService>(ep, "test");
+      if (!cli) co_return cli.error();
+      auto f = cli->failRequest();
+      f.setName("OBJECT_NOT_FOUND");
+      auto fr = co_await mc::rpc::call(f.send());
+      if (fr || !mc::is(fr.error(), errc::object_not_found)) co_return mc::fail(errc::internal_error);
+      auto h = co_await mc::rpc::call(cli->hangRequest().send(), std::chrono::milliseconds(50));
+      if (h || !mc::is(h.error(), errc::timeout)) co_return mc::fail(errc::internal_error);
+      auto w = cli->waitCancelledRequest();
+      w.setAtLeast(1);
+      auto wr = co_await mc::rpc::call(w.send(), std::chrono::seconds(5));
+      if (!wr) co_return wr.error();
+      co_return wr->getCancelled();
+    }(proc.endpoint()));
+    REQUIRE_MESSAGE(r.has_value(), (r ? std::string() : r.error().message()));
+    CHECK(*r >= 1);  // the server process cancelled the hung coroutine
+    int status = proc.kill(SIGTERM);
+    CHECK(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 0);  // clean shutdown path in the server
   }
-  server_process second(port);
-  auto r = env.rt.block_on(echo(second.endpoint(), 4321));
-  CHECK_MESSAGE(r, mc::rpc::last_error_message());
-}
+
+  TEST_CASE("a client reconnects after the server process is killed and restarted") {
+    client_env env;
+    // A port outside the ephemeral range, so that no outgoing connection of
+    // another process can take it while the server is down.
+    std::uint16_t port = 0;
+    {
+      server_process first(nullptr);
+      for (int attempt = 0; attempt < 50 && port == 0; ++attempt) {
+        auto candidate = static_cast<std::uint16_t>(20000 + (::getpid() * 131 + attempt * 977) % 10000);
+        if (first.start(candidate)) port = candidate;
+      }
+      REQUIRE(port != 0);
+      REQUIRE(env.rt.block_on(echo(first.endpoint(), 100)));
+      first.kill(SIGKILL);
+      auto down = env.rt.block_on(echo("127.0.0.1:" + std::to_string(port), 100));
+      REQUIRE_FALSE(down);
+      CHECK(mc::is(down.error(), errc::rpc_fail));
+    }
+    server_process second(port);
+    auto r = env.rt.block_on(echo(second.endpoint(), 4321));
+    CHECK_MESSAGE(r, mc::rpc::last_error_message());
+  }
 
 }  // TEST_SUITE

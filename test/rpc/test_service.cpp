@@ -13,8 +13,7 @@ hang_counters& counters() {
   return c;
 }
 
-test_service_impl::test_service_impl(mc::executor ex)
-    : service(ex), cancel_event_(ex, mc::time_point::max()) {}
+test_service_impl::test_service_impl(mc::executor ex) : service(ex), cancel_event_(ex, mc::time_point::max()) {}
 
 kj::Promise<void> test_service_impl::echo(EchoContext ctx) { return serve(ctx, do_echo(ctx)); }
 kj::Promise<void> test_service_impl::fail(FailContext ctx) { return serve(ctx, do_fail(ctx)); }

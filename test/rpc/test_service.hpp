@@ -36,7 +36,7 @@ class test_service_impl final : public mc::rpc::service<TestService> {
   mc::task<mc::result<void>> do_throw();
   mc::task<mc::result<void>> do_wait_cancelled(WaitCancelledContext ctx);
 
-  std::uint64_t cancelled_here_ = 0;       // hang() cancellations on this thread
+  std::uint64_t cancelled_here_ = 0;        // hang() cancellations on this thread
   boost::asio::steady_timer cancel_event_;  // cancelled on each such cancellation
 };
 

@@ -50,23 +50,29 @@ TEST_SUITE("async_mutex") {
       bool writer_done = false, late_reader_done = false;
       // Coroutine lambdas take state as parameters: a capture would dangle
       // once the closure temporary dies after co_spawn returns.
-      boost::asio::co_spawn(ex, [](mc::async_shared_mutex& m, std::vector<int>& order, bool& done) -> mc::task<void> {
-        auto g = co_await m.lock();
-        REQUIRE(g.has_value());
-        order.push_back(1);
-        co_await yield();
-        done = true;
-      }(m, order, writer_done), boost::asio::detached);
+      boost::asio::co_spawn(
+          ex,
+          [](mc::async_shared_mutex& m, std::vector<int>& order, bool& done) -> mc::task<void> {
+            auto g = co_await m.lock();
+            REQUIRE(g.has_value());
+            order.push_back(1);
+            co_await yield();
+            done = true;
+          }(m, order, writer_done),
+          boost::asio::detached);
       co_await yield();
       CHECK(m.snapshot().waiters == 1);
       // A writer waits, so this reader must queue behind it (no writer starvation).
       CHECK_FALSE(m.try_lock_shared().owns_lock());
-      boost::asio::co_spawn(ex, [](mc::async_shared_mutex& m, std::vector<int>& order, bool& done) -> mc::task<void> {
-        auto g = co_await m.lock_shared();
-        REQUIRE(g.has_value());
-        order.push_back(2);
-        done = true;
-      }(m, order, late_reader_done), boost::asio::detached);
+      boost::asio::co_spawn(
+          ex,
+          [](mc::async_shared_mutex& m, std::vector<int>& order, bool& done) -> mc::task<void> {
+            auto g = co_await m.lock_shared();
+            REQUIRE(g.has_value());
+            order.push_back(2);
+            done = true;
+          }(m, order, late_reader_done),
+          boost::asio::detached);
       co_await yield();
       reader.unlock();
       for (int i = 0; i < 20 && !(writer_done && late_reader_done); ++i) co_await yield();
@@ -82,18 +88,22 @@ TEST_SUITE("async_mutex") {
     mc::async_shared_mutex m;
     rt.block_on([&]() -> mc::task<void> {
       auto held = m.try_lock();
-      auto r = co_await mc::with_deadline([&]() -> mc::task<mc::result<int>> {
-        auto g = co_await m.lock();
-        if (!g) co_return g.error();
-        co_return 1;
-      }(), 20ms);
+      auto r = co_await mc::with_deadline(
+          [&]() -> mc::task<mc::result<int>> {
+            auto g = co_await m.lock();
+            if (!g) co_return g.error();
+            co_return 1;
+          }(),
+          20ms);
       CHECK(mc::is(r.error(), mc::errc::timeout));
       CHECK(m.snapshot().waiters == 0);
-      auto rs = co_await mc::with_deadline([&]() -> mc::task<mc::result<int>> {
-        auto g = co_await m.lock_shared();
-        if (!g) co_return g.error();
-        co_return 1;
-      }(), 20ms);
+      auto rs = co_await mc::with_deadline(
+          [&]() -> mc::task<mc::result<int>> {
+            auto g = co_await m.lock_shared();
+            if (!g) co_return g.error();
+            co_return 1;
+          }(),
+          20ms);
       CHECK(mc::is(rs.error(), mc::errc::timeout));
       held.unlock();
       auto g = co_await m.lock();
@@ -109,16 +119,23 @@ TEST_SUITE("async_mutex") {
       auto ex = co_await boost::asio::this_coro::executor;
       auto reader = m.try_lock_shared();
       bool second_reader = false;
-      boost::asio::co_spawn(ex, mc::with_deadline([](mc::async_shared_mutex& m) -> mc::task<mc::result<int>> {
-        auto g = co_await m.lock();
-        if (!g) co_return g.error();
-        co_return 1;
-      }(m), 30ms), boost::asio::detached);
+      boost::asio::co_spawn(ex,
+                            mc::with_deadline(
+                                [](mc::async_shared_mutex& m) -> mc::task<mc::result<int>> {
+                                  auto g = co_await m.lock();
+                                  if (!g) co_return g.error();
+                                  co_return 1;
+                                }(m),
+                                30ms),
+                            boost::asio::detached);
       co_await yield();
-      boost::asio::co_spawn(ex, [](mc::async_shared_mutex& m, bool& out) -> mc::task<void> {
-        auto g = co_await m.lock_shared();
-        out = g.has_value();
-      }(m, second_reader), boost::asio::detached);
+      boost::asio::co_spawn(
+          ex,
+          [](mc::async_shared_mutex& m, bool& out) -> mc::task<void> {
+            auto g = co_await m.lock_shared();
+            out = g.has_value();
+          }(m, second_reader),
+          boost::asio::detached);
       co_await mc::sleep_for(100ms);
       CHECK(second_reader);  // granted although the first reader still holds its lock
       CHECK(m.snapshot().readers == 1);
@@ -132,16 +149,21 @@ TEST_SUITE("async_mutex") {
     auto held = m.try_lock();
     std::atomic<int> resumed_on{-2};
     std::promise<void> done;
-    boost::asio::co_spawn(rt.executor(1), [](mc::async_mutex& m, std::atomic<int>& on, std::promise<void>& done) -> mc::task<void> {
-      auto g = co_await m.lock();
-      on = mc::runtime::runtime::current_index();
-      done.set_value();
-    }(m, resumed_on, done), boost::asio::detached);
+    boost::asio::co_spawn(
+        rt.executor(1),
+        [](mc::async_mutex& m, std::atomic<int>& on, std::promise<void>& done) -> mc::task<void> {
+          auto g = co_await m.lock();
+          on = mc::runtime::runtime::current_index();
+          done.set_value();
+        }(m, resumed_on, done),
+        boost::asio::detached);
     // Release from thread 0.
-    rt.block_on([&]() -> mc::task<void> {
-      co_await mc::sleep_for(10ms);
-      held.unlock();
-    }(), 0);
+    rt.block_on(
+        [&]() -> mc::task<void> {
+          co_await mc::sleep_for(10ms);
+          held.unlock();
+        }(),
+        0);
     done.get_future().wait();
     CHECK(resumed_on.load() == 1);
   }
@@ -184,11 +206,19 @@ TEST_SUITE("async_mutex stress") {
     for (int t = 0; t < threads; ++t) {
       auto p = std::make_shared<std::promise<void>>();
       futs.push_back(p->get_future());
-      boost::asio::co_spawn(rt.executor(t), [](shared_state& st, int t) -> mc::task<void> {
-        std::vector<mc::task<mc::result<int>>> v;
-        for (int i = 0; i < per_thread; ++i) v.push_back(stress_one(st, (i + t) % 4 == 0));
-        co_await mc::when_all(std::move(v));
-      }(st, t), [p](std::exception_ptr e) { if (e) p->set_exception(e); else p->set_value(); });
+      boost::asio::co_spawn(
+          rt.executor(t),
+          [](shared_state& st, int t) -> mc::task<void> {
+            std::vector<mc::task<mc::result<int>>> v;
+            for (int i = 0; i < per_thread; ++i) v.push_back(stress_one(st, (i + t) % 4 == 0));
+            co_await mc::when_all(std::move(v));
+          }(st, t),
+          [p](std::exception_ptr e) {
+            if (e)
+              p->set_exception(e);
+            else
+              p->set_value();
+          });
     }
     for (auto& f : futs) {
       REQUIRE(f.wait_for(120s) == std::future_status::ready);  // no lost wake-up

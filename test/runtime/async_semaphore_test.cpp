@@ -110,8 +110,7 @@ TEST_SUITE("async_semaphore") {
           REQUIRE(u.has_value());
           auto now = in_use.fetch_add(static_cast<std::int64_t>(u->count())) + static_cast<std::int64_t>(u->count());
           auto p = peak.load();
-          while (now > p && !peak.compare_exchange_weak(p, now)) {
-          }
+          while (now > p && !peak.compare_exchange_weak(p, now)) {}
           co_await yield_once();
           in_use.fetch_sub(static_cast<std::int64_t>(u->count()));
           co_return 0;

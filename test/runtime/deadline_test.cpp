@@ -60,9 +60,8 @@ TEST_SUITE("deadline") {
   TEST_CASE("an error from the operation is passed through unchanged") {
     mc::runtime::runtime rt(1);
     rt.start();
-    auto r = rt.block_on(mc::with_deadline([]() -> mc::task<mc::result<int>> {
-      co_return mc::fail(mc::errc::object_not_found);
-    }(), 1s));
+    auto r = rt.block_on(
+        mc::with_deadline([]() -> mc::task<mc::result<int>> { co_return mc::fail(mc::errc::object_not_found); }(), 1s));
     REQUIRE(r.has_error());
     CHECK(mc::is(r.error(), mc::errc::object_not_found));
   }
@@ -71,8 +70,7 @@ TEST_SUITE("deadline") {
     mc::runtime::runtime rt(1);
     rt.start();
     probe p;
-    auto r = rt.block_on(
-        mc::with_deadline_at(slow_op(p, 1ms), std::chrono::steady_clock::now() - 1ms));
+    auto r = rt.block_on(mc::with_deadline_at(slow_op(p, 1ms), std::chrono::steady_clock::now() - 1ms));
     CHECK(mc::is(r.error(), mc::errc::timeout));
     CHECK_FALSE(p.started);
   }
@@ -89,10 +87,13 @@ TEST_SUITE("deadline") {
   TEST_CASE("an exception thrown by the operation is rethrown") {
     mc::runtime::runtime rt(1);
     rt.start();
-    CHECK_THROWS_AS(rt.block_on(mc::with_deadline([]() -> mc::task<mc::result<int>> {
-      throw std::logic_error("broken invariant");
-      co_return 1;
-    }(), 1s)), std::logic_error);
+    CHECK_THROWS_AS(rt.block_on(mc::with_deadline(
+                        []() -> mc::task<mc::result<int>> {
+                          throw std::logic_error("broken invariant");
+                          co_return 1;
+                        }(),
+                        1s)),
+                    std::logic_error);
   }
 }
 

@@ -56,13 +56,55 @@ TEST_SUITE("endpoint") {
 
   TEST_CASE("bad endpoints are invalid_params with a reason") {
     const char* cases[] = {
-        "", ":", ":80", "host", "host:", "host:0", "host:65536", "host:99999999999999999999", "host:-1",
-        "host:+80", "host:8o", "host:80 ", " host:80", "ho st:80", "host:80\n", "host\t:80", "host:80x",
-        "fd00::1:80", "::1", "[]:80", "[:80", "[::1:80", "::1]:80", "[::1]80", "[::1]:", "[::1]", "[::1]:x",
-        "[::1]]:80", "[[::1]:80", "[1.2.3.4]:80", "[host]:80", "[::1%]:80", "[::g]:80", "[::1%e/th]:80", "[:::]:80",
-        "[1::2::3]:80", "[12345::1]:80", "[::1.2.3]:80",
-        "a:b:c", "host:80:90", "user@host:80", "http://host:80", "host/path:80", "ho\"st:80", "ho\\st:80",
-        "-host:80", ".host:80", "h\xc3\xa9:80", "host:\xd9\xa3",
+        "",
+        ":",
+        ":80",
+        "host",
+        "host:",
+        "host:0",
+        "host:65536",
+        "host:99999999999999999999",
+        "host:-1",
+        "host:+80",
+        "host:8o",
+        "host:80 ",
+        " host:80",
+        "ho st:80",
+        "host:80\n",
+        "host\t:80",
+        "host:80x",
+        "fd00::1:80",
+        "::1",
+        "[]:80",
+        "[:80",
+        "[::1:80",
+        "::1]:80",
+        "[::1]80",
+        "[::1]:",
+        "[::1]",
+        "[::1]:x",
+        "[::1]]:80",
+        "[[::1]:80",
+        "[1.2.3.4]:80",
+        "[host]:80",
+        "[::1%]:80",
+        "[::g]:80",
+        "[::1%e/th]:80",
+        "[:::]:80",
+        "[1::2::3]:80",
+        "[12345::1]:80",
+        "[::1.2.3]:80",
+        "a:b:c",
+        "host:80:90",
+        "user@host:80",
+        "http://host:80",
+        "host/path:80",
+        "ho\"st:80",
+        "ho\\st:80",
+        "-host:80",
+        ".host:80",
+        "h\xc3\xa9:80",
+        "host:\xd9\xa3",
     };
     for (const char* c : cases) {
       CAPTURE(c);
@@ -131,7 +173,8 @@ TEST_SUITE("endpoint") {
     CHECK(!v6->with_port(0));
     CHECK(!mc::endpoint{}.with_port(1));
     CHECK(mc::endpoint{}.empty());
-    for (const char* l : {"127.0.0.1:1", "127.9.8.7:1", "localhost:1", "[::1]:1"}) CHECK(mc::endpoint::parse(l)->is_loopback());
+    for (const char* l : {"127.0.0.1:1", "127.9.8.7:1", "localhost:1", "[::1]:1"})
+      CHECK(mc::endpoint::parse(l)->is_loopback());
     for (const char* l : {"127.example:1", "10.0.0.1:1", "[::2]:1", "localhost.example:1"})
       CHECK(!mc::endpoint::parse(l)->is_loopback());
     std::unordered_set<mc::endpoint> set{*v6, *moved, *bracketed};

@@ -27,8 +27,8 @@ TEST_SUITE("error") {
   }
 
   TEST_CASE("names round-trip and unknown names map to INTERNAL_ERROR") {
-    for (auto e : {mc::errc::object_not_found, mc::errc::timeout, mc::errc::access_denied,
-                   mc::errc::rpc_fail, mc::errc::memlock_limit})
+    for (auto e : {mc::errc::object_not_found, mc::errc::timeout, mc::errc::access_denied, mc::errc::rpc_fail,
+                   mc::errc::memlock_limit})
       CHECK(mc::errc_from_name(mc::error_name(e)) == e);
     CHECK(mc::errc_from_name("NOPE") == mc::errc::internal_error);
   }

@@ -29,11 +29,14 @@ TEST_SUITE("gate") {
       for (int i = 0; i < 3; ++i) {
         auto h = g.try_enter();
         REQUIRE(static_cast<bool>(h));
-        boost::asio::co_spawn(ex, [](mc::gate_holder h, int& finished, int i) -> mc::task<void> {
-          co_await mc::sleep_for(std::chrono::milliseconds(10 * (i + 1)));
-          ++finished;
-          h.leave();
-        }(std::move(h), finished, i), boost::asio::detached);
+        boost::asio::co_spawn(
+            ex,
+            [](mc::gate_holder h, int& finished, int i) -> mc::task<void> {
+              co_await mc::sleep_for(std::chrono::milliseconds(10 * (i + 1)));
+              ++finished;
+              h.leave();
+            }(std::move(h), finished, i),
+            boost::asio::detached);
       }
       CHECK(g.in_flight() == 3);
       co_await g.close();
@@ -51,10 +54,12 @@ TEST_SUITE("gate") {
       std::this_thread::sleep_for(5ms);  // simulates work on another thread
       h.leave();
     });
-    auto r = rt.block_on(mc::with_deadline([&]() -> mc::task<mc::result<int>> {
-      co_await g.close();
-      co_return 1;
-    }(), 10s));
+    auto r = rt.block_on(mc::with_deadline(
+        [&]() -> mc::task<mc::result<int>> {
+          co_await g.close();
+          co_return 1;
+        }(),
+        10s));
     CHECK(r.has_value());
   }
 }

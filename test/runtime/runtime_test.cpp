@@ -25,26 +25,30 @@ TEST_SUITE("runtime") {
   TEST_CASE("block_on returns a coroutine's value and rethrows its exception") {
     mc::runtime::runtime rt(2);
     rt.start();
-    auto v = rt.block_on([]() -> mc::task<int> {
-      co_await boost::asio::post(co_await boost::asio::this_coro::executor, boost::asio::use_awaitable);
-      co_return mc::runtime::runtime::current_index() + 41;
-    }(), 1);
+    auto v = rt.block_on(
+        []() -> mc::task<int> {
+          co_await boost::asio::post(co_await boost::asio::this_coro::executor, boost::asio::use_awaitable);
+          co_return mc::runtime::runtime::current_index() + 41;
+        }(),
+        1);
     CHECK(v == 42);
     CHECK_THROWS_AS(rt.block_on([]() -> mc::task<void> {
       throw std::runtime_error("boom");
       co_return;
-    }()), std::runtime_error);
+    }()),
+                    std::runtime_error);
   }
 
   TEST_CASE("run_on hops to another thread and back") {
     mc::runtime::runtime rt(2);
     rt.start();
-    auto both = rt.block_on([&]() -> mc::task<std::pair<int, int>> {
-      int other = co_await mc::run_on(rt.executor(1), []() -> mc::task<int> {
-        co_return mc::runtime::runtime::current_index();
-      }());
-      co_return std::pair{other, mc::runtime::runtime::current_index()};
-    }(), 0);
+    auto both = rt.block_on(
+        [&]() -> mc::task<std::pair<int, int>> {
+          int other = co_await mc::run_on(rt.executor(1),
+                                          []() -> mc::task<int> { co_return mc::runtime::runtime::current_index(); }());
+          co_return std::pair{other, mc::runtime::runtime::current_index()};
+        }(),
+        0);
     CHECK(both.first == 1);
     CHECK(both.second == 0);
   }
@@ -59,7 +63,5 @@ TEST_SUITE("runtime") {
     CHECK(rt.block_on([]() -> mc::task<int> { co_return 7; }()) == 7);
   }
 
-  TEST_CASE("zero threads is rejected") {
-    CHECK_THROWS_AS(mc::runtime::runtime(0), std::invalid_argument);
-  }
+  TEST_CASE("zero threads is rejected") { CHECK_THROWS_AS(mc::runtime::runtime(0), std::invalid_argument); }
 }

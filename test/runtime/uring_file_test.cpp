@@ -67,8 +67,7 @@ int run_in_child(F fn) {
       code = fn();
     } catch (const std::exception& e) {
       std::fprintf(stderr, "child: exception: %s\n", e.what());
-    } catch (...) {
-    }
+    } catch (...) {}
     _exit(code);
   }
   int status = 0;
@@ -86,8 +85,8 @@ TEST_SUITE("uring_file") {
     auto f = rt::uring_file::open(dir.path + "/data", rt::file_mode::create_truncate);
     REQUIRE(f);
     std::uint64_t off = 0;
-    for (std::size_t size : {std::size_t(4096), std::size_t(12288), std::size_t(1) << 20,
-                             (std::size_t(3) << 20) + 8192, std::size_t(64) << 20}) {
+    for (std::size_t size : {std::size_t(4096), std::size_t(12288), std::size_t(1) << 20, (std::size_t(3) << 20) + 8192,
+                             std::size_t(64) << 20}) {
       CAPTURE(size);
       aligned_buf out(size), in(size);
       auto bytes = mc::test::random_bytes(size, size);

@@ -62,12 +62,12 @@ mc::task<mc::result<std::uint64_t>> waiting(mc::waiter_queue& q, std::uint64_t t
 /// Spawns `t` on `ex` with its cancellation slot bound to `sig`; `out` receives its result.
 void spawn_cancellable(mc::executor ex, mc::task<mc::result<std::uint64_t>> t, boost::asio::cancellation_signal& sig,
                        std::optional<mc::result<std::uint64_t>>& out) {
-  boost::asio::co_spawn(ex, std::move(t),
-                        boost::asio::bind_cancellation_slot(
-                            sig.slot(), [&out](std::exception_ptr e, mc::result<std::uint64_t> r) {
-                              REQUIRE_FALSE(e);
-                              out = std::move(r);
-                            }));
+  boost::asio::co_spawn(
+      ex, std::move(t),
+      boost::asio::bind_cancellation_slot(sig.slot(), [&out](std::exception_ptr e, mc::result<std::uint64_t> r) {
+        REQUIRE_FALSE(e);
+        out = std::move(r);
+      }));
 }
 
 }  // namespace

@@ -57,12 +57,14 @@ TEST_SUITE("when_all") {
     mc::runtime::runtime rt(1);
     rt.start();
     int cancelled = 0;
-    auto r = rt.block_on(mc::with_deadline([&]() -> mc::task<mc::result<int>> {
-      std::vector<mc::task<mc::result<int>>> v;
-      for (int i = 0; i < 9; ++i) v.push_back(item(i, &cancelled));  // 3 of them sleep ~minutes
-      auto out = co_await mc::when_all(std::move(v));
-      co_return static_cast<int>(out.size());
-    }(), 50ms));
+    auto r = rt.block_on(mc::with_deadline(
+        [&]() -> mc::task<mc::result<int>> {
+          std::vector<mc::task<mc::result<int>>> v;
+          for (int i = 0; i < 9; ++i) v.push_back(item(i, &cancelled));  // 3 of them sleep ~minutes
+          auto out = co_await mc::when_all(std::move(v));
+          co_return static_cast<int>(out.size());
+        }(),
+        50ms));
     CHECK(mc::is(r.error(), mc::errc::timeout));
     CHECK(cancelled == 3);
   }

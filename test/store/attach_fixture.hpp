@@ -25,7 +25,6 @@ std::string cat(const T&... parts) {
 /// Fills buffers that must stay untouched.
 inline constexpr std::uint8_t sentinel_byte = 0xA5;
 
-
 /// A cluster of `n` nodes; node 0 serves the attach service (ephemeral port).
 struct attached_cluster {
   cluster cl;
@@ -85,17 +84,20 @@ inline mc::task<mc::result<std::size_t>> a_get(mc::store::attached_client& c, st
   return c.get_parts(std::move(key), std::move(p));
 }
 inline mc::task<std::vector<mc::result<void>>> a_batch_put(mc::store::attached_client& c, std::vector<std::string> k,
-                                                            std::vector<const_pieces> v) {
+                                                           std::vector<const_pieces> v) {
   return c.batch_put_parts(std::move(k), std::move(v));
 }
 inline mc::task<std::vector<mc::result<std::size_t>>> a_batch_get(mc::store::attached_client& c,
-                                                                  std::vector<std::string> k, std::vector<mut_pieces> v) {
+                                                                  std::vector<std::string> k,
+                                                                  std::vector<mut_pieces> v) {
   return c.batch_get_parts(std::move(k), std::move(v));
 }
 inline mc::task<std::vector<mc::result<bool>>> a_exists(mc::store::attached_client& c, std::vector<std::string> k) {
   return c.batch_exists(std::move(k));
 }
-inline mc::task<mc::result<void>> a_remove(mc::store::attached_client& c, std::string k) { return c.remove(std::move(k)); }
+inline mc::task<mc::result<void>> a_remove(mc::store::attached_client& c, std::string k) {
+  return c.remove(std::move(k));
+}
 inline mc::task<mc::result<std::uint64_t>> a_size(mc::store::attached_client& c, std::string k) {
   return c.size_of(std::move(k));
 }

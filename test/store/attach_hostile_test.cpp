@@ -75,85 +75,85 @@ std::int32_t code(errc e) { return static_cast<std::int32_t>(e); }
 }  // namespace
 
 TEST_SUITE("store attach") {
+  TEST_CASE("hostile attach requests are refused cleanly and stored values stay intact") {
+    mc::store::attach_server_options so;
+    so.max_keys_per_call = 32;
+    attached_cluster a(1, "auto", so);
+    attacher at(a);
+    const auto ep = a.server->endpoint();
+    auto port = mc::store::server_port_of(at.c->transfer_endpoint());
+    REQUIRE(port);
+    auto v = random_bytes(1000, 42);
+    REQUIRE(at.on(a_put(*at.c, "x", one(v))));
 
-TEST_CASE("hostile attach requests are refused cleanly and stored values stay intact") {
-  mc::store::attach_server_options so;
-  so.max_keys_per_call = 32;
-  attached_cluster a(1, "auto", so);
-  attacher at(a);
-  const auto ep = a.server->endpoint();
-  auto port = mc::store::server_port_of(at.c->transfer_endpoint());
-  REQUIRE(port);
-  auto v = random_bytes(1000, 42);
-  REQUIRE(at.on(a_put(*at.c, "x", one(v))));
+    // Whole-call refusals.
+    CHECK(mc::is(at.on(raw_hello(ep, 99)).error(), errc::unsupported));
+    auto hello = at.on(raw_hello(ep, mc::store::attach_protocol_version));
+    REQUIRE(hello);
+    CHECK(*hello == 32);
+    CHECK(mc::is(at.on(raw_call(ep, false, 0, {raw_item{"x", {}}})).error(), errc::invalid_params));
+    CHECK(mc::is(at.on(raw_call(ep, false, *port, std::vector<raw_item>(33, raw_item{"x", {}}))).error(),
+                 errc::invalid_params));
+    {
+      std::vector<raw_item> many(17, raw_item{"x", std::vector<std::array<std::uint64_t, 3>>(4000, {4096, 1, 1})});
+      CHECK(mc::is(at.on(raw_call(ep, false, *port, std::move(many))).error(), errc::invalid_params));
+    }
 
-  // Whole-call refusals.
-  CHECK(mc::is(at.on(raw_hello(ep, 99)).error(), errc::unsupported));
-  auto hello = at.on(raw_hello(ep, mc::store::attach_protocol_version));
-  REQUIRE(hello);
-  CHECK(*hello == 32);
-  CHECK(mc::is(at.on(raw_call(ep, false, 0, {raw_item{"x", {}}})).error(), errc::invalid_params));
-  CHECK(mc::is(at.on(raw_call(ep, false, *port, std::vector<raw_item>(33, raw_item{"x", {}}))).error(),
-               errc::invalid_params));
-  {
-    std::vector<raw_item> many(17, raw_item{"x", std::vector<std::array<std::uint64_t, 3>>(4000, {4096, 1, 1})});
-    CHECK(mc::is(at.on(raw_call(ep, false, *port, std::move(many))).error(), errc::invalid_params));
+    // Per-item refusals next to a good item.
+    std::vector<std::uint8_t> dst(1000, sentinel_byte), small(100, sentinel_byte);
+    auto reg = at.c->engine().register_memory(dst.data(), dst.size(), mc::transfer::region_access::remote_write);
+    auto reg_small =
+        at.c->engine().register_memory(small.data(), small.size(), mc::transfer::region_access::remote_write);
+    REQUIRE(reg);
+    REQUIRE(reg_small);
+    const auto addr = reinterpret_cast<std::uint64_t>(dst.data());
+    const auto tok = reg->token();
+    const auto max = std::numeric_limits<std::uint64_t>::max();
+    std::vector<raw_item> items = {
+        {"x", {{addr, 0, tok}}},                                                             // empty piece
+        {"x", {{0, 1000, tok}}},                                                             // null address
+        {"x", {{max - 10, 1000, tok}}},                                                      // address overflow
+        {"x", std::vector<std::array<std::uint64_t, 3>>(4097, {addr, 1, tok})},              // too many pieces
+        {"", {{addr, 1000, tok}}},                                                           // bad key
+        {"x", {{addr, 1000, tok ^ 0x5555}}},                                                 // unknown token
+        {"x", {{reinterpret_cast<std::uint64_t>(small.data()), 1000, reg_small->token()}}},  // past its region
+        {"x", {{addr, 1000, tok}}},                                                          // good
+    };
+    auto r = at.on(raw_call(ep, false, *port, items));
+    REQUIRE(r);
+    REQUIRE(r->size() == items.size());
+    for (int i = 0; i < 4; ++i) CHECK((*r)[static_cast<std::size_t>(i)].first == code(errc::invalid_params));
+    CHECK((*r)[4].first == code(errc::invalid_key));
+    CHECK((*r)[5].first == code(errc::access_denied));
+    CHECK((*r)[6].first == code(errc::access_denied));
+    CHECK(std::all_of(small.begin(), small.end(), [](auto b) { return b == sentinel_byte; }));
+    CHECK((*r)[7].first == 0);
+    CHECK((*r)[7].second == 1000);
+    CHECK(checksum(dst.data(), dst.size()) == checksum(v.data(), v.size()));
+
+    // A transfer port where nothing listens: the item fails, the node is fine.
+    auto dead = at.on(raw_call(ep, false, 1, {raw_item{"x", {{addr, 1000, tok}}}}));
+    REQUIRE(dead);
+    CHECK((*dead)[0].first != 0);
+
+    // Puts with a forged token or from a region the node may not read: refused,
+    // the stored value is untouched.
+    auto src = random_bytes(1000, 43);
+    auto wo = at.c->engine().register_memory(src.data(), src.size(), mc::transfer::region_access::remote_write);
+    REQUIRE(wo);
+    const auto saddr = reinterpret_cast<std::uint64_t>(src.data());
+    auto p = at.on(raw_call(ep, true, *port,
+                            {raw_item{"x", {{saddr, 1000, wo->token() ^ 1}}},
+                             raw_item{"x", {{saddr, 1000, wo->token()}}}, raw_item{"x", {}}}));
+    REQUIRE(p);
+    CHECK((*p)[0].first == code(errc::access_denied));
+    CHECK((*p)[1].first == code(errc::access_denied));
+    CHECK((*p)[2].first == code(errc::invalid_params));
+    std::vector<std::uint8_t> back(1000);
+    REQUIRE(at.on(a_get(*at.c, "x", one_mut(back))));
+    CHECK(checksum(back.data(), back.size()) == checksum(v.data(), v.size()));
+    CHECK(eventually([&] { return drained(*a.server); }));
+    CHECK(a.server->stats().refused == 0);  // loopback peers are never refused
   }
-
-  // Per-item refusals next to a good item.
-  std::vector<std::uint8_t> dst(1000, sentinel_byte), small(100, sentinel_byte);
-  auto reg = at.c->engine().register_memory(dst.data(), dst.size(), mc::transfer::region_access::remote_write);
-  auto reg_small = at.c->engine().register_memory(small.data(), small.size(), mc::transfer::region_access::remote_write);
-  REQUIRE(reg);
-  REQUIRE(reg_small);
-  const auto addr = reinterpret_cast<std::uint64_t>(dst.data());
-  const auto tok = reg->token();
-  const auto max = std::numeric_limits<std::uint64_t>::max();
-  std::vector<raw_item> items = {
-      {"x", {{addr, 0, tok}}},                                                 // empty piece
-      {"x", {{0, 1000, tok}}},                                                 // null address
-      {"x", {{max - 10, 1000, tok}}},                                          // address overflow
-      {"x", std::vector<std::array<std::uint64_t, 3>>(4097, {addr, 1, tok})},  // too many pieces
-      {"", {{addr, 1000, tok}}},                                               // bad key
-      {"x", {{addr, 1000, tok ^ 0x5555}}},                                     // unknown token
-      {"x", {{reinterpret_cast<std::uint64_t>(small.data()), 1000, reg_small->token()}}},  // past its region
-      {"x", {{addr, 1000, tok}}},                                              // good
-  };
-  auto r = at.on(raw_call(ep, false, *port, items));
-  REQUIRE(r);
-  REQUIRE(r->size() == items.size());
-  for (int i = 0; i < 4; ++i) CHECK((*r)[static_cast<std::size_t>(i)].first == code(errc::invalid_params));
-  CHECK((*r)[4].first == code(errc::invalid_key));
-  CHECK((*r)[5].first == code(errc::access_denied));
-  CHECK((*r)[6].first == code(errc::access_denied));
-  CHECK(std::all_of(small.begin(), small.end(), [](auto b) { return b == sentinel_byte; }));
-  CHECK((*r)[7].first == 0);
-  CHECK((*r)[7].second == 1000);
-  CHECK(checksum(dst.data(), dst.size()) == checksum(v.data(), v.size()));
-
-  // A transfer port where nothing listens: the item fails, the node is fine.
-  auto dead = at.on(raw_call(ep, false, 1, {raw_item{"x", {{addr, 1000, tok}}}}));
-  REQUIRE(dead);
-  CHECK((*dead)[0].first != 0);
-
-  // Puts with a forged token or from a region the node may not read: refused,
-  // the stored value is untouched.
-  auto src = random_bytes(1000, 43);
-  auto wo = at.c->engine().register_memory(src.data(), src.size(), mc::transfer::region_access::remote_write);
-  REQUIRE(wo);
-  const auto saddr = reinterpret_cast<std::uint64_t>(src.data());
-  auto p = at.on(raw_call(ep, true, *port,
-                          {raw_item{"x", {{saddr, 1000, wo->token() ^ 1}}}, raw_item{"x", {{saddr, 1000, wo->token()}}},
-                           raw_item{"x", {}}}));
-  REQUIRE(p);
-  CHECK((*p)[0].first == code(errc::access_denied));
-  CHECK((*p)[1].first == code(errc::access_denied));
-  CHECK((*p)[2].first == code(errc::invalid_params));
-  std::vector<std::uint8_t> back(1000);
-  REQUIRE(at.on(a_get(*at.c, "x", one_mut(back))));
-  CHECK(checksum(back.data(), back.size()) == checksum(v.data(), v.size()));
-  CHECK(eventually([&] { return drained(*a.server); }));
-  CHECK(a.server->stats().refused == 0);  // loopback peers are never refused
-}
 
 }  // TEST_SUITE

@@ -70,7 +70,8 @@ int child_main(int in, int out) {
         auto v = random_bytes(700001, key.size());
         std::vector<std::uint8_t> back(v.size());
         auto g = rt.block_on(a_get(**c, key, one_mut(back)));
-        if (!g || checksum(back.data(), back.size()) != checksum(v.data(), v.size())) report = cat("fail node key ", key);
+        if (!g || checksum(back.data(), back.size()) != checksum(v.data(), v.size()))
+          report = cat("fail node key ", key);
       }
     } else {
       std::vector<std::vector<std::uint8_t>> bufs(16, std::vector<std::uint8_t>(700001));
@@ -105,8 +106,7 @@ child spawn() {
     int rc = 4;
     try {
       rc = child_main(down[0], up[1]);
-    } catch (...) {
-    }
+    } catch (...) {}
     ::_exit(rc);
   }
   ::close(down[0]);
@@ -123,67 +123,66 @@ int wait_exit(pid_t pid) {
 }  // namespace
 
 TEST_SUITE("store attach") {
+  TEST_CASE("attachers in other processes: byte-exact across processes, and a killed one leaves nothing held") {
+    auto worker = spawn();
+    auto victim = spawn();
+    const bool root = ::geteuid() == 0;
+    child stranger;
+    if (root) stranger = spawn();
+    attached_cluster a(2);
+    auto near = random_bytes(700001, 4), far = random_bytes(700001, 3);
+    REQUIRE(a.cl.on(0, n_put(a.node(0), "near", bytes_of(near))));
+    REQUIRE(a.cl.on(1, n_put(a.node(1), "far", bytes_of(far))));
+    const auto rpc = std::to_string(a.node(0).rpc_port()), port = std::to_string(a.server->port());
+    const auto before = a.node(0).engine().stats();
 
-TEST_CASE("attachers in other processes: byte-exact across processes, and a killed one leaves nothing held") {
-  auto worker = spawn();
-  auto victim = spawn();
-  const bool root = ::geteuid() == 0;
-  child stranger;
-  if (root) stranger = spawn();
-  attached_cluster a(2);
-  auto near = random_bytes(700001, 4), far = random_bytes(700001, 3);
-  REQUIRE(a.cl.on(0, n_put(a.node(0), "near", bytes_of(near))));
-  REQUIRE(a.cl.on(1, n_put(a.node(1), "far", bytes_of(far))));
-  const auto rpc = std::to_string(a.node(0).rpc_port()), port = std::to_string(a.server->port());
-  const auto before = a.node(0).engine().stats();
+    write_line(worker.to, cat(rpc, " ", port, " 0"));
+    auto report = read_line(worker.from);
+    CHECK_MESSAGE(report == "ok", report);
+    CHECK(wait_exit(worker.pid) == 0);
+    // The children's puts are on the node.
+    for (auto n : sizes) {
+      auto v = random_bytes(n, n + 1000);
+      std::vector<std::uint8_t> back(n);
+      auto g = a.cl.on(0, n_get(a.node(0), cat("p", std::to_string(n)), writable(back)));
+      REQUIRE(g);
+      CHECK(checksum(back.data(), n) == checksum(v.data(), n));
+    }
+    const auto after = a.node(0).engine().stats();
+    const auto& sh_before = before.initiated[static_cast<std::size_t>(mc::transfer::transport_kind::same_host)];
+    const auto& sh = after.initiated[static_cast<std::size_t>(mc::transfer::transport_kind::same_host)];
+    if (after.same_host_fallbacks > before.same_host_fallbacks) {
+      MESSAGE("the kernel refused process_vm_* here: the node used TCP (fallback)");
+    } else {
+      CHECK(sh.write_ops > sh_before.write_ops);  // gets: the node wrote into the child
+      CHECK(sh.read_ops > sh_before.read_ops);    // puts: the node read from it
+    }
 
-  write_line(worker.to, cat(rpc, " ", port, " 0"));
-  auto report = read_line(worker.from);
-  CHECK_MESSAGE(report == "ok", report);
-  CHECK(wait_exit(worker.pid) == 0);
-  // The children's puts are on the node.
-  for (auto n : sizes) {
-    auto v = random_bytes(n, n + 1000);
-    std::vector<std::uint8_t> back(n);
-    auto g = a.cl.on(0, n_get(a.node(0), cat("p", std::to_string(n)), writable(back)));
+    write_line(victim.to, cat(rpc, " ", port, " 1"));
+    CHECK(read_line(victim.from) == "ready");
+    (void)eventually([&] { return a.server->stats().calls_in_flight > 0; });
+    ::kill(victim.pid, SIGKILL);
+    CHECK(wait_exit(victim.pid) == 128 + SIGKILL);
+    CHECK(eventually([&] { return drained(*a.server); }));
+    // The node still serves, both here and through the attach service.
+    attacher at(a);
+    std::vector<std::uint8_t> back(near.size());
+    auto g = at.on(a_get(*at.c, "near", one_mut(back)));
     REQUIRE(g);
-    CHECK(checksum(back.data(), n) == checksum(v.data(), n));
+    CHECK(checksum(back.data(), back.size()) == checksum(near.data(), near.size()));
+    // Another uid on the same host is refused (the same-host transport's rule).
+    if (root) {
+      write_line(stranger.to, cat(rpc, " ", port, " 2"));
+      auto said = read_line(stranger.from);
+      CHECK_MESSAGE(said == "denied", said);
+      CHECK(wait_exit(stranger.pid) == 0);
+      CHECK(a.server->stats().refused >= 1);
+      for (auto fd : {stranger.to, stranger.from}) ::close(fd);
+    } else {
+      MESSAGE("not root: the other-uid attacher is not tested");
+    }
+    for (auto fd : {worker.to, worker.from, victim.to, victim.from}) ::close(fd);
   }
-  const auto after = a.node(0).engine().stats();
-  const auto& sh_before = before.initiated[static_cast<std::size_t>(mc::transfer::transport_kind::same_host)];
-  const auto& sh = after.initiated[static_cast<std::size_t>(mc::transfer::transport_kind::same_host)];
-  if (after.same_host_fallbacks > before.same_host_fallbacks) {
-    MESSAGE("the kernel refused process_vm_* here: the node used TCP (fallback)");
-  } else {
-    CHECK(sh.write_ops > sh_before.write_ops);  // gets: the node wrote into the child
-    CHECK(sh.read_ops > sh_before.read_ops);    // puts: the node read from it
-  }
-
-  write_line(victim.to, cat(rpc, " ", port, " 1"));
-  CHECK(read_line(victim.from) == "ready");
-  (void)eventually([&] { return a.server->stats().calls_in_flight > 0; });
-  ::kill(victim.pid, SIGKILL);
-  CHECK(wait_exit(victim.pid) == 128 + SIGKILL);
-  CHECK(eventually([&] { return drained(*a.server); }));
-  // The node still serves, both here and through the attach service.
-  attacher at(a);
-  std::vector<std::uint8_t> back(near.size());
-  auto g = at.on(a_get(*at.c, "near", one_mut(back)));
-  REQUIRE(g);
-  CHECK(checksum(back.data(), back.size()) == checksum(near.data(), near.size()));
-  // Another uid on the same host is refused (the same-host transport's rule).
-  if (root) {
-    write_line(stranger.to, cat(rpc, " ", port, " 2"));
-    auto said = read_line(stranger.from);
-    CHECK_MESSAGE(said == "denied", said);
-    CHECK(wait_exit(stranger.pid) == 0);
-    CHECK(a.server->stats().refused >= 1);
-    for (auto fd : {stranger.to, stranger.from}) ::close(fd);
-  } else {
-    MESSAGE("not root: the other-uid attacher is not tested");
-  }
-  for (auto fd : {worker.to, worker.from, victim.to, victim.from}) ::close(fd);
-}
 
 }  // TEST_SUITE
 
@@ -241,59 +240,58 @@ std::unique_ptr<mc::store::attached_client> attach_when_up(mc::runtime::runtime&
 }  // namespace
 
 TEST_SUITE("store attach") {
-
-TEST_CASE("a real mooncake_client serves attachers on the port derived from its client RPC port") {
-  const char* dir = std::getenv("MC_APPS_DIR");
-  if (!dir) {
-    MESSAGE("MC_APPS_DIR not set: skipped (meson sets it)");
-    return;
+  TEST_CASE("a real mooncake_client serves attachers on the port derived from its client RPC port") {
+    const char* dir = std::getenv("MC_APPS_DIR");
+    if (!dir) {
+      MESSAGE("MC_APPS_DIR not set: skipped (meson sets it)");
+      return;
+    }
+    // Fixed ports (the attach port is derived from the RPC port): below the
+    // ephemeral range and used by no other test.
+    const std::string apps = dir, mport = "29371";
+    const std::uint16_t rpc = 12945;
+    const std::string tiers = R"({"tiers":[{"type":"DRAM","capacity":"64MiB","priority":100}]})";
+    process master({cat(apps, "/mooncake_master"), "--rpc_port", mport, "--metrics_port", "0"});
+    REQUIRE(master.pid > 0);
+    auto node = [&](std::uint16_t port, std::uint16_t te, const char* attach) {
+      return std::make_unique<process>(std::vector<std::string>{
+          cat(apps, "/mooncake_client"), "--master_server_address", cat("127.0.0.1:", mport), "--port",
+          std::to_string(te), "--client_rpc_port", std::to_string(port), "--http_port", "0", "--heartbeat_interval",
+          "200ms", "--tiered_backend_config", tiers, cat("--attach=", attach)});
+    };
+    auto on = node(rpc, 29372, "true");
+    auto off = node(rpc + 1, 29373, "false");
+    REQUIRE(on->pid > 0);
+    REQUIRE(off->pid > 0);
+    mc::runtime::runtime rt(2);
+    rt.start();
+    {
+      std::string why;
+      auto c = attach_when_up(rt, cat("127.0.0.1:", std::to_string(rpc)), &why);
+      REQUIRE_MESSAGE(c, why);
+      CHECK(c->attach_endpoint() == cat("127.0.0.1:", std::to_string(mc::store::derived_attach_port(rpc))));
+      auto v = random_bytes((1u << 20) + 77, 12);
+      REQUIRE(rt.block_on(a_put(*c, "real", one(v))));
+      std::vector<std::uint8_t> back(v.size());
+      auto g = rt.block_on(a_get(*c, "real", one_mut(back)));
+      REQUIRE(g);
+      CHECK(checksum(back.data(), back.size()) == checksum(v.data(), v.size()));
+      auto s = rt.block_on(a_size(*c, "real"));
+      REQUIRE(s);
+      CHECK(*s == v.size());
+      REQUIRE(rt.block_on(a_remove(*c, "real")));
+      auto e = rt.block_on(a_exists(*c, {"real"}));
+      CHECK((e[0] && !*e[0]));
+      c->stop();
+      // --attach=false: nothing listens on its derived port (the node itself
+      // serves: wait until its RPC port accepts before asking).
+      mc::store::attach_options o;
+      o.rpc_timeout = std::chrono::seconds(2);
+      CHECK(eventually([&] { return port_open(static_cast<std::uint16_t>(rpc + 1)); }));
+      CHECK(!mc::store::attached_client::connect(rt, cat("127.0.0.1:", std::to_string(rpc + 1)), o, &why));
+    }
+    mc::rpc::shutdown(rt);
+    rt.stop();
   }
-  // Fixed ports (the attach port is derived from the RPC port): below the
-  // ephemeral range and used by no other test.
-  const std::string apps = dir, mport = "29371";
-  const std::uint16_t rpc = 12945;
-  const std::string tiers = R"({"tiers":[{"type":"DRAM","capacity":"64MiB","priority":100}]})";
-  process master({cat(apps, "/mooncake_master"), "--rpc_port", mport, "--metrics_port", "0"});
-  REQUIRE(master.pid > 0);
-  auto node = [&](std::uint16_t port, std::uint16_t te, const char* attach) {
-    return std::make_unique<process>(std::vector<std::string>{
-        cat(apps, "/mooncake_client"), "--master_server_address", cat("127.0.0.1:", mport), "--port", std::to_string(te),
-        "--client_rpc_port", std::to_string(port), "--http_port", "0", "--heartbeat_interval", "200ms",
-        "--tiered_backend_config", tiers, cat("--attach=", attach)});
-  };
-  auto on = node(rpc, 29372, "true");
-  auto off = node(rpc + 1, 29373, "false");
-  REQUIRE(on->pid > 0);
-  REQUIRE(off->pid > 0);
-  mc::runtime::runtime rt(2);
-  rt.start();
-  {
-    std::string why;
-    auto c = attach_when_up(rt, cat("127.0.0.1:", std::to_string(rpc)), &why);
-    REQUIRE_MESSAGE(c, why);
-    CHECK(c->attach_endpoint() == cat("127.0.0.1:", std::to_string(mc::store::derived_attach_port(rpc))));
-    auto v = random_bytes((1u << 20) + 77, 12);
-    REQUIRE(rt.block_on(a_put(*c, "real", one(v))));
-    std::vector<std::uint8_t> back(v.size());
-    auto g = rt.block_on(a_get(*c, "real", one_mut(back)));
-    REQUIRE(g);
-    CHECK(checksum(back.data(), back.size()) == checksum(v.data(), v.size()));
-    auto s = rt.block_on(a_size(*c, "real"));
-    REQUIRE(s);
-    CHECK(*s == v.size());
-    REQUIRE(rt.block_on(a_remove(*c, "real")));
-    auto e = rt.block_on(a_exists(*c, {"real"}));
-    CHECK((e[0] && !*e[0]));
-    c->stop();
-    // --attach=false: nothing listens on its derived port (the node itself
-    // serves: wait until its RPC port accepts before asking).
-    mc::store::attach_options o;
-    o.rpc_timeout = std::chrono::seconds(2);
-    CHECK(eventually([&] { return port_open(static_cast<std::uint16_t>(rpc + 1)); }));
-    CHECK(!mc::store::attached_client::connect(rt, cat("127.0.0.1:", std::to_string(rpc + 1)), o, &why));
-  }
-  mc::rpc::shutdown(rt);
-  rt.stop();
-}
 
 }  // TEST_SUITE

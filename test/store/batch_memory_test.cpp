@@ -85,8 +85,7 @@ mc::store::client_options base_options(const std::string& id, const std::string&
         auto line = std::to_string(master.port()) + " " + (*c)->rpc_endpoint() + "\n";
         if (::write(out, line.data(), line.size()) == static_cast<ssize_t>(line.size())) {
           char b;
-          while (::read(in, &b, 1) > 0) {
-          }
+          while (::read(in, &b, 1) > 0) {}
           rc = 0;
         }
         (*c)->stop();

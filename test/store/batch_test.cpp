@@ -41,7 +41,6 @@ mc::task<std::vector<mc::result<bool>>> exists(mc::store::client& c, std::vector
 
 mut_pieces one_piece(std::vector<std::uint8_t>& v) { return {writable(v)}; }
 
-
 }  // namespace
 
 TEST_SUITE("store batch") {
@@ -59,14 +58,11 @@ TEST_SUITE("store batch") {
     REQUIRE(cl.on(1, put(b, "b/small", small_b)));
     REQUIRE(cl.on(1, put(b, "b/big", big_b)));
     REQUIRE(cl.on(2, put(c, "c/mine", mine)));
-    std::vector<std::vector<std::uint8_t>> out{std::vector<std::uint8_t>(small_a.size()),
-                                               std::vector<std::uint8_t>(big_a.size() + 9, 0xCD),
-                                               std::vector<std::uint8_t>(small_b.size()),
-                                               std::vector<std::uint8_t>(big_b.size()),
-                                               std::vector<std::uint8_t>(mine.size()),
-                                               std::vector<std::uint8_t>(10),
-                                               std::vector<std::uint8_t>(4999, 0xEE),
-                                               std::vector<std::uint8_t>(10)};
+    std::vector<std::vector<std::uint8_t>> out{
+        std::vector<std::uint8_t>(small_a.size()), std::vector<std::uint8_t>(big_a.size() + 9, 0xCD),
+        std::vector<std::uint8_t>(small_b.size()), std::vector<std::uint8_t>(big_b.size()),
+        std::vector<std::uint8_t>(mine.size()),    std::vector<std::uint8_t>(10),
+        std::vector<std::uint8_t>(4999, 0xEE),     std::vector<std::uint8_t>(10)};
     std::vector<std::string> keys{"a/small", "a/big", "b/small", "b/big", "c/mine", "missing", "a/tight", ""};
     std::vector<mut_pieces> pieces;
     for (auto& o : out) pieces.push_back(one_piece(o));
@@ -155,7 +151,8 @@ TEST_SUITE("store batch") {
     CHECK(ok == v);
   }
 
-  TEST_CASE("the inline threshold: threshold - 1 and threshold come back inside the reply, threshold + 1 is transferred") {
+  TEST_CASE(
+      "the inline threshold: threshold - 1 and threshold come back inside the reply, threshold + 1 is transferred") {
     cluster cl;
     auto& a = cl.add("a");
     auto& b = cl.add("b");

@@ -242,8 +242,8 @@ TEST_CASE("a warm remote get over TCP stays within its allocation, system-call a
     // A thread started during the measurement would not have been counted.
     REQUIRE(thread_count() == threads);
     const auto ma = median(allocs), ms = median(calls), mu = median(subs);
-    MESSAGE("remote get of " << b.size << " bytes over TCP (" << sys.threads << " threads counted): median "
-                             << ma << " allocations, " << ms << " system calls, " << mu
+    MESSAGE("remote get of " << b.size << " bytes over TCP (" << sys.threads << " threads counted): median " << ma
+                             << " allocations, " << ms << " system calls, " << mu
                              << " io_uring submissions per get (requester + owner + master)");
     CHECK(ma <= b.allocations);
     CHECK(ms <= b.syscalls);

@@ -120,7 +120,8 @@ TEST_SUITE("store client") {
     CHECK_FALSE(a.data().exists("x"));
     std::vector<std::uint8_t> out(1000);
     CHECK(mc::is(cl.on(1, get(b, "x", out)).error(), mc::errc::object_not_found));
-    auto rm2 = cl.on(1, [](mc::store::client& b) -> mc::task<mc::result<void>> { co_return co_await b.remove("x"); }(b));
+    auto rm2 =
+        cl.on(1, [](mc::store::client& b) -> mc::task<mc::result<void>> { co_return co_await b.remove("x"); }(b));
     CHECK(mc::is(rm2.error(), mc::errc::object_not_found));
   }
 
@@ -145,17 +146,16 @@ TEST_SUITE("store client") {
     }(b));
     CHECK(mc::is(bad.error(), mc::errc::invalid_params));
     // remove_local: a's copy goes and the master forgets a as its holder.
-    auto rl = cl.on(0, [](mc::store::client& a) -> mc::task<mc::result<void>> {
-      co_return co_await a.remove_local("keep");
-    }(a));
+    auto rl = cl.on(
+        0, [](mc::store::client& a) -> mc::task<mc::result<void>> { co_return co_await a.remove_local("keep"); }(a));
     REQUIRE(rl.has_value());
     CHECK_FALSE(a.data().exists("keep"));
-    auto ex = cl.on(1, [](mc::store::client& b) -> mc::task<mc::result<bool>> { co_return co_await b.exists("keep"); }(b));
+    auto ex =
+        cl.on(1, [](mc::store::client& b) -> mc::task<mc::result<bool>> { co_return co_await b.exists("keep"); }(b));
     REQUIRE(ex.has_value());
     CHECK_FALSE(*ex);
-    auto again = cl.on(0, [](mc::store::client& a) -> mc::task<mc::result<void>> {
-      co_return co_await a.remove_local("keep");
-    }(a));
+    auto again = cl.on(
+        0, [](mc::store::client& a) -> mc::task<mc::result<void>> { co_return co_await a.remove_local("keep"); }(a));
     CHECK(mc::is(again.error(), mc::errc::object_not_found));
     for (const char* k : {"l/1", "l/2"}) REQUIRE(cl.on(0, put(a, k, v)));
     auto all = cl.on(0, [](mc::store::client& a) -> mc::task<mc::result<std::uint64_t>> {
@@ -163,7 +163,8 @@ TEST_SUITE("store client") {
     }(a));
     REQUIRE(all.has_value());
     CHECK(*all == 2);
-    auto ex2 = cl.on(1, [](mc::store::client& b) -> mc::task<mc::result<bool>> { co_return co_await b.exists("l/1"); }(b));
+    auto ex2 =
+        cl.on(1, [](mc::store::client& b) -> mc::task<mc::result<bool>> { co_return co_await b.exists("l/1"); }(b));
     REQUIRE(ex2.has_value());
     CHECK_FALSE(*ex2);
   }
@@ -195,32 +196,35 @@ TEST_SUITE("store client") {
     auto& b = cl.add("b");
     std::vector<std::vector<std::uint8_t>> vals;
     for (int i = 0; i < 20; ++i) vals.push_back(random_bytes(1000 + i * 4099, 100 + i));
-    auto puts = cl.on(0, [](mc::store::client& a, std::vector<std::vector<std::uint8_t>>& vals)
-                             -> mc::task<std::vector<mc::result<void>>> {
-      std::vector<std::string> keys;
-      std::vector<std::span<const std::byte>> spans;
-      for (std::size_t i = 0; i < vals.size(); ++i) {
-        keys.push_back(mc::test::numbered("b/", i));
-        spans.push_back(bytes_of(vals[i]));
-      }
-      keys.push_back("");  // a bad item does not spoil the batch
-      spans.push_back(bytes_of(vals[0]));
-      co_return co_await a.batch_put(std::move(keys), std::move(spans));
-    }(a, vals));
+    auto puts = cl.on(0,
+                      [](mc::store::client& a,
+                         std::vector<std::vector<std::uint8_t>>& vals) -> mc::task<std::vector<mc::result<void>>> {
+                        std::vector<std::string> keys;
+                        std::vector<std::span<const std::byte>> spans;
+                        for (std::size_t i = 0; i < vals.size(); ++i) {
+                          keys.push_back(mc::test::numbered("b/", i));
+                          spans.push_back(bytes_of(vals[i]));
+                        }
+                        keys.push_back("");  // a bad item does not spoil the batch
+                        spans.push_back(bytes_of(vals[0]));
+                        co_return co_await a.batch_put(std::move(keys), std::move(spans));
+                      }(a, vals));
     REQUIRE(puts.size() == 21);
     for (int i = 0; i < 20; ++i) CHECK(puts[i].has_value());
     CHECK(mc::is(puts[20].error(), mc::errc::invalid_key));
     std::vector<std::vector<std::uint8_t>> outs(21, std::vector<std::uint8_t>(100000));
-    auto gets = cl.on(1, [](mc::store::client& b, std::vector<std::vector<std::uint8_t>>& outs)
-                             -> mc::task<std::vector<mc::result<std::size_t>>> {
-      std::vector<std::string> keys;
-      std::vector<std::span<std::byte>> spans;
-      for (std::size_t i = 0; i < outs.size(); ++i) {
-        keys.push_back(mc::test::numbered("b/", i));
-        spans.push_back(writable(outs[i]));
-      }
-      co_return co_await b.batch_get(std::move(keys), std::move(spans));
-    }(b, outs));
+    auto gets =
+        cl.on(1,
+              [](mc::store::client& b,
+                 std::vector<std::vector<std::uint8_t>>& outs) -> mc::task<std::vector<mc::result<std::size_t>>> {
+                std::vector<std::string> keys;
+                std::vector<std::span<std::byte>> spans;
+                for (std::size_t i = 0; i < outs.size(); ++i) {
+                  keys.push_back(mc::test::numbered("b/", i));
+                  spans.push_back(writable(outs[i]));
+                }
+                co_return co_await b.batch_get(std::move(keys), std::move(spans));
+              }(b, outs));
     REQUIRE(gets.size() == 21);
     for (int i = 0; i < 20; ++i) {
       REQUIRE(gets[i].has_value());

@@ -68,8 +68,8 @@ TEST_SUITE("store consistency") {
       // Fill the tier until the key is evicted (its notice is queued), then re-put it at once.
       for (int f = 0; a.backend().exists(key); ++f) {
         REQUIRE(f < 16);
-        REQUIRE(cl.on(0, put(a, mc::test::numbered("fill/", round) + mc::test::numbered("/", f),
-                             random_bytes(n, 1000 + f))));
+        REQUIRE(cl.on(
+            0, put(a, mc::test::numbered("fill/", round) + mc::test::numbered("/", f), random_bytes(n, 1000 + f))));
       }
       auto fresh = random_bytes(n, 200 + round);
       auto sent_before = a.stats().notices_sent;

@@ -115,13 +115,13 @@ TEST_SUITE("data manager io") {
     std::promise<bool> done;
     auto fut = done.get_future();
     mc::transfer::remote_buffer dest{peer.endpoint(), 0x1000, 65537, 42, 0};
-    boost::asio::co_spawn(f.rt.executor(1),
-                          [](mc::store::data_manager& dm, mc::transfer::remote_buffer d,
-                             std::promise<bool>& p) -> mc::task<void> {
-                            auto r = co_await dm.read_remote("k", d, 30s);
-                            p.set_value(r.has_value());
-                          }(*f.dm, dest, done),
-                          boost::asio::detached);
+    boost::asio::co_spawn(
+        f.rt.executor(1),
+        [](mc::store::data_manager& dm, mc::transfer::remote_buffer d, std::promise<bool>& p) -> mc::task<void> {
+          auto r = co_await dm.read_remote("k", d, 30s);
+          p.set_value(r.has_value());
+        }(*f.dm, dest, done),
+        boost::asio::detached);
     check_not_blocked(f, peer, fut);
     CHECK_FALSE(fut.get());  // the hung-up transfer failed
   }
@@ -132,13 +132,13 @@ TEST_SUITE("data manager io") {
     std::promise<bool> done;
     auto fut = done.get_future();
     mc::transfer::remote_buffer src{peer.endpoint(), 0x1000, 70001, 42, 0};
-    boost::asio::co_spawn(f.rt.executor(1),
-                          [](mc::store::data_manager& dm, mc::transfer::remote_buffer s,
-                             std::promise<bool>& p) -> mc::task<void> {
-                            auto r = co_await dm.write_remote("k", s, 30s);
-                            p.set_value(r.has_value());
-                          }(*f.dm, src, done),
-                          boost::asio::detached);
+    boost::asio::co_spawn(
+        f.rt.executor(1),
+        [](mc::store::data_manager& dm, mc::transfer::remote_buffer s, std::promise<bool>& p) -> mc::task<void> {
+          auto r = co_await dm.write_remote("k", s, 30s);
+          p.set_value(r.has_value());
+        }(*f.dm, src, done),
+        boost::asio::detached);
     check_not_blocked(f, peer, fut);
     CHECK_FALSE(fut.get());
     // The failed write left the put's value in place.
@@ -162,8 +162,8 @@ TEST_SUITE("data manager io") {
     int cancelled = 0, completed = 0;
     for (int i = 0; i < 200; ++i) {
       auto key = mc::test::numbered("p", i);
-      auto r = f.run(put_bytes(*f.dm, key, random_bytes(100 + rng() % 300000, i),
-                               std::chrono::microseconds(rng() % 700)));
+      auto r =
+          f.run(put_bytes(*f.dm, key, random_bytes(100 + rng() % 300000, i), std::chrono::microseconds(rng() % 700)));
       (r ? completed : cancelled)++;
       std::lock_guard lk(mu);
       CHECK_MESSAGE(f.dm->exists(key) == published.contains(key), key);
@@ -203,7 +203,7 @@ TEST_SUITE("data manager io") {
     for (auto& key : keys) {
       auto l = c.on(0, m.lookup(key));
       bool at_master = l.has_value() && std::any_of(l->replicas.begin(), l->replicas.end(),
-                                                     [](auto& rep) { return rep.client_id == "A"; });
+                                                    [](auto& rep) { return rep.client_id == "A"; });
       CHECK_MESSAGE(a.data().exists(key) == at_master, key);
     }
     MESSAGE("completed ", completed, ", cancelled ", cancelled);

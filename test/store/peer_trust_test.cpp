@@ -75,13 +75,23 @@ class lying_service final : public mc::rpc::service<ClientService> {
  private:
   void fill(ItemResult::Builder b, std::uint64_t asked) {
     switch (mode_->load()) {
-      case lie::wrong_size: b.setCode(0), b.setSize(asked + 4096); break;
-      case lie::huge_size: b.setCode(0), b.setSize(std::uint64_t{1} << 62); break;
-      case lie::unknown_code: b.setCode(-123456), b.setSize(asked); break;
-      case lie::short_batch: b.setCode(0), b.setSize(asked); break;
+      case lie::wrong_size:
+        b.setCode(0), b.setSize(asked + 4096);
+        break;
+      case lie::huge_size:
+        b.setCode(0), b.setSize(std::uint64_t{1} << 62);
+        break;
+      case lie::unknown_code:
+        b.setCode(-123456), b.setSize(asked);
+        break;
+      case lie::short_batch:
+        b.setCode(0), b.setSize(asked);
+        break;
       case lie::honest_code:
       case lie::inline_overflow:  // (batch reads handle these two themselves)
-      case lie::silent: b.setCode(static_cast<std::int32_t>(mc::errc::object_not_found)); break;
+      case lie::silent:
+        b.setCode(static_cast<std::int32_t>(mc::errc::object_not_found));
+        break;
     }
   }
   std::shared_ptr<std::atomic<lie>> mode_;
@@ -100,8 +110,7 @@ struct liar {
     so.host = "127.0.0.1";
     so.threads = 1;
     server = std::make_unique<mc::rpc::server>(rt, so);
-    server->add_service(mc::store::client_service_name,
-                        mc::rpc::make_service<lying_service>(mode, calls, seen));
+    server->add_service(mc::store::client_service_name, mc::rpc::make_service<lying_service>(mode, calls, seen));
     REQUIRE(server->start());
   }
   std::string endpoint() const { return "127.0.0.1:" + std::to_string(server->port()); }
@@ -115,13 +124,14 @@ mc::result<void> announce(mc::test::cluster& c, const liar& l, std::vector<mc::m
   info.rpc_endpoint = l.endpoint();
   info.transfer_endpoint = "127.0.0.1:9";
   info.capacity = 1 << 30;
-  return c.on(0, [](mc::master::master_client& m, mc::master::client_info info,
-                    std::vector<mc::master::publish_item> items) -> mc::task<mc::result<void>> {
-    if (auto r = co_await m.register_client(info); !r) co_return r;
-    auto r = co_await m.add_replicas("liar", std::move(items));
-    if (!r) co_return r.error();
-    co_return r->front();
-  }(m, info, std::move(items)));
+  return c.on(0,
+              [](mc::master::master_client& m, mc::master::client_info info,
+                 std::vector<mc::master::publish_item> items) -> mc::task<mc::result<void>> {
+                if (auto r = co_await m.register_client(info); !r) co_return r;
+                auto r = co_await m.add_replicas("liar", std::move(items));
+                if (!r) co_return r.error();
+                co_return r->front();
+              }(m, info, std::move(items)));
 }
 
 }  // namespace
@@ -137,8 +147,9 @@ TEST_SUITE("peer trust") {
     CHECK(mc::error_name(mc::errc::overloaded) == "OVERLOADED");
   }
 
-  TEST_CASE("a lying owner (wrong size, huge size, unknown code, short batch) fails the get; the buffer past "
-            "the value is untouched and the requester serves on") {
+  TEST_CASE(
+      "a lying owner (wrong size, huge size, unknown code, short batch) fails the get; the buffer past "
+      "the value is untouched and the requester serves on") {
     mc::test::cluster c;
     auto& a = c.add("A");
     auto& b = c.add("B");
@@ -199,8 +210,9 @@ TEST_SUITE("peer trust") {
     c.nodes[1].rt->block_on(l.server->stop_async());
   }
 
-  TEST_CASE("an owner answering late can never write into the caller's buffer after the get returned; an "
-            "inline answer larger than allowed is refused") {
+  TEST_CASE(
+      "an owner answering late can never write into the caller's buffer after the get returned; an "
+      "inline answer larger than allowed is refused") {
     mc::test::cluster c;
     auto& a = c.add("A", {}, "auto", [](mc::store::client_options& o) { o.rpc_timeout = 300ms; });
     auto& b = c.add("B");
@@ -240,14 +252,15 @@ TEST_SUITE("peer trust") {
     }
     std::vector<std::uint8_t> buf2(big, 0xAB);
     auto t0 = std::chrono::steady_clock::now();
-    auto cancelled = c.on(2, mc::with_deadline(
-                                 [](mc::store::client& cl, std::span<std::byte> into)
-                                     -> mc::task<mc::result<std::vector<mc::result<std::size_t>>>> {
-                                   std::vector<std::string> keys(1, "late");
-                                   std::vector<std::span<std::byte>> bufs(1, into);
-                                   co_return co_await cl.batch_get(std::move(keys), std::move(bufs));
-                                 }(patient, writable(buf2)),
-                                 200ms));
+    auto cancelled =
+        c.on(2, mc::with_deadline(
+                    [](mc::store::client& cl,
+                       std::span<std::byte> into) -> mc::task<mc::result<std::vector<mc::result<std::size_t>>>> {
+                      std::vector<std::string> keys(1, "late");
+                      std::vector<std::span<std::byte>> bufs(1, into);
+                      co_return co_await cl.batch_get(std::move(keys), std::move(bufs));
+                    }(patient, writable(buf2)),
+                    200ms));
     CHECK(std::chrono::steady_clock::now() - t0 < 10s);
     REQUIRE(cancelled.has_error());
     {

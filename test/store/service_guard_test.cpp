@@ -57,8 +57,9 @@ std::uint16_t port_of(const std::string& endpoint) {
 }  // namespace
 
 TEST_SUITE("client service guard") {
-  TEST_CASE("a requester naming a foreign transfer endpoint is refused and nothing connects there; a CLI-style "
-            "requester is served at its own IP") {
+  TEST_CASE(
+      "a requester naming a foreign transfer endpoint is refused and nothing connects there; a CLI-style "
+      "requester is served at its own IP") {
     mc::test::cluster c;
     auto& a = c.add("A");
     auto& b = c.add("B");
@@ -158,8 +159,9 @@ TEST_SUITE("client service guard") {
     CHECK(a.data().exists("small"));
   }
 
-  TEST_CASE("keys and bytes in flight per connection and per peer are capped: the excess items of a batch "
-            "fail with OVERLOADED, the rest succeed, and the counts are released afterwards") {
+  TEST_CASE(
+      "keys and bytes in flight per connection and per peer are capped: the excess items of a batch "
+      "fail with OVERLOADED, the rest succeed, and the counts are released afterwards") {
     mc::test::cluster c;
     auto& a = c.add("A", {}, "auto", [](mc::store::client_options& o) {
       o.limits.max_inflight_keys_per_connection = 3;
@@ -247,7 +249,8 @@ TEST_SUITE("client service guard") {
   TEST_CASE("resolve refuses a malformed master address or advertised host with the reason") {
     mc::store::client_options o;
     auto set = mc::store::make_option_set(o);
-    auto parsed = set.parse(std::vector<std::string>{"--master_server_address=[::1]:50051", "--local_hostname=fd00::5"});
+    auto parsed =
+        set.parse(std::vector<std::string>{"--master_server_address=[::1]:50051", "--local_hostname=fd00::5"});
     REQUIRE_MESSAGE(parsed.what == mc::config::outcome::kind::run, parsed.message);
     CHECK(mc::store::resolve(o, set).empty());
     for (const char* bad : {"127.0.0.1", "::1:50051", "127.0.0.1:0", "[::1]:50051x", "a b:1"}) {

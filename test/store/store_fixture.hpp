@@ -92,9 +92,7 @@ struct cluster {
   }
 };
 
-inline std::span<const std::byte> bytes_of(const std::vector<std::uint8_t>& v) {
-  return std::as_bytes(std::span(v));
-}
+inline std::span<const std::byte> bytes_of(const std::vector<std::uint8_t>& v) { return std::as_bytes(std::span(v)); }
 inline std::span<std::byte> writable(std::vector<std::uint8_t>& v) { return std::as_writable_bytes(std::span(v)); }
 
 }  // namespace mc::test

@@ -21,8 +21,7 @@ namespace mc::test {
 
 /// A tiered backend with one DRAM tier of `capacity` (e.g. "16MiB") on `rt`.
 /// Never null: a parse or create failure fails the test.
-inline std::unique_ptr<mc::tiered::tiered_backend> dram_backend(mc::runtime::runtime& rt,
-                                                               const std::string& capacity) {
+inline std::unique_ptr<mc::tiered::tiered_backend> dram_backend(mc::runtime::runtime& rt, const std::string& capacity) {
   auto tiers =
       mc::tiered::parse_tiers_json(R"({"tiers":[{"type":"DRAM","capacity":")" + capacity + R"(","priority":1}]})");
   REQUIRE(tiers.has_value());

@@ -31,8 +31,7 @@ inline std::vector<std::uint8_t> random_bytes(std::size_t n, std::uint64_t seed)
 /// buffers that a runtime thread filled from a socket, and the happens-before
 /// edge (the peer's completion reply arrives over TCP after the bytes) runs
 /// through the kernel, which TSan cannot see.
-__attribute__((no_sanitize("thread")))
-inline std::uint64_t checksum(const void* p, std::size_t n) {
+__attribute__((no_sanitize("thread"))) inline std::uint64_t checksum(const void* p, std::size_t n) {
   auto* b = static_cast<const std::uint8_t*>(p);
   std::uint64_t h = 1469598103934665603ull;
   for (std::size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 1099511628211ull;

@@ -58,10 +58,18 @@ void run_property(std::uint64_t ops, std::uint64_t seed) {
       // Mostly small, sometimes large, sometimes odd sizes.
       std::uint64_t size;
       switch (g() % 4) {
-        case 0: size = 1 + g() % 256; break;
-        case 1: size = 1 + g() % 16384; break;
-        case 2: size = 1 + g() % (256 << 10); break;
-        default: size = 1 + g() % (4 << 20); break;
+        case 0:
+          size = 1 + g() % 256;
+          break;
+        case 1:
+          size = 1 + g() % 16384;
+          break;
+        case 2:
+          size = 1 + g() % (256 << 10);
+          break;
+        default:
+          size = 1 + g() % (4 << 20);
+          break;
       }
       auto need = a.rounded(size);
       REQUIRE(need % align == 0);
@@ -149,7 +157,7 @@ TEST_SUITE("offset_allocator") {
     auto y = a.allocate(64);
     REQUIRE(y);
     a.free(*x);
-    CHECK_THROWS_AS(a.free(*x), std::logic_error);  // double free
+    CHECK_THROWS_AS(a.free(*x), std::logic_error);                              // double free
     CHECK_THROWS_AS(a.free(allocation{1 << 20, 64, 12345}), std::logic_error);  // foreign node
     auto altered = *y;
     altered.offset += 64;

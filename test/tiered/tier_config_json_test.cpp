@@ -42,7 +42,8 @@ TEST_SUITE("tier_config") {
         "  ]\n"
         "}\n";
     CHECK(json_error(text) == "tiers JSON: line 3 col 36: syntax error");
-    CHECK(json_error("{\"tiers\":[\n\n  {\"type\":\"DRAM\" \"capacity\":1}]}") == "tiers JSON: line 3 col 18: syntax error");
+    CHECK(json_error("{\"tiers\":[\n\n  {\"type\":\"DRAM\" \"capacity\":1}]}") ==
+          "tiers JSON: line 3 col 18: syntax error");
     CHECK(json_error("{\"tiers\":[\n\n  {\"type\":\"DRAM\",\"capacity\":1}]} x") ==
           "tiers JSON: line 3 col 34: unexpected trailing characters");
   }
@@ -61,8 +62,8 @@ TEST_SUITE("tier_config") {
     auto tier_with = [](std::string_view capacity) {
       return std::string(R"({"tiers":[{"type":"DRAM","capacity":)") + std::string(capacity) + "}]}";
     };
-    CHECK(has(json_error(tier_with("9223372036854775808")), "integer out of range"));     // int64 max + 1
-    CHECK(has(json_error(tier_with("18446744073709551615")), "integer out of range"));    // uint64 max
+    CHECK(has(json_error(tier_with("9223372036854775808")), "integer out of range"));   // int64 max + 1
+    CHECK(has(json_error(tier_with("18446744073709551615")), "integer out of range"));  // uint64 max
     CHECK(has(json_error(tier_with("99999999999999999999999999")), "integer out of range"));
     CHECK(has(json_error(tier_with("-99999999999999999999999999")), "integer out of range"));
     // Beyond double's range Boost reads infinity: a number, which a capacity is not.
@@ -104,8 +105,8 @@ TEST_SUITE("tier_config") {
       std::string first_path;
     };
     const valid cases[] = {
-        {R"({"tiers":[{"type":"DRAM","capacity":536870912,"priority":100,"allocator_type":"OFFSET"}]})", 1,
-         536870912, ""},
+        {R"({"tiers":[{"type":"DRAM","capacity":536870912,"priority":100,"allocator_type":"OFFSET"}]})", 1, 536870912,
+         ""},
         {"  \t\r\n{ \"tiers\" : [ { \"type\" : \"dram\" , \"capacity\" : \"4k\" } ] }\n\n", 1, 4096, ""},
         {R"({"tiers":[{"type":"memory","capacity":1,"allocator":"offset","prefault":false,"priority":-3}]})", 1, 1, ""},
         {R"({"tiers":[{"type":"SSD","capacity":"1GiB","path":"\/var\/tmp\/d\u00e9j\u00e0 vu \ud83d\ude00","priority":2147483647}]})",

@@ -94,7 +94,8 @@ TEST_SUITE("tier_config") {
     CHECK(has(json_error(R"({"tiers":[{"type":"TAPE","capacity":1}]})"), "tiers[0].type: unknown tier type \"TAPE\""));
     CHECK(has(json_error(R"({"tiers":[{"type":"DRAM","capacity":1,"allocator_type":"BUDDY"}]})"),
               "tiers[0].allocator_type: unknown allocator"));
-    CHECK(has(json_error(R"({"tiers":[{"type":"DRAM","capacity":1,"colour":"red"}]})"), "tiers[0].colour: unknown field"));
+    CHECK(has(json_error(R"({"tiers":[{"type":"DRAM","capacity":1,"colour":"red"}]})"),
+              "tiers[0].colour: unknown field"));
     CHECK(has(json_error(R"({"tiers":[{"type":"SSD","capacity":4096}]})"), "tiers[0].path: missing"));
     CHECK(has(json_error(R"({"tiers":[{"type":"DRAM","capacity":0}]})"), "tiers[0].capacity: must be > 0"));
     CHECK(has(json_error(R"({"tiers":[{"type":"DRAM","capacity":"0MiB"}]})"), "tiers[0].capacity"));
@@ -106,8 +107,10 @@ TEST_SUITE("tier_config") {
     CHECK(has(json_error(R"({"tiers":[{"type":"DRAM","capacity":1,"path":"/x"}]})"), "tiers[0].path: only SSD"));
     CHECK(has(json_error(R"({"tiers":[{"type":"DRAM","capacity":1,"prefault":"yes"}]})"), "tiers[0].prefault"));
     CHECK(has(json_error(R"({"tiers":[{"type":"SSD","capacity":100,"path":"/x"}]})"), "at least 4096"));
-    CHECK(has(json_error(R"({"tiers":[{"type":"SSD","capacity":8192,"path":"/x"},{"type":"SSD","capacity":8192,"path":"/x"}]})"),
-              "tiers[1].path: \"/x\" is already used by tiers[0]"));
+    CHECK(
+        has(json_error(
+                R"({"tiers":[{"type":"SSD","capacity":8192,"path":"/x"},{"type":"SSD","capacity":8192,"path":"/x"}]})"),
+            "tiers[1].path: \"/x\" is already used by tiers[0]"));
     CHECK(has(json_error(R"({"tiers":[{"type":"DRAM","capacity":1,"type":"DRAM"}]})"), "duplicate key \"type\""));
     CHECK(has(json_error(R"({"tiers":[{"type":"DRAM","capacity":1}]} x)"), "trailing"));
     CHECK(json_error(R"({"tiers":[{"type":"DRAM","capacity":01}]})") == "tiers JSON: line 1 col 38: syntax error");

@@ -29,7 +29,9 @@ struct temp_dir {
   std::string path;
 };
 
-tier_config dram(std::uint64_t cap, int prio = 100) { return tier_config{tier_type::dram, cap, prio, "OFFSET", "", false}; }
+tier_config dram(std::uint64_t cap, int prio = 100) {
+  return tier_config{tier_type::dram, cap, prio, "OFFSET", "", false};
+}
 tier_config ssd(std::uint64_t cap, const std::string& path, int prio = 10) {
   return tier_config{tier_type::ssd, cap, prio, "OFFSET", path, false};
 }
@@ -196,9 +198,8 @@ TEST_SUITE("tiered_backend") {
     temp_dir dir;
     mc::runtime::runtime rt(1);
     rt.start();
-    auto be = tiered_backend::create(rt, {dram(1 << 20), ssd(200 << 20, dir.path)},
-                                     backend_options{1 << 20, 4})
-                  .value();
+    auto be =
+        tiered_backend::create(rt, {dram(1 << 20), ssd(200 << 20, dir.path)}, backend_options{1 << 20, 4}).value();
     for (std::size_t size : {std::size_t(1), std::size_t(4095), std::size_t(4096), std::size_t(4097),
                              std::size_t(1 << 20) + 123, std::size_t(3 << 20) - 1, std::size_t(64) << 20}) {
       CAPTURE(size);
@@ -308,8 +309,8 @@ TEST_SUITE("tiered_backend") {
     temp_dir dir;
     mc::runtime::runtime rt(1);
     rt.start();
-    auto be = tiered_backend::create(rt, {dram(2 * 8192), ssd(4 * 8192, dir.path)}, backend_options{1 << 20, 2})
-                  .value();
+    auto be =
+        tiered_backend::create(rt, {dram(2 * 8192), ssd(4 * 8192, dir.path)}, backend_options{1 << 20, 2}).value();
     auto ok = rt.block_on([](tiered_backend& be) -> mc::task<bool> {
       auto s1 = co_await be.acquire_staging(1);
       auto s2 = co_await be.acquire_staging(1);
@@ -424,7 +425,8 @@ TEST_SUITE("tiered_backend") {
     REQUIRE(rt.block_on(put(*be, "k1", payload(100, 9))));
     CHECK(*be->version_of("k1") > last);
     // Fill until something is evicted from SSD: the observer names its version.
-    for (int i = 3; i < 6; ++i) REQUIRE(rt.block_on(put(*be, numbered("k", static_cast<std::uint64_t>(i)), payload(8000, i))));
+    for (int i = 3; i < 6; ++i)
+      REQUIRE(rt.block_on(put(*be, numbered("k", static_cast<std::uint64_t>(i)), payload(8000, i))));
     REQUIRE_FALSE(rec.events.empty());
     CHECK(rec.events[0].second == removal_reason::evicted);
     CHECK(rec.versions[0] == committed[rec.events[0].first]);

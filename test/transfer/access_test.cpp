@@ -36,7 +36,7 @@ void check_uniform_refusals(two_engines& t) {
   auto outside = reg->describe();
   outside.length = 4097;  // one byte past the end
   auto before = reg->describe();
-  before.address -= 1;    // one byte before the start
+  before.address -= 1;  // one byte before the start
   before.length = 16;
   auto d = reg->describe();
   for (const auto& bad : {wrong, outside, before}) {
@@ -165,8 +165,8 @@ TEST_SUITE("transfer_trust") {
     REQUIRE(t.rt.block_on(t.a->read(bytes(back), reg->describe(), 30s)).has_value());
     CHECK(back == src);
     const auto grants = t.b->stats().served_write_ops;
-    MESSAGE("48 MiB in " << std::chrono::duration_cast<std::chrono::milliseconds>(took).count() << " ms with "
-                         << grants << " grants");
+    MESSAGE("48 MiB in " << std::chrono::duration_cast<std::chrono::milliseconds>(took).count() << " ms with " << grants
+                         << " grants");
     // Every grant covers at most 3 ms of copying (plus one <= 1 MiB chunk):
     // a copy of this size needs several (one grant = the lease was ignored).
     CHECK(grants >= 3);
@@ -187,7 +187,7 @@ TEST_SUITE("transfer_trust") {
       CHECK(mc::test::checksum(target.data(), target.size()) == mc::test::checksum(src.data(), src.size()));
       using us = std::chrono::microseconds;
       MESSAGE("copy " << std::chrono::duration_cast<us>(rep.copy_took).count() << " us, ticks " << rep.ticks
-              << ", longest gap " << std::chrono::duration_cast<us>(rep.max_gap).count() << " us");
+                      << ", longest gap " << std::chrono::duration_cast<us>(rep.max_gap).count() << " us");
       // One <= 1 MiB chunk between yields: the ticker runs all through the
       // copy (a whole-item copy would not let it tick at all meanwhile). The
       // longest gap is only reported: on a loaded 2-core host the scheduler
@@ -196,54 +196,55 @@ TEST_SUITE("transfer_trust") {
     }
   }
 
-  TEST_CASE("pipelined windows (TCP, same-host) keep the stream in step through refusals spread over reads and writes") {
+  TEST_CASE(
+      "pipelined windows (TCP, same-host) keep the stream in step through refusals spread over reads and writes") {
     // Many small requests (odd sizes) share a few connections, several per
     // window; every 7th carries a wrong token. Refusals must answer only
     // their own request, every other byte must land, and the connections
     // must stay reusable (no reconnect per refusal).
     for (auto force : {transport_kind::tcp, transport_kind::same_host}) {
-    CAPTURE(force);
-    two_engines t(loopback_options(force), loopback_options(force));
-    std::vector<std::uint8_t> target(4 << 20, 0);
-    auto reg = t.b->register_memory(target.data(), target.size());
-    REQUIRE(reg);
-    auto src = mc::test::random_bytes(target.size(), 77);
-    std::vector<std::uint8_t> back(target.size(), 0);
-    std::mt19937 rng(5);
-    std::vector<request> writes, reads;
-    std::vector<std::pair<std::size_t, std::size_t>> ranges;
-    std::size_t off = 0;
-    for (int i = 0; off < target.size() && i < 300; ++i) {
-      std::size_t n = std::min<std::size_t>(1 + rng() % 40000, target.size() - off);
-      ranges.emplace_back(off, n);
-      auto d = reg->describe(off, n);
-      if (i % 7 == 3) d.token ^= 0x40;
-      writes.push_back(request::make_write(cbytes(src).subspan(off, n), d));
-      reads.push_back(request::make_read(bytes(back).subspan(off, n), d));
-      off += n;
-    }
-    for (int round = 0; round < 2; ++round) {
-      auto w = t.rt.block_on(t.a->batch(writes));
-      auto r = t.rt.block_on(t.a->batch(reads));
-      REQUIRE(w.size() == ranges.size());
-      REQUIRE(r.size() == ranges.size());
-      for (std::size_t i = 0; i < ranges.size(); ++i) {
-        auto [o, n] = ranges[i];
-        if (i % 7 == 3) {
-          CHECK(mc::is(w[i].error(), mc::errc::access_denied));
-          CHECK(mc::is(r[i].error(), mc::errc::access_denied));
-          CHECK(std::all_of(target.begin() + o, target.begin() + o + n, [](auto b) { return b == 0; }));
-        } else {
-          REQUIRE(w[i].has_value());
-          REQUIRE(r[i].has_value());
-          CHECK(std::memcmp(target.data() + o, src.data() + o, n) == 0);
-          CHECK(std::memcmp(back.data() + o, src.data() + o, n) == 0);
+      CAPTURE(force);
+      two_engines t(loopback_options(force), loopback_options(force));
+      std::vector<std::uint8_t> target(4 << 20, 0);
+      auto reg = t.b->register_memory(target.data(), target.size());
+      REQUIRE(reg);
+      auto src = mc::test::random_bytes(target.size(), 77);
+      std::vector<std::uint8_t> back(target.size(), 0);
+      std::mt19937 rng(5);
+      std::vector<request> writes, reads;
+      std::vector<std::pair<std::size_t, std::size_t>> ranges;
+      std::size_t off = 0;
+      for (int i = 0; off < target.size() && i < 300; ++i) {
+        std::size_t n = std::min<std::size_t>(1 + rng() % 40000, target.size() - off);
+        ranges.emplace_back(off, n);
+        auto d = reg->describe(off, n);
+        if (i % 7 == 3) d.token ^= 0x40;
+        writes.push_back(request::make_write(cbytes(src).subspan(off, n), d));
+        reads.push_back(request::make_read(bytes(back).subspan(off, n), d));
+        off += n;
+      }
+      for (int round = 0; round < 2; ++round) {
+        auto w = t.rt.block_on(t.a->batch(writes));
+        auto r = t.rt.block_on(t.a->batch(reads));
+        REQUIRE(w.size() == ranges.size());
+        REQUIRE(r.size() == ranges.size());
+        for (std::size_t i = 0; i < ranges.size(); ++i) {
+          auto [o, n] = ranges[i];
+          if (i % 7 == 3) {
+            CHECK(mc::is(w[i].error(), mc::errc::access_denied));
+            CHECK(mc::is(r[i].error(), mc::errc::access_denied));
+            CHECK(std::all_of(target.begin() + o, target.begin() + o + n, [](auto b) { return b == 0; }));
+          } else {
+            REQUIRE(w[i].has_value());
+            REQUIRE(r[i].has_value());
+            CHECK(std::memcmp(target.data() + o, src.data() + o, n) == 0);
+            CHECK(std::memcmp(back.data() + o, src.data() + o, n) == 0);
+          }
         }
       }
-    }
-    // Refusals did not cost connections: at most the pool's bound were opened.
-    CHECK(t.a->stats().outbound_connections <= engine_options{}.connections_per_peer);
-    CHECK(t.a->stats().initiated[std::size_t(force)].write_ops > 0);  // no silent fallback
+      // Refusals did not cost connections: at most the pool's bound were opened.
+      CHECK(t.a->stats().outbound_connections <= engine_options{}.connections_per_peer);
+      CHECK(t.a->stats().initiated[std::size_t(force)].write_ops > 0);  // no silent fallback
     }
   }
 }

@@ -81,8 +81,7 @@ class child_process {
     if (pid_ <= 0) return -1;
     if (reaped_) return status_;
     int st = 0;
-    while (::waitpid(pid_, &st, 0) < 0 && errno == EINTR) {
-    }
+    while (::waitpid(pid_, &st, 0) < 0 && errno == EINTR) {}
     reaped_ = true;
     status_ = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
     return status_;

@@ -68,8 +68,8 @@ int clients(const std::vector<remote_buffer>& ds, const std::string& force) {
       std::vector<std::uint8_t> back(n);
       auto r = rt.block_on(e.read(std::as_writable_bytes(std::span(back)), part));
       if (!w || !r || mc::test::checksum(back.data(), n) != mc::test::checksum(src.data(), n)) {
-        std::fprintf(stderr, "helper client: size %zu failed (%s / %s)\n", n,
-                     w ? "ok" : w.error().message().c_str(), r ? "ok" : r.error().message().c_str());
+        std::fprintf(stderr, "helper client: size %zu failed (%s / %s)\n", n, w ? "ok" : w.error().message().c_str(),
+                     r ? "ok" : r.error().message().c_str());
         ++bad;
       }
     }
@@ -123,8 +123,7 @@ int hammer(const remote_buffer& d, std::size_t size) {
     }
   });
   char c;
-  while (::read(0, &c, 1) > 0) {
-  }
+  while (::read(0, &c, 1) > 0) {}
   done = true;
   t.join();
   e.stop();
@@ -149,7 +148,8 @@ int main(int argc, char** argv) {
     for (int i = 3; i < argc; i += 4) ds.push_back(descriptor(argv + i));
     return clients(ds, argv[2]);
   }
-  if (argc == 7 && std::strcmp(argv[1], "hammer") == 0) return hammer(descriptor(argv + 2), std::strtoull(argv[6], nullptr, 10));
+  if (argc == 7 && std::strcmp(argv[1], "hammer") == 0)
+    return hammer(descriptor(argv + 2), std::strtoull(argv[6], nullptr, 10));
   std::fprintf(stderr,
                "usage: %s serve BIND SIZE | client ENDPOINT ADDRESS LENGTH TOKEN FORCE |\n"
                "       clients FORCE (ENDPOINT ADDRESS LENGTH TOKEN)... | hammer ENDPOINT ADDRESS LENGTH TOKEN SIZE\n",

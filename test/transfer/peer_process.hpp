@@ -60,8 +60,7 @@ inline int serve_peer(const engine_options& o, std::size_t size, const char* who
     if (!reg) return 2;
     print_ready(reg->describe());
     char c;
-    while (::read(0, &c, 1) > 0) {
-    }
+    while (::read(0, &c, 1) > 0) {}
     e.stop();
   } catch (const std::exception& ex) {
     std::fprintf(stderr, "%s: %s\n", who, ex.what());
@@ -100,7 +99,8 @@ struct killed_read {
 inline killed_read read_while_killing(mc::runtime::runtime& rt, engine& a, std::vector<std::uint8_t>& buf,
                                       const remote_buffer& d, child_process& peer) {
   killed_read out{mc::result<void>{}, {}};
-  std::thread t([&] { out.result = rt.block_on(a.read(std::as_writable_bytes(std::span(buf)), d, std::chrono::seconds(60))); });
+  std::thread t(
+      [&] { out.result = rt.block_on(a.read(std::as_writable_bytes(std::span(buf)), d, std::chrono::seconds(60))); });
   peer.kill(SIGKILL);
   const auto killed_at = std::chrono::steady_clock::now();
   t.join();

@@ -22,8 +22,7 @@ namespace {
 
 /// Starts a serving helper and parses its descriptor.
 struct served_peer {
-  explicit served_peer(std::size_t size, const std::string& bind = "127.0.0.1")
-      : proc(serve_command(size, bind)) {
+  explicit served_peer(std::size_t size, const std::string& bind = "127.0.0.1") : proc(serve_command(size, bind)) {
     REQUIRE(proc.started());
     auto line = proc.read_line(10s);
     REQUIRE_MESSAGE(line.has_value(), "helper did not report READY");

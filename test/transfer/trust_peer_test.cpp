@@ -185,8 +185,9 @@ TEST_SUITE("transfer_trust_peer") {
     a.stop();
   }
 
-  TEST_CASE("a same-host peer frozen while holding a grant stalls nothing: unregister returns at once, timers fire, "
-            "a transfer to it fails at its deadline") {
+  TEST_CASE(
+      "a same-host peer frozen while holding a grant stalls nothing: unregister returns at once, timers fire, "
+      "a transfer to it fails at its deadline") {
     mc::runtime::runtime rt(1);
     rt.start();
     auto o = loopback_options(std::nullopt);
@@ -268,7 +269,7 @@ TEST_SUITE("transfer_trust_peer") {
     CHECK(mc::is(out.read.error(), mc::errc::timeout));
     CHECK(out.read_took >= 450ms);
     CHECK(out.read_took < 1500ms);
-    CHECK(out.ticks >= 50);        // 5 ms timer during a >= 500 ms wait
+    CHECK(out.ticks >= 50);  // 5 ms timer during a >= 500 ms wait
     CHECK(out.max_gap < 100ms);
     peer.kill(SIGKILL);
     peer.wait();

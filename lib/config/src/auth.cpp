@@ -51,8 +51,7 @@ std::optional<std::string> read_auth_tokens(const auth_options& o, std::string* 
   while (in.read(buf, sizeof buf) || in.gcount() > 0) {
     content.append(buf, static_cast<std::size_t>(in.gcount()));
     if (content.size() > max_token_file_bytes)
-      return "auth_token_file '" + o.token_file + "' is larger than " + std::to_string(max_token_file_bytes) +
-             " bytes";
+      return "auth_token_file '" + o.token_file + "' is larger than " + std::to_string(max_token_file_bytes) + " bytes";
   }
   *text = trimmed(std::move(content));
   if (text->empty()) return "auth_token_file '" + o.token_file + "' is empty";

@@ -46,16 +46,26 @@ std::optional<std::uint64_t> parse_size(std::string_view text) {
   if (!n) return std::nullopt;
   auto unit = lower(unit_raw);
   std::uint64_t mul = 0;
-  if (unit.empty() || unit == "b") mul = 1;
-  else if (unit == "k" || unit == "kib") mul = 1ull << 10;
-  else if (unit == "m" || unit == "mib") mul = 1ull << 20;
-  else if (unit == "g" || unit == "gib") mul = 1ull << 30;
-  else if (unit == "t" || unit == "tib") mul = 1ull << 40;
-  else if (unit == "kb") mul = 1ull << 10;
-  else if (unit == "mb") mul = 1ull << 20;
-  else if (unit == "gb") mul = 1ull << 30;
-  else if (unit == "tb") mul = 1ull << 40;
-  else return std::nullopt;
+  if (unit.empty() || unit == "b")
+    mul = 1;
+  else if (unit == "k" || unit == "kib")
+    mul = 1ull << 10;
+  else if (unit == "m" || unit == "mib")
+    mul = 1ull << 20;
+  else if (unit == "g" || unit == "gib")
+    mul = 1ull << 30;
+  else if (unit == "t" || unit == "tib")
+    mul = 1ull << 40;
+  else if (unit == "kb")
+    mul = 1ull << 10;
+  else if (unit == "mb")
+    mul = 1ull << 20;
+  else if (unit == "gb")
+    mul = 1ull << 30;
+  else if (unit == "tb")
+    mul = 1ull << 40;
+  else
+    return std::nullopt;
   if (*n > UINT64_MAX / mul) return std::nullopt;
   return *n * mul;
 }
@@ -78,24 +88,29 @@ option_set::option_set(std::string program, std::string summary)
 
 option_set& option_set::add_custom(std::string name, std::string default_text, std::string help,
                                    std::function<std::optional<std::string>(std::string_view)> set) {
-  options_.push_back({std::move(name), std::move(default_text), std::move(help), std::move(set), false, false, false, {}});
+  options_.push_back(
+      {std::move(name), std::move(default_text), std::move(help), std::move(set), false, false, false, {}});
   return *this;
 }
 
 option_set& option_set::add(std::string name, std::string* target, std::string help) {
-  return add_custom(std::move(name), *target, std::move(help), [target](std::string_view v) -> std::optional<std::string> {
-    *target = std::string(v);
-    return std::nullopt;
-  });
+  return add_custom(std::move(name), *target, std::move(help),
+                    [target](std::string_view v) -> std::optional<std::string> {
+                      *target = std::string(v);
+                      return std::nullopt;
+                    });
 }
 
 option_set& option_set::add(std::string name, bool* target, std::string help) {
   add_custom(std::move(name), *target ? "true" : "false", std::move(help),
              [target](std::string_view v) -> std::optional<std::string> {
                auto l = lower(v);
-               if (l == "true" || l == "1" || l == "yes" || l == "on") *target = true;
-               else if (l == "false" || l == "0" || l == "no" || l == "off") *target = false;
-               else return "expected true or false";
+               if (l == "true" || l == "1" || l == "yes" || l == "on")
+                 *target = true;
+               else if (l == "false" || l == "0" || l == "no" || l == "off")
+                 *target = false;
+               else
+                 return "expected true or false";
                return std::nullopt;
              });
   options_.back().is_bool = true;
@@ -162,8 +177,7 @@ std::optional<std::string> for_each_item(std::string_view v,
     auto comma = v.find(',');
     auto x = v.substr(0, comma);
     if (x.empty()) return std::string("empty item in the comma-separated list");
-    if (++n > option_set::max_list_items)
-      return "more than " + std::to_string(option_set::max_list_items) + " items";
+    if (++n > option_set::max_list_items) return "more than " + std::to_string(option_set::max_list_items) + " items";
     if (auto err = item(x)) return "item '" + std::string(x) + "': " + *err;
     if (comma == std::string_view::npos) return std::nullopt;
     v.remove_prefix(comma + 1);
@@ -175,8 +189,10 @@ std::string join(const std::vector<T>& xs) {
   std::string out;
   for (auto& x : xs) {
     if (!out.empty()) out += ',';
-    if constexpr (std::is_same_v<T, std::string>) out += x;
-    else out += std::to_string(x);
+    if constexpr (std::is_same_v<T, std::string>)
+      out += x;
+    else
+      out += std::to_string(x);
   }
   return out;
 }
@@ -197,16 +213,16 @@ option_set& option_set::add(std::string name, double* target, std::string help, 
 
 option_set& option_set::add_list(std::string name, std::vector<std::string>* target, std::string help) {
   add_custom(std::move(name), join(*target), std::move(help),
-                    [target](std::string_view v) -> std::optional<std::string> {
-                      std::vector<std::string> out;
-                      if (auto err = for_each_item(v, [&](std::string_view x) -> std::optional<std::string> {
-                            out.emplace_back(x);
-                            return std::nullopt;
-                          }))
-                        return err;
-                      *target = std::move(out);
-                      return std::nullopt;
-                    });
+             [target](std::string_view v) -> std::optional<std::string> {
+               std::vector<std::string> out;
+               if (auto err = for_each_item(v, [&](std::string_view x) -> std::optional<std::string> {
+                     out.emplace_back(x);
+                     return std::nullopt;
+                   }))
+                 return err;
+               *target = std::move(out);
+               return std::nullopt;
+             });
   options_.back().is_list = true;
   return *this;
 }
@@ -214,37 +230,37 @@ option_set& option_set::add_list(std::string name, std::vector<std::string>* tar
 option_set& option_set::add_list(std::string name, std::vector<std::uint64_t>* target, std::string help,
                                  std::uint64_t min, std::uint64_t max) {
   add_custom(std::move(name), join(*target), std::move(help),
-                    [target, min, max](std::string_view v) -> std::optional<std::string> {
-                      std::vector<std::uint64_t> out;
-                      std::uint64_t n = 0;
-                      auto one = bounded_setter(&n, min, max);
-                      if (auto err = for_each_item(v, [&](std::string_view x) -> std::optional<std::string> {
-                            if (auto e = one(x)) return e;
-                            out.push_back(n);
-                            return std::nullopt;
-                          }))
-                        return err;
-                      *target = std::move(out);
-                      return std::nullopt;
-                    });
+             [target, min, max](std::string_view v) -> std::optional<std::string> {
+               std::vector<std::uint64_t> out;
+               std::uint64_t n = 0;
+               auto one = bounded_setter(&n, min, max);
+               if (auto err = for_each_item(v, [&](std::string_view x) -> std::optional<std::string> {
+                     if (auto e = one(x)) return e;
+                     out.push_back(n);
+                     return std::nullopt;
+                   }))
+                 return err;
+               *target = std::move(out);
+               return std::nullopt;
+             });
   options_.back().is_list = true;
   return *this;
 }
 
 option_set& option_set::add_size_list(std::string name, std::vector<std::uint64_t>* target, std::string help) {
   add_custom(std::move(name), join(*target), std::move(help),
-                    [target](std::string_view v) -> std::optional<std::string> {
-                      std::vector<std::uint64_t> out;
-                      if (auto err = for_each_item(v, [&](std::string_view x) -> std::optional<std::string> {
-                            auto n = parse_size(x);
-                            if (!n) return std::string("expected a size such as 4096, 64K or 1MiB");
-                            out.push_back(*n);
-                            return std::nullopt;
-                          }))
-                        return err;
-                      *target = std::move(out);
-                      return std::nullopt;
-                    });
+             [target](std::string_view v) -> std::optional<std::string> {
+               std::vector<std::uint64_t> out;
+               if (auto err = for_each_item(v, [&](std::string_view x) -> std::optional<std::string> {
+                     auto n = parse_size(x);
+                     if (!n) return std::string("expected a size such as 4096, 64K or 1MiB");
+                     out.push_back(*n);
+                     return std::nullopt;
+                   }))
+                 return err;
+               *target = std::move(out);
+               return std::nullopt;
+             });
   options_.back().is_list = true;
   return *this;
 }
@@ -312,22 +328,29 @@ std::optional<std::string> option_set::load_file(const std::string& path) {
     auto* o = find(key);
     if (!o) return path + ": unknown key '" + key + "' (see --help for the option names)";
     std::string value;
-    if (auto s = node.value<std::string>(); s && node.is_string()) value = *s;
+    if (auto s = node.value<std::string>(); s && node.is_string())
+      value = *s;
     else if (node.is_integer()) {
       auto i = node.value<std::int64_t>().value_or(0);
       if (i < 0) return path + ": key '" + key + "' must not be negative";
       value = std::to_string(i);
-    } else if (node.is_boolean()) value = node.value<bool>().value_or(false) ? "true" : "false";
-    else if (node.is_floating_point()) value = format_real(node.value<double>().value_or(0));
+    } else if (node.is_boolean())
+      value = node.value<bool>().value_or(false) ? "true" : "false";
+    else if (node.is_floating_point())
+      value = format_real(node.value<double>().value_or(0));
     else if (auto* arr = node.as_array(); arr && o->is_list) {
       // A list option: the items joined by commas (each a string or a non-negative integer).
       for (auto& item : *arr) {
         if (!value.empty()) value += ',';
-        if (auto s = item.value<std::string>(); s && item.is_string()) value += *s;
-        else if (auto i = item.value<std::int64_t>(); i && item.is_integer() && *i >= 0) value += std::to_string(*i);
-        else return path + ": key '" + key + "' must be an array of strings or non-negative integers";
+        if (auto s = item.value<std::string>(); s && item.is_string())
+          value += *s;
+        else if (auto i = item.value<std::int64_t>(); i && item.is_integer() && *i >= 0)
+          value += std::to_string(*i);
+        else
+          return path + ": key '" + key + "' must be an array of strings or non-negative integers";
       }
-    } else return path + ": key '" + key + "' must be a string, a number or a boolean (an array only for a list option)";
+    } else
+      return path + ": key '" + key + "' must be a string, a number or a boolean (an array only for a list option)";
     if (auto err = assign(*o, value, path)) return err;
   }
   return std::nullopt;
@@ -367,9 +390,12 @@ outcome option_set::parse(const std::vector<std::string>& args) {
     if (name != "config" && !o) return error("unknown option --" + name + " (see --help)");
     if (!value) {
       bool next_is_value = i + 1 < args.size() && args[i + 1].rfind("--", 0) != 0;
-      if (o && o->is_bool && !next_is_value) value = "true";
-      else if (!next_is_value) return error("option --" + name + " needs a value");
-      else value = args[++i];
+      if (o && o->is_bool && !next_is_value)
+        value = "true";
+      else if (!next_is_value)
+        return error("option --" + name + " needs a value");
+      else
+        value = args[++i];
     }
     flags.emplace_back(std::move(name), std::move(value));
   }
@@ -400,8 +426,10 @@ std::string option_set::help() const {
   for (auto& o : options_) {
     std::string head = "  --" + o.name;
     out << head;
-    if (head.size() < 28) out << std::string(28 - head.size(), ' ');
-    else out << "\n" << std::string(28, ' ');
+    if (head.size() < 28)
+      out << std::string(28 - head.size(), ' ');
+    else
+      out << "\n" << std::string(28, ' ');
     out << o.help << " [" << (o.default_text.empty() ? "\"\"" : o.default_text) << "]";
     if (!o.env_var.empty()) out << " (env " << o.env_var << ")";
     out << "\n";

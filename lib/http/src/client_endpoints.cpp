@@ -13,9 +13,9 @@ namespace mc::http {
 
 namespace {
 
-using mc::store::client;
 using detail::json_response;
 using detail::json_string;
+using mc::store::client;
 namespace bj = boost::json;
 
 response unavailable(std::string_view why) {
@@ -46,7 +46,8 @@ void transfer_metrics(exposition& e, const mc::transfer::engine_stats& t) {
   }
   e.family("mc_transfer_errors_total", "counter", "Initiated transfer requests that failed.");
   for (auto k : kinds)
-    e.sample("mc_transfer_errors_total", {{"transport", to_string(k)}}, t.initiated[static_cast<std::size_t>(k)].errors);
+    e.sample("mc_transfer_errors_total", {{"transport", to_string(k)}},
+             t.initiated[static_cast<std::size_t>(k)].errors);
   if (!t.rdma_devices.empty()) {
     e.family("mc_transfer_rdma_device_bytes_total", "counter",
              "Bytes of initiated RDMA work requests that completed, per device (multi-rail).");
@@ -83,8 +84,7 @@ void transfer_metrics(exposition& e, const mc::transfer::engine_stats& t) {
 /// The client's ordering of publishes and removals at the master.
 void ordering_metrics(exposition& e, const mc::store::client_stats& cs) {
   e.single("mc_client_removal_notices_total", "counter",
-           "Removal notices (evicted or superseded copies) sent to the master.",
-           static_cast<double>(cs.notices_sent));
+           "Removal notices (evicted or superseded copies) sent to the master.", static_cast<double>(cs.notices_sent));
   e.single("mc_client_notice_batches_total", "counter", "removeReplicas calls that carried removal notices.",
            static_cast<double>(cs.notice_batches));
   e.single("mc_client_notice_overflows_total", "counter",
@@ -100,8 +100,7 @@ void ordering_metrics(exposition& e, const mc::store::client_stats& cs) {
   e.single("mc_client_publish_batches_total", "counter",
            "addReplicas calls publishes went out in (concurrent puts are group-committed).",
            static_cast<double>(cs.publish_batches));
-  e.single("mc_client_publishes_total", "counter", "Keys published to the master.",
-           static_cast<double>(cs.publishes));
+  e.single("mc_client_publishes_total", "counter", "Keys published to the master.", static_cast<double>(cs.publishes));
 }
 
 /// The batch data path: calls, keys, per-owner fan-out, inline values.
@@ -208,30 +207,33 @@ bj::object stats_json(client& c) {
   using mc::transfer::transport_kind;
   for (auto k : {transport_kind::tcp, transport_kind::same_host, transport_kind::in_process, transport_kind::rdma}) {
     auto& x = t.initiated[static_cast<std::size_t>(k)];
-    transfer[to_string(k)] = bj::object{{"read_ops", x.read_ops},   {"read_bytes", x.read_bytes},
-                                        {"write_ops", x.write_ops}, {"write_bytes", x.write_bytes},
+    transfer[to_string(k)] = bj::object{{"read_ops", x.read_ops},
+                                        {"read_bytes", x.read_bytes},
+                                        {"write_ops", x.write_ops},
+                                        {"write_bytes", x.write_bytes},
                                         {"errors", x.errors}};
   }
-  return bj::object{
-      {"client_id", json_string(c.id())},
-      {"rpc_endpoint", json_string(c.rpc_endpoint())},
-      {"transfer_endpoint", json_string(c.transfer_endpoint())},
-      {"registered", cs.registered},
-      {"client", {{"local_hits", cs.local_hits},
-                  {"remote_hits", cs.remote_hits},
-                  {"misses", cs.misses},
-                  {"fallbacks", cs.fallbacks},
-                  {"route_cache_hits", cs.route_cache_hits},
-                  {"master_errors", cs.master_errors}}},
-      {"data_manager", {{"remote_reads", d.remote_reads},
-                        {"remote_read_bytes", d.remote_read_bytes},
-                        {"remote_writes", d.remote_writes},
-                        {"remote_write_bytes", d.remote_write_bytes},
-                        {"remote_errors", d.remote_errors},
-                        {"lock_waits", d.lock_waits},
-                        {"lock_wait_ns", d.lock_wait_ns}}},
-      {"tiers", std::move(tiers)},
-      {"transfer", std::move(transfer)}};
+  return bj::object{{"client_id", json_string(c.id())},
+                    {"rpc_endpoint", json_string(c.rpc_endpoint())},
+                    {"transfer_endpoint", json_string(c.transfer_endpoint())},
+                    {"registered", cs.registered},
+                    {"client",
+                     {{"local_hits", cs.local_hits},
+                      {"remote_hits", cs.remote_hits},
+                      {"misses", cs.misses},
+                      {"fallbacks", cs.fallbacks},
+                      {"route_cache_hits", cs.route_cache_hits},
+                      {"master_errors", cs.master_errors}}},
+                    {"data_manager",
+                     {{"remote_reads", d.remote_reads},
+                      {"remote_read_bytes", d.remote_read_bytes},
+                      {"remote_writes", d.remote_writes},
+                      {"remote_write_bytes", d.remote_write_bytes},
+                      {"remote_errors", d.remote_errors},
+                      {"lock_waits", d.lock_waits},
+                      {"lock_wait_ns", d.lock_wait_ns}}},
+                    {"tiers", std::move(tiers)},
+                    {"transfer", std::move(transfer)}};
 }
 
 /// A first read into a buffer of this size asks nobody for the size: most
@@ -249,7 +251,8 @@ task<response> kv_get(client& c, std::string key, std::size_t max_value) {
     const bool local = c.backend().exists(key);  // for X-Mc-Local (a hint: the tiers may change)
     auto n = co_await c.get(key, std::span<std::byte>(r.blob.get(), cap));
     if (n) {
-      if (*n > cap) co_return error_response(errc::rpc_fail, "key " + key + ": a peer reported a size beyond the buffer");
+      if (*n > cap)
+        co_return error_response(errc::rpc_fail, "key " + key + ": a peer reported a size beyond the buffer");
       r.blob_capacity = cap;
       r.blob_size = *n;
       r.headers.emplace_back("X-Mc-Local", local ? "true" : "false");
@@ -263,8 +266,8 @@ task<response> kv_get(client& c, std::string key, std::size_t max_value) {
     auto info = co_await c.query(key);
     if (!info) co_return error_response(to_errc(info.error()), "key " + key);
     if (info->size > max_value)
-      co_return error_response(errc::too_large, "value of " + std::to_string(info->size) +
-                                                    " bytes exceeds http_max_value_bytes");
+      co_return error_response(errc::too_large,
+                               "value of " + std::to_string(info->size) + " bytes exceeds http_max_value_bytes");
     response r;
     r.content_type = "application/octet-stream";
     std::size_t cap = info->size ? info->size : 1;
@@ -327,7 +330,8 @@ void add_client_endpoints(server& s, client_slot& slot, node_status& status, std
         std::string key = req.path.substr(4);
         if (key.empty()) co_return error_response(errc::invalid_key, "empty key");
         switch (req.verb) {
-          case method::get: co_return co_await kv_get(*c, std::move(key), max_value_bytes);
+          case method::get:
+            co_return co_await kv_get(*c, std::move(key), max_value_bytes);
           case method::put: {
             if (req.body.empty()) co_return error_response(errc::invalid_params, "empty value");
             auto bytes = std::as_bytes(std::span<const char>(req.body.data(), req.body.size()));
@@ -340,7 +344,8 @@ void add_client_endpoints(server& s, client_slot& slot, node_status& status, std
             if (!r) co_return error_response(to_errc(r.error()), "key " + key);
             co_return json_response(200, {{"key", json_string(key)}, {"removed", true}});
           }
-          default: co_return method_not_allowed("GET, PUT, DELETE");
+          default:
+            co_return method_not_allowed("GET, PUT, DELETE");
         }
       },
       max_value_bytes);

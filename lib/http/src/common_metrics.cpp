@@ -72,7 +72,8 @@ void append_common_metrics(exposition& e, const server& s) {
 
   auto st = s.stats();
   e.single("mc_http_connections", "gauge", "Open HTTP connections.", static_cast<double>(st.connections));
-  e.single("mc_http_connections_refused_total", "counter", "HTTP connections over the connection bound (answered 503 with Retry-After).",
+  e.single("mc_http_connections_refused_total", "counter",
+           "HTTP connections over the connection bound (answered 503 with Retry-After).",
            static_cast<double>(st.refused));
   e.family("mc_http_responses_total", "counter", "HTTP responses by status class.");
   e.sample("mc_http_responses_total", {{"class", "2xx"}}, st.status_2xx);

@@ -114,9 +114,9 @@ void add_master_endpoints(server& s, mc::master::master_server& m, node_status& 
       groups.push_back(bj::object{{"targets", bj::array{json_string(self)}}, {"labels", {{"mc_role", "master"}}}});
     for (auto& c : master->state().clients()) {
       if (c.state != mc::master::health::healthy || c.info.http_endpoint.empty()) continue;
-      groups.push_back(bj::object{
-          {"targets", bj::array{json_string(c.info.http_endpoint)}},
-          {"labels", bj::object{{"mc_role", "client"}, {"mc_client_id", json_string(c.info.client_id)}}}});
+      groups.push_back(
+          bj::object{{"targets", bj::array{json_string(c.info.http_endpoint)}},
+                     {"labels", bj::object{{"mc_role", "client"}, {"mc_client_id", json_string(c.info.client_id)}}}});
     }
     co_return json_response(200, groups);
   });
@@ -135,9 +135,8 @@ void add_master_endpoints(server& s, mc::master::master_server& m, node_status& 
     bj::array items;
     items.reserve(keys.size());
     for (auto& [k, info] : keys) items.push_back(key_json(k, info));
-    co_return json_response(200, bj::object{{"total_keys", master->state().key_count()},
-                                            {"limit", limit},
-                                            {"keys", std::move(items)}});
+    co_return json_response(
+        200, bj::object{{"total_keys", master->state().key_count()}, {"limit", limit}, {"keys", std::move(items)}});
   });
 
   s.route("/key/", [master](request& req) -> task<response> {

@@ -47,12 +47,18 @@ struct conn_entry {
 
 method to_method(bhttp::verb v) {
   switch (v) {
-    case bhttp::verb::get: return method::get;
-    case bhttp::verb::head: return method::head;
-    case bhttp::verb::put: return method::put;
-    case bhttp::verb::post: return method::post;
-    case bhttp::verb::delete_: return method::del;
-    default: return method::other;
+    case bhttp::verb::get:
+      return method::get;
+    case bhttp::verb::head:
+      return method::head;
+    case bhttp::verb::put:
+      return method::put;
+    case bhttp::verb::post:
+      return method::post;
+    case bhttp::verb::delete_:
+      return method::del;
+    default:
+      return method::other;
   }
 }
 
@@ -330,8 +336,9 @@ task<void> answer_busy(impl_ptr self, tcp::socket sock) {
     std::string body =
         detail::json_response(503, {{"error", "OVERLOADED"}, {"message", "too many connections; retry later"}}).text;
     // (appends, not "literal" + string: gcc 12 -O3 raises a false -Wrestrict on that)
-    std::string head = "HTTP/1.1 503 Service Unavailable\r\nServer: mooncake-p2p\r\nRetry-After: 1\r\n"
-                       "Content-Type: application/json\r\nContent-Length: ";
+    std::string head =
+        "HTTP/1.1 503 Service Unavailable\r\nServer: mooncake-p2p\r\nRetry-After: 1\r\n"
+        "Content-Type: application/json\r\nContent-Length: ";
     head.append(std::to_string(body.size()));
     head.append("\r\nConnection: close\r\n\r\n");
     head.append(body);
@@ -341,7 +348,8 @@ task<void> answer_busy(impl_ptr self, tcp::socket sock) {
   error_code ec;
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(1);  // write and drain together
   stream.expires_at(until);
-  co_await asio::async_write(stream, asio::buffer(busy.data(), busy.size()), asio::redirect_error(asio::use_awaitable, ec));
+  co_await asio::async_write(stream, asio::buffer(busy.data(), busy.size()),
+                             asio::redirect_error(asio::use_awaitable, ec));
   if (!ec) co_await linger(stream, until, 64u << 10);
   stream.close();
   self->rejecting.fetch_sub(1, std::memory_order_relaxed);
@@ -353,8 +361,8 @@ task<void> accept_loop(impl_ptr self) {
   for (;;) {
     std::size_t t = threads[self->next_thread++ % threads.size()];
     error_code ec;
-    tcp::socket sock = co_await self->acceptor->async_accept(self->rt.executor(t),
-                                                             asio::redirect_error(asio::use_awaitable, ec));
+    tcp::socket sock =
+        co_await self->acceptor->async_accept(self->rt.executor(t), asio::redirect_error(asio::use_awaitable, ec));
     if (ec) {
       if (ec == asio::error::operation_aborted || !self->acceptor->is_open()) break;
       // EMFILE and friends: back off briefly instead of spinning.

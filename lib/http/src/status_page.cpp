@@ -40,11 +40,11 @@ using detail::json_response;
 using detail::json_string;
 
 /// Bounds of the fan-out to the nodes' /stats.
-constexpr std::size_t max_nodes_fetched = 64;           // nodes past this are listed without stats
-constexpr std::size_t max_stats_body = 64 << 10;        // a node's /stats answer
+constexpr std::size_t max_nodes_fetched = 64;     // nodes past this are listed without stats
+constexpr std::size_t max_stats_body = 64 << 10;  // a node's /stats answer
 constexpr auto stats_timeout = std::chrono::milliseconds(1500);
 constexpr auto snapshot_max_age = std::chrono::milliseconds(500);  // concurrent viewers share a snapshot
-constexpr int max_refreshes = 2;                         // snapshots being built at once
+constexpr int max_refreshes = 2;                                   // snapshots being built at once
 
 errc io_errc(const boost::system::error_code& ec) {
   return ec == beast::error::timeout ? errc::timeout : errc::rpc_fail;
@@ -59,13 +59,12 @@ task<result<bj::object>> fetch_stats(std::string endpoint, std::string token) {
   auto ex = co_await asio::this_coro::executor;
   boost::system::error_code ec;
   beast::tcp_stream stream(ex);
-  stream.expires_after(stats_timeout);  // beast's own deadline too: every step below is bounded
+  stream.expires_after(stats_timeout);                          // beast's own deadline too: every step below is bounded
   if (auto ip = asio::ip::make_address(ep->host(), ec); !ec) {  // the usual case: no resolver involved
     co_await stream.async_connect(tcp::endpoint(ip, ep->port()), asio::redirect_error(asio::use_awaitable, ec));
   } else {  // a host name (asio resolves on its own thread; with_deadline bounds the wait)
     tcp::resolver resolver(ex);
-    auto addrs = co_await resolver.async_resolve(ep->host(), std::to_string(ep->port()),
-                                                 tcp::resolver::numeric_service,
+    auto addrs = co_await resolver.async_resolve(ep->host(), std::to_string(ep->port()), tcp::resolver::numeric_service,
                                                  asio::redirect_error(asio::use_awaitable, ec));
     if (ec) co_return fail(io_errc(ec));
     co_await stream.async_connect(addrs, asio::redirect_error(asio::use_awaitable, ec));
@@ -184,8 +183,9 @@ task<std::string> build_snapshot(status_state& st) {
     }
     nodes.push_back(std::move(n));
   }
-  auto now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                    std::chrono::system_clock::now().time_since_epoch()).count();
+  auto now_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count();
   bj::object body{{"time_ms", now_ms},
                   {"keys", md.key_count()},
                   {"replicas", md.replica_count()},

@@ -51,13 +51,13 @@ std::size_t utf8_sequence(std::string_view s) {
   if (c >= 0xC2 && c <= 0xDF) return cont(1) ? 2 : 0;
   if (c >= 0xE0 && c <= 0xEF) {
     if (!cont(1) || !cont(2)) return 0;
-    if (c == 0xE0 && b(1) < 0xA0) return 0;  // overlong
+    if (c == 0xE0 && b(1) < 0xA0) return 0;   // overlong
     if (c == 0xED && b(1) >= 0xA0) return 0;  // a surrogate
     return 3;
   }
   if (c >= 0xF0 && c <= 0xF4) {
     if (!cont(1) || !cont(2) || !cont(3)) return 0;
-    if (c == 0xF0 && b(1) < 0x90) return 0;  // overlong
+    if (c == 0xF0 && b(1) < 0x90) return 0;   // overlong
     if (c == 0xF4 && b(1) >= 0x90) return 0;  // beyond U+10FFFF
     return 4;
   }
@@ -125,21 +125,30 @@ response response::make(unsigned status, std::string body, std::string content_t
 
 unsigned status_for(errc e) noexcept {
   switch (e) {
-    case errc::ok: return 200;
+    case errc::ok:
+      return 200;
     case errc::object_not_found:
-    case errc::client_not_found: return 404;
+    case errc::client_not_found:
+      return 404;
     case errc::invalid_key:
-    case errc::invalid_params: return 400;
+    case errc::invalid_params:
+      return 400;
     case errc::too_large:
-    case errc::buffer_overflow: return 413;
+    case errc::buffer_overflow:
+      return 413;
     case errc::no_available_handle:
-    case errc::no_space: return 507;
-    case errc::timeout: return 504;
+    case errc::no_space:
+      return 507;
+    case errc::timeout:
+      return 504;
     case errc::rpc_fail:
-    case errc::transfer_fail: return 502;
+    case errc::transfer_fail:
+      return 502;
     case errc::shutting_down:
-    case errc::unavailable_in_current_status: return 503;
-    default: return 500;
+    case errc::unavailable_in_current_status:
+      return 503;
+    default:
+      return 500;
   }
 }
 

@@ -7,8 +7,8 @@
 namespace mc::master::detail {
 
 inline client_info read_info(ClientInfo::Reader r) {
-  return {r.getClientId(), r.getRpcEndpoint(), r.getTransferEndpoint(), r.getCapacity(), r.getUsed(),
-          r.getTransferInstance(), r.getHttpEndpoint()};
+  return {r.getClientId(), r.getRpcEndpoint(),      r.getTransferEndpoint(), r.getCapacity(),
+          r.getUsed(),     r.getTransferInstance(), r.getHttpEndpoint()};
 }
 
 inline void set_info(ClientInfo::Builder b, const client_info& i) {

@@ -13,9 +13,7 @@ result<void> from_status(Status::Reader s) {
   return make_error_code(e && *e != errc::ok ? *e : errc::rpc_fail);
 }
 
-replica read_replica(Replica::Reader r) {
-  return {r.getClientId(), r.getRpcEndpoint(), r.getTransferEndpoint()};
-}
+replica read_replica(Replica::Reader r) { return {r.getClientId(), r.getRpcEndpoint(), r.getTransferEndpoint()}; }
 
 using detail::read_info;
 
@@ -36,7 +34,7 @@ task<result<void>> master_client::register_client(client_info info) {
 }
 
 task<result<holder_notices>> master_client::heartbeat(std::string client_id, std::uint64_t used,
-                                                     std::uint64_t capacity) {
+                                                      std::uint64_t capacity) {
   auto m = co_await connect_master(address_);
   if (!m) co_return m.error();
   auto req = m->heartbeatRequest();
@@ -65,8 +63,8 @@ task<result<void>> master_client::unregister_client(std::string client_id) {
 }
 
 task<result<std::vector<result<void>>>> master_client::add_replicas(std::string client_id,
-                                                                    std::vector<publish_item> items,
-                                                                    publish_kind kind, std::uint64_t epoch) {
+                                                                    std::vector<publish_item> items, publish_kind kind,
+                                                                    std::uint64_t epoch) {
   auto m = co_await connect_master(address_);
   if (!m) co_return m.error();
   auto req = m->addReplicasRequest();
@@ -174,7 +172,8 @@ task<result<std::vector<replica>>> master_client::remove_key(std::string key) {
 }
 
 task<result<master_client::removal_page>> master_client::remove_matching(std::string pattern, bool all,
-                                                                         std::uint32_t limit, std::uint32_t from_shard) {
+                                                                         std::uint32_t limit,
+                                                                         std::uint32_t from_shard) {
   auto m = co_await connect_master(address_);
   if (!m) co_return m.error();
   auto req = m->removeMatchingRequest();

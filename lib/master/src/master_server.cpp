@@ -78,8 +78,8 @@ class master_impl final : public Master::Server {
     auto kind = p.getRepublish() ? publish_kind::republish : publish_kind::put;
     auto out = ctx.getResults().initResults(items.size());
     for (unsigned i = 0; i < items.size(); ++i)
-      set_status(out[i], md_.add_replica(items[i].getKey(), id, items[i].getSize(), items[i].getVersion(), kind,
-                                         p.getEpoch()));
+      set_status(out[i],
+                 md_.add_replica(items[i].getKey(), id, items[i].getSize(), items[i].getVersion(), kind, p.getEpoch()));
     return kj::READY_NOW;
   }
   kj::Promise<void> removeReplicas(RemoveReplicasContext ctx) override {
@@ -205,9 +205,10 @@ metadata_options to_metadata_options(const master_options& o) {
 
 struct master_server::impl {
   impl(mc::runtime::runtime& r, const master_options& o)
-      : rt(r), opts(o), md(to_metadata_options(o)),
-        server(r, mc::rpc::server_options{.host = o.rpc_address, .port = o.rpc_port,
-                                          .threads = o.rpc_thread_num}) {}
+      : rt(r),
+        opts(o),
+        md(to_metadata_options(o)),
+        server(r, mc::rpc::server_options{.host = o.rpc_address, .port = o.rpc_port, .threads = o.rpc_thread_num}) {}
 
   mc::runtime::runtime& rt;
   master_options opts;
@@ -221,8 +222,8 @@ struct master_server::impl {
 master_server::master_server(mc::runtime::runtime& rt, const master_options& opts)
     : impl_(std::make_unique<impl>(rt, opts)) {
   impl_->server.add_service("master", mc::rpc::service_factory([md = &impl_->md](mc::executor) {
-    return capnp::Capability::Client(kj::heap<master_impl>(*md));
-  }));
+                              return capnp::Capability::Client(kj::heap<master_impl>(*md));
+                            }));
 }
 
 master_server::~master_server() { stop(); }

@@ -11,9 +11,12 @@ namespace mc::master {
 
 std::string_view health_name(health h) noexcept {
   switch (h) {
-    case health::healthy: return "healthy";
-    case health::suspect: return "suspect";
-    case health::dead: return "dead";
+    case health::healthy:
+      return "healthy";
+    case health::suspect:
+      return "suspect";
+    case health::dead:
+      return "dead";
   }
   return "unknown";
 }
@@ -129,8 +132,7 @@ std::vector<client_status> metadata::clients() const {
   auto now = clock::now();
   std::vector<client_status> out;
   std::lock_guard clk(clients_mu_);
-  for (auto& [id, c] : clients_)
-    out.push_back({c->info, health_of(*c, now), now - c->last_heartbeat, c->keys.load()});
+  for (auto& [id, c] : clients_) out.push_back({c->info, health_of(*c, now), now - c->last_heartbeat, c->keys.load()});
   std::sort(out.begin(), out.end(),
             [](const client_status& a, const client_status& b) { return a.info.client_id < b.info.client_id; });
   return out;

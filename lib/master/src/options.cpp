@@ -3,8 +3,7 @@
 namespace mc::master {
 
 mc::config::option_set make_option_set(master_options& o) {
-  mc::config::option_set s("mooncake_master",
-                           "The P2P metadata service: knows which client holds which key.");
+  mc::config::option_set s("mooncake_master", "The P2P metadata service: knows which client holds which key.");
   s.add("deployment_mode", &o.deployment_mode, "deployment mode; only P2P is supported")
       .add("rpc_address", &o.rpc_address, "bind host of the RPC server")
       .add("rpc_port", &o.rpc_port, "RPC port", 1)

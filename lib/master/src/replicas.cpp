@@ -50,9 +50,8 @@ result<void> metadata::add_replica(const std::string& key, const std::string& cl
     auto& e = s.map[key];
     auto self = std::find_if(e.holders.begin(), e.holders.end(),
                              [&](const shard::holder& h) { return h.client_id == client_id; });
-    bool others_live = std::any_of(e.holders.begin(), e.holders.end(), [&](const shard::holder& h) {
-      return h.live && h.client_id != client_id;
-    });
+    bool others_live = std::any_of(e.holders.begin(), e.holders.end(),
+                                   [&](const shard::holder& h) { return h.live && h.client_id != client_id; });
     if (self != e.holders.end()) {
       if (version < self->version || (version == self->version && !self->live)) return stale();
       if (version == self->version) {  // the same copy again: idempotent

@@ -18,7 +18,7 @@ namespace asio = boost::asio;
 struct asio_stream::core {
   explicit core(asio::ip::tcp::socket s) : sock(std::move(s)) {}
   asio::ip::tcp::socket sock;
-  kj::Own<kj::PromiseFulfiller<void>> read_waiter;   // null when none
+  kj::Own<kj::PromiseFulfiller<void>> read_waiter;  // null when none
   kj::Own<kj::PromiseFulfiller<void>> write_waiter;
   bool read_wait_pending = false;
   bool write_wait_pending = false;
@@ -28,8 +28,8 @@ struct asio_stream::core {
 namespace {
 
 kj::Exception socket_error(const char* what, int err) {
-  auto type = (err == ECONNRESET || err == EPIPE || err == ENOTCONN || err == ECONNABORTED ||
-               err == ETIMEDOUT || err == EHOSTUNREACH)
+  auto type = (err == ECONNRESET || err == EPIPE || err == ENOTCONN || err == ECONNABORTED || err == ETIMEDOUT ||
+               err == EHOSTUNREACH)
                   ? kj::Exception::Type::DISCONNECTED
                   : kj::Exception::Type::FAILED;
   return kj::Exception(type, __FILE__, __LINE__, kj::str(what, ": ", strerror(err)));
@@ -120,9 +120,8 @@ kj::Promise<size_t> asio_stream::read_loop(kj::byte* buf, size_t min_bytes, size
     if (n == 0) return done;  // EOF
     if (errno == EINTR) continue;
     if (errno == EAGAIN || errno == EWOULDBLOCK) {
-      return wait_readable().then([this, buf, min_bytes, max_bytes, done]() {
-        return read_loop(buf, min_bytes, max_bytes, done);
-      });
+      return wait_readable().then(
+          [this, buf, min_bytes, max_bytes, done]() { return read_loop(buf, min_bytes, max_bytes, done); });
     }
     return socket_error("recv", errno);
   }
@@ -178,9 +177,8 @@ kj::Promise<void> asio_stream::writev_loop(kj::Array<kj::ArrayPtr<const kj::byte
     if (n < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK)
-        return wait_writable().then([this, p = kj::mv(pieces), first]() mutable {
-          return writev_loop(kj::mv(p), first);
-        });
+        return wait_writable().then(
+            [this, p = kj::mv(pieces), first]() mutable { return writev_loop(kj::mv(p), first); });
       return socket_error("sendmsg", errno);
     }
     last_activity_ = std::chrono::steady_clock::now();

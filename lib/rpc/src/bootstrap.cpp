@@ -10,8 +10,8 @@ namespace {
 
 class bootstrap_impl final : public schema::Bootstrap::Server {
  public:
-  bootstrap_impl(std::shared_ptr<const service_list> services, mc::executor ex,
-                 std::shared_ptr<thread_services> shared, connection_info conn)
+  bootstrap_impl(std::shared_ptr<const service_list> services, mc::executor ex, std::shared_ptr<thread_services> shared,
+                 connection_info conn)
       : services_(std::move(services)), ex_(std::move(ex)), shared_(std::move(shared)), conn_(std::move(conn)) {}
 
   kj::Promise<void> getService(GetServiceContext ctx) override {

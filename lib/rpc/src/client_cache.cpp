@@ -62,8 +62,8 @@ mc::task<mc::result<std::unique_ptr<tcp::socket>>> dial(std::string endpoint, st
     targets.emplace_back(addr, ep->port());
   } else {
     tcp::resolver resolver(ex);
-    auto [rec, results] = co_await resolver.async_resolve(ep->host(), std::to_string(ep->port()),
-                                                          asio::as_tuple(asio::use_awaitable));
+    auto [rec, results] =
+        co_await resolver.async_resolve(ep->host(), std::to_string(ep->port()), asio::as_tuple(asio::use_awaitable));
     if (rec) {
       *message = "resolve '" + ep->host() + "': " + rec.message();
       co_return mc::fail(mc::errc::rpc_fail);
@@ -217,7 +217,7 @@ mc::task<mc::result<std::shared_ptr<client_connection>>> client_cache::acquire(s
       ++stats_.failed;
       c->connect_error = r.error();
       set_last_error(c->connect_message);
-      erase(c);          // not cached: the next attempt reconnects
+      erase(c);           // not cached: the next attempt reconnects
       c->wake_waiters();  // (erase already woke them unless c was replaced meanwhile)
       co_return r.error();
     }
@@ -231,16 +231,15 @@ mc::task<mc::result<void>> client_cache::open(std::shared_ptr<client_connection>
   auto self = shared_from_this();
   auto sock = co_await mc::with_deadline(dial(c->endpoint, &c->connect_message), opts_.connect_timeout);
   if (!sock) {
-    if (mc::is(sock.error(), mc::errc::timeout))
-      c->connect_message = "connect " + c->endpoint + ": timed out";
+    if (mc::is(sock.error(), mc::errc::timeout)) c->connect_message = "connect " + c->endpoint + ": timed out";
     co_return sock.error();
   }
   if (closed_ || c->st != client_connection::state::connecting) co_return mc::fail(mc::errc::rpc_fail);
   // TCP, or the RDMA handshake on the new connection (negotiate.hpp).
   bool fell_back = false;
   std::string why;
-  auto stream = co_await mc::with_deadline(client_negotiate(std::move(**sock), &fell_back, &why),
-                                           opts_.connect_timeout);
+  auto stream =
+      co_await mc::with_deadline(client_negotiate(std::move(**sock), &fell_back, &why), opts_.connect_timeout);
   if (!stream) {
     // The handshake is the auth frame, then (MC_RPC_PROTOCOL=rdma) the RDMA
     // hello: name neither transport, `why` says which step failed.
@@ -283,8 +282,7 @@ mc::task<mc::result<void>> client_cache::open(std::shared_ptr<client_connection>
 void client_cache::arm_sweep() {
   if (sweep_armed_ || closed_) return;
   sweep_armed_ = true;
-  auto period = std::clamp<mc::duration>(opts_.idle_timeout / 4, std::chrono::milliseconds(5),
-                                         std::chrono::seconds(1));
+  auto period = std::clamp<mc::duration>(opts_.idle_timeout / 4, std::chrono::milliseconds(5), std::chrono::seconds(1));
   sweep_timer_.expires_after(period);
   sweep_timer_.async_wait([w = weak_from_this()](boost::system::error_code ec) {
     if (ec) return;

@@ -11,8 +11,7 @@ namespace {
 constexpr std::size_t max_services_per_connection = 64;
 }  // namespace
 
-mc::task<mc::result<capnp::Capability::Client>> connect_service(std::string endpoint,
-                                                                  std::string service) {
+mc::task<mc::result<capnp::Capability::Client>> connect_service(std::string endpoint, std::string service) {
   auto& tc = thread_context::current();
   auto cache = tc.clients().shared_from_this();
   auto conn = co_await cache->acquire(std::move(endpoint));
@@ -24,12 +23,14 @@ mc::task<mc::result<capnp::Capability::Client>> connect_service(std::string endp
   auto lit = c->lookups.find(service);
   if (lit == c->lookups.end()) {
     capnp::Capability::Client boot = nullptr;
-    KJ_IF_MAYBE(b, c->bootstrap) { boot = *b; }
-    else co_return mc::fail(mc::errc::rpc_fail);
+    KJ_IF_MAYBE (b, c->bootstrap) {
+      boot = *b;
+    } else
+      co_return mc::fail(mc::errc::rpc_fail);
     auto req = boot.castAs<schema::Bootstrap>().getServiceRequest();
     req.setName(service);
-    kj::Promise<capnp::Capability::Client> p = req.send().then(
-        [](capnp::Response<schema::Bootstrap::GetServiceResults>&& r) { return r.getService(); });
+    kj::Promise<capnp::Capability::Client> p =
+        req.send().then([](capnp::Response<schema::Bootstrap::GetServiceResults>&& r) { return r.getService(); });
     lit = c->lookups.emplace(service, p.fork()).first;
   }
   auto o = co_await await(lit->second.addBranch(), cache->options().connect_timeout);

@@ -16,13 +16,11 @@ constexpr std::string_view wire_prefix = "mc:";
 void set_last_error(std::string_view text) { tls_last_error.assign(text); }
 
 kj::Exception to_kj_exception(const boost::system::error_code& ec) {
-  mc::errc code = ec.category() == mc::mc_category() ? static_cast<mc::errc>(ec.value())
-                                                      : mc::errc::internal_error;
+  mc::errc code = ec.category() == mc::mc_category() ? static_cast<mc::errc>(ec.value()) : mc::errc::internal_error;
   auto name = mc::error_name(code);
   auto msg = ec.message();
   return kj::Exception(kj::Exception::Type::FAILED, __FILE__, __LINE__,
-                       kj::str(wire_prefix.data(), kj::StringPtr(name.data(), name.size()), ": ",
-                               msg.c_str()));
+                       kj::str(wire_prefix.data(), kj::StringPtr(name.data(), name.size()), ": ", msg.c_str()));
 }
 
 kj::Exception to_kj_exception(std::exception_ptr e) {
@@ -32,8 +30,7 @@ kj::Exception to_kj_exception(std::exception_ptr e) {
     return kj::Exception(kj::Exception::Type::FAILED, __FILE__, __LINE__,
                          kj::str("exception in RPC handler: ", x.what()));
   } catch (...) {
-    return kj::Exception(kj::Exception::Type::FAILED, __FILE__, __LINE__,
-                         kj::str("unknown exception in RPC handler"));
+    return kj::Exception(kj::Exception::Type::FAILED, __FILE__, __LINE__, kj::str("unknown exception in RPC handler"));
   }
 }
 

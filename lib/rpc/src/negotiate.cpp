@@ -21,8 +21,7 @@
 
 namespace mc::rpc {
 namespace {
-std::atomic<std::uint64_t> n_client_tcp{0}, n_client_rdma{0}, n_client_fallback{0}, n_server_tcp{0},
-    n_server_rdma{0};
+std::atomic<std::uint64_t> n_client_tcp{0}, n_client_rdma{0}, n_client_fallback{0}, n_server_tcp{0}, n_server_rdma{0};
 }  // namespace
 
 connection_counters connection_counts() noexcept {
@@ -126,13 +125,13 @@ mc::task<mc::result<void>> client_auth(tcp::socket& s, std::string* message) {
   std::byte reply[auth_reply_size];
   auto [rec, rn] = co_await asio::async_read(s, asio::buffer(reply), asio::as_tuple(asio::use_awaitable));
   if (rec || rn != sizeof reply || std::memcmp(reply, auth_reply_magic, 4) != 0) {
-    *message = rec && rec != asio::error::eof
-                   ? "reading the auth answer: " + rec.message()
-                   : "the server closed the connection during the auth handshake";
+    *message = rec && rec != asio::error::eof ? "reading the auth answer: " + rec.message()
+                                              : "the server closed the connection during the auth handshake";
     co_return mc::fail(io_errc(rec));
   }
   switch (static_cast<auth_status>(get32(reply + 4))) {
-    case auth_status::accepted: co_return mc::result<void>{};
+    case auth_status::accepted:
+      co_return mc::result<void>{};
     case auth_status::required:
       *message =
           "access denied: the server requires an auth token (--auth_token, --auth_token_file, MC_AUTH_TOKEN or "
@@ -179,7 +178,7 @@ mc::task<mc::result<kj::Own<stream_base>>> negotiate_client(tcp::socket& s, bool
 }  // namespace
 
 mc::task<mc::result<kj::Own<stream_base>>> server_negotiate(tcp::socket s, mc::duration timeout, bool rdma,
-                                                             token_list tokens) {
+                                                            token_list tokens) {
   if (!tokens) tokens = std::make_shared<const std::vector<std::string>>();
   co_return co_await mc::with_deadline(negotiate_server(s, rdma, std::move(tokens)), timeout);
 }

@@ -75,7 +75,7 @@ void note_auth_failure() noexcept;
 /// not accepted), rpc_fail (peer closed, bad hello), timeout.
 /// `rdma` false: RDMA hellos are answered status 1 (TCP).
 mc::task<mc::result<kj::Own<stream_base>>> server_negotiate(boost::asio::ip::tcp::socket s, mc::duration timeout,
-                                                             bool rdma, token_list tokens);
+                                                            bool rdma, token_list tokens);
 
 /// Client side, after the TCP connect: the auth frame (the process's first
 /// token, or none), then plain TCP when the process uses the TCP control
@@ -86,7 +86,7 @@ mc::task<mc::result<kj::Own<stream_base>>> server_negotiate(boost::asio::ip::tcp
 /// refused ours), rpc_fail, cancelled (the caller's deadline: the coroutine is
 /// cancellable).
 mc::task<mc::result<kj::Own<stream_base>>> client_negotiate(boost::asio::ip::tcp::socket s, bool* fell_back,
-                                                             std::string* message);
+                                                            std::string* message);
 
 /// Process-wide counters behind mc::rpc::connection_counts().
 void note_connection(bool server, bool rdma, bool fell_back) noexcept;
@@ -106,7 +106,7 @@ std::string rdma_rpc_device_name();
 /// RDMA stream (owning `s`) on status 0, nullptr after answering 1/2 (the
 /// caller continues with TCP on `s`), or an error (reply could not be sent).
 mc::task<mc::result<kj::Own<stream_base>>> rdma_accept(boost::asio::ip::tcp::socket& s, const std::byte* hello,
-                                                        bool enabled);
+                                                       bool enabled);
 /// Client: sends the hello, reads the reply. RDMA stream on status 0;
 /// nullptr on status 1/2 (continue with TCP on `s`, *message says why).
 mc::task<mc::result<kj::Own<stream_base>>> rdma_connect(boost::asio::ip::tcp::socket& s, std::string* message);

@@ -129,8 +129,9 @@ mc::task<mc::result<kj::Own<stream_base>>> rdma_connect(tcp::socket& s, std::str
   auto [rec, rn] = co_await asio::async_read(s, asio::buffer(reply), asio::as_tuple(asio::use_awaitable));
   if (rec || rn != sizeof reply || std::memcmp(reply, reply_magic, 8) != 0) {
     *message = rec == asio::error::eof || (!rec && rn != sizeof reply)
-                   ? std::string("the server closed the connection during the RDMA handshake "
-                                 "(a server too old for RPC over RDMA?)")
+                   ? std::string(
+                         "the server closed the connection during the RDMA handshake "
+                         "(a server too old for RPC over RDMA?)")
                    : "bad or missing RDMA handshake reply" + (rec ? ": " + rec.message() : std::string());
     co_return mc::fail(rec == asio::error::operation_aborted ? mc::errc::cancelled : mc::errc::rpc_fail);
   }

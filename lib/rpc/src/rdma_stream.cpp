@@ -58,8 +58,7 @@ kj::Exception disconnected(const std::string& why) {
 /// last handler let go.
 struct rdma_stream::core {
   core(std::shared_ptr<mc::verbs::device> d, mc::executor ex)
-      : dev(std::move(d)), ctrl(ex), sd(ex),
-        last_activity(std::chrono::steady_clock::now()) {}
+      : dev(std::move(d)), ctrl(ex), sd(ex), last_activity(std::chrono::steady_clock::now()) {}
   ~core();
 
   struct rx {
@@ -80,23 +79,21 @@ struct rdma_stream::core {
 
   std::deque<rx> rxq;
   std::vector<std::uint32_t> free_send;
-  std::uint32_t credits = 0;     // SENDs of data we may still post
-  std::uint32_t owed = 0;        // credits we owe the peer
-  bool fin_pending = false;      // shutdownWrite() waiting for a send slot
+  std::uint32_t credits = 0;  // SENDs of data we may still post
+  std::uint32_t owed = 0;     // credits we owe the peer
+  bool fin_pending = false;   // shutdownWrite() waiting for a send slot
   bool fin_sent = false;
   bool fin_received = false;
   bool read_aborted = false;
-  bool failed = false;           // QP error or peer gone: no more sends
-  bool closed = false;           // stream destroyed
+  bool failed = false;  // QP error or peer gone: no more sends
+  bool closed = false;  // stream destroyed
   std::string error;
   mc::time_point last_activity;
   kj::Own<kj::PromiseFulfiller<void>> read_waiter;
   kj::Own<kj::PromiseFulfiller<void>> write_waiter;
 
   std::byte* recv_buf(std::uint32_t i) const noexcept { return mem + std::size_t{i} * chunk_bytes; }
-  std::byte* send_buf(std::uint32_t i) const noexcept {
-    return mem + (std::size_t{recv_slots} + i) * chunk_bytes;
-  }
+  std::byte* send_buf(std::uint32_t i) const noexcept { return mem + (std::size_t{recv_slots} + i) * chunk_bytes; }
 
   bool post_recv(std::uint32_t slot) noexcept {
     ibv_sge sge{reinterpret_cast<std::uintptr_t>(recv_buf(slot)), chunk_bytes, mr->lkey};
@@ -399,8 +396,7 @@ kj::Promise<void> rdma_stream::write(kj::ArrayPtr<const kj::ArrayPtr<const kj::b
   return write_loop(kj::mv(copy), 0, 0);
 }
 
-kj::Promise<void> rdma_stream::write_loop(kj::Array<kj::ArrayPtr<const kj::byte>> pieces, size_t first,
-                                          size_t offset) {
+kj::Promise<void> rdma_stream::write_loop(kj::Array<kj::ArrayPtr<const kj::byte>> pieces, size_t first, size_t offset) {
   auto& c = *core_;
   for (;;) {
     while (first < pieces.size() && offset == pieces[first].size()) {
@@ -411,9 +407,8 @@ kj::Promise<void> rdma_stream::write_loop(kj::Array<kj::ArrayPtr<const kj::byte>
     if (c.failed || c.closed) return disconnected("RPC over RDMA: " + (c.error.empty() ? "closed" : c.error));
     if (c.fin_sent || c.fin_pending) return disconnected("RPC over RDMA: write after shutdownWrite");
     if (c.credits == 0 || c.free_send.empty()) {
-      return wait_writable().then([this, p = kj::mv(pieces), first, offset]() mutable {
-        return write_loop(kj::mv(p), first, offset);
-      });
+      return wait_writable().then(
+          [this, p = kj::mv(pieces), first, offset]() mutable { return write_loop(kj::mv(p), first, offset); });
     }
     // Gather as many bytes as fit into one chunk.
     std::byte* dst = c.send_buf(c.free_send.back());
@@ -429,8 +424,7 @@ kj::Promise<void> rdma_stream::write_loop(kj::Array<kj::ArrayPtr<const kj::byte>
         offset = 0;
       }
     }
-    if (!c.post_send(msg_kind::data, len))
-      return disconnected("RPC over RDMA: " + c.error);
+    if (!c.post_send(msg_kind::data, len)) return disconnected("RPC over RDMA: " + c.error);
   }
 }
 

@@ -29,8 +29,7 @@ struct serve_state final : serving_call {
 
 }  // namespace
 
-kj::Promise<void> spawn_serving(capnp::CallContextHook& context, mc::executor ex,
-                                mc::task<mc::result<void>> body,
+kj::Promise<void> spawn_serving(capnp::CallContextHook& context, mc::executor ex, mc::task<mc::result<void>> body,
                                 kj::Maybe<capnp::Capability::Client> keepalive) {
   auto& tc = thread_context::current();
   auto st = std::make_shared<serve_state>();
@@ -43,23 +42,22 @@ kj::Promise<void> spawn_serving(capnp::CallContextHook& context, mc::executor ex
 
   boost::asio::co_spawn(
       ex, std::move(body),
-      boost::asio::bind_cancellation_slot(
-          st->signal.slot(), [st](std::exception_ptr e, mc::result<void> r) {
-            st->done = true;
-            if (st->fulfiller && st->fulfiller->isWaiting()) {
-              if (e)
-                st->fulfiller->reject(to_kj_exception(e));
-              else if (!r)
-                st->fulfiller->reject(to_kj_exception(r.error()));
-              else
-                st->fulfiller->fulfill();
-            }
-            if (st->registered) {
-              st->registered = false;
-              st->release_kj();
-              if (auto* c = thread_context::find()) c->leave_call(st.get());
-            }
-          }));
+      boost::asio::bind_cancellation_slot(st->signal.slot(), [st](std::exception_ptr e, mc::result<void> r) {
+        st->done = true;
+        if (st->fulfiller && st->fulfiller->isWaiting()) {
+          if (e)
+            st->fulfiller->reject(to_kj_exception(e));
+          else if (!r)
+            st->fulfiller->reject(to_kj_exception(r.error()));
+          else
+            st->fulfiller->fulfill();
+        }
+        if (st->registered) {
+          st->registered = false;
+          st->release_kj();
+          if (auto* c = thread_context::find()) c->leave_call(st.get());
+        }
+      }));
 
   return paf.promise.attach(kj::defer([st, ex]() mutable {
     st->fulfiller = nullptr;

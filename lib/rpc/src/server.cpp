@@ -78,7 +78,9 @@ namespace {
 /// Per-thread server state (KJ objects), living on runtime thread `index`.
 struct server_thread final : kj::TaskSet::ErrorHandler, std::enable_shared_from_this<server_thread> {
   server_thread(server::impl& o, std::size_t i)
-      : owner(o), index(i), ex(o.rt.executor(i)),
+      : owner(o),
+        index(i),
+        ex(o.rt.executor(i)),
         made(std::make_shared<detail::thread_services>()),
         tasks(kj::heap<kj::TaskSet>(*this)),
         sweep_timer(o.rt.context(i)) {
@@ -94,7 +96,10 @@ struct server_thread final : kj::TaskSet::ErrorHandler, std::enable_shared_from_
     head = c;
   }
   void unlink(server_connection* c) noexcept {
-    if (c->prev) c->prev->next = c->next; else head = c->next;
+    if (c->prev)
+      c->prev->next = c->next;
+    else
+      head = c->next;
     if (c->next) c->next->prev = c->prev;
   }
 
@@ -106,8 +111,8 @@ struct server_thread final : kj::TaskSet::ErrorHandler, std::enable_shared_from_
   }
 
   void arm_sweep() {
-    auto period = std::clamp<mc::duration>(owner.opts.idle_timeout / 4, std::chrono::milliseconds(5),
-                                           std::chrono::seconds(1));
+    auto period =
+        std::clamp<mc::duration>(owner.opts.idle_timeout / 4, std::chrono::milliseconds(5), std::chrono::seconds(1));
     sweep_timer.expires_after(period);
     sweep_timer.async_wait([w = weak_from_this()](boost::system::error_code ec) {
       if (ec) return;
@@ -172,8 +177,7 @@ connection_info peer_of(const tcp::socket& s) {
   auto ep = s.remote_endpoint(ec);
   if (ec) return {};
   auto a = ep.address();
-  if (a.is_v6() && a.to_v6().is_v4_mapped())
-    a = asio::ip::make_address_v4(asio::ip::v4_mapped, a.to_v6());
+  if (a.is_v6() && a.to_v6().is_v4_mapped()) a = asio::ip::make_address_v4(asio::ip::v4_mapped, a.to_v6());
   return {a.to_string(), ep.port()};
 }
 }  // namespace
@@ -280,8 +284,7 @@ mc::task<bool> server::impl::drain_thread(std::size_t i, mc::time_point deadline
 
 // ------------------------------------------------------------------ server
 
-server::server(mc::runtime::runtime& rt, server_options opts)
-    : impl_(std::make_shared<impl>(rt, std::move(opts))) {}
+server::server(mc::runtime::runtime& rt, server_options opts) : impl_(std::make_shared<impl>(rt, std::move(opts))) {}
 
 server::~server() {
   auto s = impl_->st.load();
@@ -306,8 +309,7 @@ mc::result<void> server::start() {
     return mc::fail(mc::errc::invalid_params);
   }
   if (m.opts.threads == 0 || m.opts.threads > m.rt.size()) {
-    m.message = "server_options.threads must be in 1.." + std::to_string(m.rt.size()) +
-                " (the runtime's thread count)";
+    m.message = "server_options.threads must be in 1.." + std::to_string(m.rt.size()) + " (the runtime's thread count)";
     return mc::fail(mc::errc::invalid_params);
   }
   if (m.opts.auth_tokens) {
@@ -386,8 +388,9 @@ void server::stop() {
   if (impl_->st.load() != impl::state::running) return;
   mc::runtime::assert_may_block("mc::rpc::server::stop");
   if (mc::runtime::runtime::current())
-    throw std::logic_error("mc::rpc::server::stop() blocks: call it from a non-runtime thread, "
-                           "or co_await stop_async()");
+    throw std::logic_error(
+        "mc::rpc::server::stop() blocks: call it from a non-runtime thread, "
+        "or co_await stop_async()");
   if (!impl_->rt.running()) {
     std::fprintf(stderr, "mc::rpc::server::stop(): the runtime is not running; leaking server state\n");
     impl_->st = impl::state::stopped;

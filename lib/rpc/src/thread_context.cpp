@@ -79,8 +79,7 @@ thread_local exit_guard tls_exit_guard;
 }  // namespace
 
 thread_context::thread_context(boost::asio::io_context& io)
-    : io_(io), port_(io), loop_(port_), scope_(loop_), tasks_(kj::heap<kj::TaskSet>(*this)),
-      deadline_timer_(io) {
+    : io_(io), port_(io), loop_(port_), scope_(loop_), tasks_(kj::heap<kj::TaskSet>(*this)), deadline_timer_(io) {
   port_.attach(loop_);
 }
 
@@ -90,8 +89,7 @@ thread_context& thread_context::current() {
   if (tls_context) return *tls_context;
   auto* rt = mc::runtime::runtime::current();
   int idx = mc::runtime::runtime::current_index();
-  if (!rt || idx < 0)
-    throw std::logic_error("mc::rpc: RPC objects may only be used on a runtime thread");
+  if (!rt || idx < 0) throw std::logic_error("mc::rpc: RPC objects may only be used on a runtime thread");
   (void)&tls_exit_guard;  // make sure the guard exists on this thread
   tls_context = new thread_context(rt->context(static_cast<std::size_t>(idx)));
   return *tls_context;
@@ -154,7 +152,10 @@ bool thread_context::enter_call(serving_call* c) noexcept {
 }
 
 void thread_context::leave_call(serving_call* c) noexcept {
-  if (c->prev) c->prev->next = c->next; else calls_head_ = c->next;
+  if (c->prev)
+    c->prev->next = c->next;
+  else
+    calls_head_ = c->next;
   if (c->next) c->next->prev = c->prev;
   c->prev = c->next = nullptr;
   if (calls_ && --calls_ == 0) {
@@ -246,8 +247,7 @@ mc::task<void> shutdown_this_thread() {
 
 void shutdown(mc::runtime::runtime& rt) {
   mc::runtime::assert_may_block("mc::rpc::shutdown");
-  if (mc::runtime::runtime::current())
-    throw std::logic_error("mc::rpc::shutdown: call from a non-runtime thread");
+  if (mc::runtime::runtime::current()) throw std::logic_error("mc::rpc::shutdown: call from a non-runtime thread");
   for (std::size_t i = 0; i < rt.size(); ++i) rt.block_on(shutdown_this_thread(), i);
 }
 

@@ -62,7 +62,9 @@ class thread_context final : public kj::TaskSet::ErrorHandler {
   void leave_call(serving_call* c) noexcept;
   std::size_t calls_in_flight() const noexcept { return calls_; }
   void begin_drain() noexcept { ++draining_; }
-  void end_drain() noexcept { if (draining_) --draining_; }
+  void end_drain() noexcept {
+    if (draining_) --draining_;
+  }
   /// Completes when no call is in flight or at `deadline`; true if idle.
   mc::task<bool> wait_calls_idle(mc::time_point deadline);
 

@@ -79,8 +79,8 @@ bool parse_port(std::string_view p, std::uint16_t& out, std::string_view* why) n
 
 /// Splits `text` into host (brackets dropped) and port text. `port_optional`:
 /// a missing port leaves `port` empty (and a bare IPv6 address is a host).
-bool split(std::string_view text, bool port_optional, std::string_view& host, std::string_view& port,
-           bool& has_port, std::string_view* why) noexcept {
+bool split(std::string_view text, bool port_optional, std::string_view& host, std::string_view& port, bool& has_port,
+           std::string_view* why) noexcept {
   if (text.empty()) return no(why, "empty endpoint");
   if (text.size() > endpoint::max_text_size) return no(why, "endpoint too long");
   has_port = false;

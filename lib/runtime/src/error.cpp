@@ -36,8 +36,7 @@ constexpr std::array entries{
     entry{errc::transfer_fail, "TRANSFER_FAIL", "data transfer failed"},
     entry{errc::rpc_fail, "RPC_FAIL", "RPC failed"},
     entry{errc::client_not_found, "CLIENT_NOT_FOUND", "client not registered with the master"},
-    entry{errc::unavailable_in_current_status, "UNAVAILABLE_IN_CURRENT_STATUS",
-          "unavailable in the current status"},
+    entry{errc::unavailable_in_current_status, "UNAVAILABLE_IN_CURRENT_STATUS", "unavailable in the current status"},
     entry{errc::unavailable_in_current_mode, "UNAVAILABLE_IN_CURRENT_MODE",
           "unavailable in the current deployment mode"},
     entry{errc::timeout, "TIMEOUT", "deadline expired"},
@@ -51,8 +50,7 @@ constexpr std::array entries{
     entry{errc::io_error, "IO_ERROR", "I/O error"},
     entry{errc::misaligned, "MISALIGNED", "buffer, offset or length not aligned for O_DIRECT"},
     entry{errc::no_space, "NO_SPACE", "no space left on device"},
-    entry{errc::memlock_limit, "MEMLOCK_LIMIT",
-          "RLIMIT_MEMLOCK too small to register buffers (raise `ulimit -l`)"},
+    entry{errc::memlock_limit, "MEMLOCK_LIMIT", "RLIMIT_MEMLOCK too small to register buffers (raise `ulimit -l`)"},
     entry{errc::short_io, "SHORT_IO", "short read or write"},
 };
 

@@ -18,8 +18,8 @@ namespace mc::runtime {
 namespace {
 thread_local int tls_index = -1;
 thread_local runtime* tls_runtime = nullptr;
-thread_local int tls_allow_blocking = 0;                // nesting depth of blocking_scope
-thread_local const char* tls_allow_why = nullptr;       // innermost scope's reason
+thread_local int tls_allow_blocking = 0;           // nesting depth of blocking_scope
+thread_local const char* tls_allow_why = nullptr;  // innermost scope's reason
 }  // namespace
 
 bool blocking_check_enabled() noexcept { return MC_BLOCKING_CHECK != 0; }
@@ -52,8 +52,7 @@ blocking_scope::~blocking_scope() {
 
 runtime::runtime(std::size_t threads) {
   if (threads == 0) throw std::invalid_argument("runtime: thread count must be >= 1");
-  for (std::size_t i = 0; i < threads; ++i)
-    contexts_.push_back(std::make_unique<boost::asio::io_context>(1));
+  for (std::size_t i = 0; i < threads; ++i) contexts_.push_back(std::make_unique<boost::asio::io_context>(1));
 }
 
 runtime::~runtime() { stop(); }
@@ -65,8 +64,7 @@ void runtime::start() {
     contexts_[i]->restart();
     guards_.push_back(std::make_unique<guard_t>(contexts_[i]->get_executor()));
   }
-  for (std::size_t i = 0; i < contexts_.size(); ++i)
-    threads_.emplace_back([this, i] { thread_main(i); });
+  for (std::size_t i = 0; i < contexts_.size(); ++i) threads_.emplace_back([this, i] { thread_main(i); });
 }
 
 void runtime::stop() {

@@ -104,7 +104,7 @@ class ring_service : public boost::asio::execution_context::service {
   bool retry_posted_ = false;
   std::size_t pending_cqes_ = 0;  // SQEs submitted whose CQE is outstanding
   std::uint64_t synced_version_ = 0;
-  std::array<std::uint64_t, max_fixed_slots> ring_gen_{};   // gen pinned in the ring (0: none)
+  std::array<std::uint64_t, max_fixed_slots> ring_gen_{};    // gen pinned in the ring (0: none)
   std::array<std::uint64_t, max_fixed_slots> failed_gen_{};  // gen this ring failed to pin
 };
 

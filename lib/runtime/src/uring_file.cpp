@@ -67,8 +67,7 @@ int fixed_registry::add(std::byte* base, std::size_t len, unsigned count) {
 
 void fixed_registry::remove(unsigned first, unsigned count) noexcept {
   std::lock_guard lk(m_);
-  for (unsigned k = 0; k < count && first + k < max_fixed_slots; ++k)
-    slots_[first + k] = slot{nullptr, 0, next_gen_++};
+  for (unsigned k = 0; k < count && first + k < max_fixed_slots; ++k) slots_[first + k] = slot{nullptr, 0, next_gen_++};
   version_.fetch_add(1, std::memory_order_acq_rel);
 }
 
@@ -126,9 +125,9 @@ result<fixed_buffer_registration> register_fixed_buffer(std::span<std::byte> reg
   if (rc == 0) io_uring_unregister_buffers(&probe);
   io_uring_queue_exit(&probe);
   if (rc < 0) {
-    auto ec = detail::record_errno(-rc, "io_uring_register_buffers",
-                                   "registering " + std::to_string(region.size()) +
-                                       " bytes as fixed buffers (RLIMIT_MEMLOCK?)");
+    auto ec = detail::record_errno(
+        -rc, "io_uring_register_buffers",
+        "registering " + std::to_string(region.size()) + " bytes as fixed buffers (RLIMIT_MEMLOCK?)");
     return ec;
   }
   int first = detail::fixed_registry::instance().add(region.data(), region.size(), count);
@@ -157,10 +156,18 @@ void uring_file::close() noexcept {
 result<uring_file> uring_file::open(const std::string& path, file_mode mode) {
   int flags = O_DIRECT | O_CLOEXEC;
   switch (mode) {
-    case file_mode::read_only: flags |= O_RDONLY; break;
-    case file_mode::read_write: flags |= O_RDWR; break;
-    case file_mode::create_read_write: flags |= O_RDWR | O_CREAT; break;
-    case file_mode::create_truncate: flags |= O_RDWR | O_CREAT | O_TRUNC; break;
+    case file_mode::read_only:
+      flags |= O_RDONLY;
+      break;
+    case file_mode::read_write:
+      flags |= O_RDWR;
+      break;
+    case file_mode::create_read_write:
+      flags |= O_RDWR | O_CREAT;
+      break;
+    case file_mode::create_truncate:
+      flags |= O_RDWR | O_CREAT | O_TRUNC;
+      break;
   }
   mc::runtime::assert_may_block("mc::runtime::uring_file::open (synchronous open)");
   int fd = ::open(path.c_str(), flags, 0600);
@@ -205,8 +212,7 @@ constexpr std::size_t max_sqe_len = std::size_t(1) << 30;
 task<result<std::size_t>> transfer(detail::ring_service::op_kind kind, int fd, const std::string& path,
                                    std::uint64_t offset, std::byte* p, std::size_t n) {
   if (fd < 0) co_return fail(errc::invalid_params);
-  if (!is_direct_aligned(reinterpret_cast<std::uintptr_t>(p)) || !is_direct_aligned(offset) ||
-      !is_direct_aligned(n))
+  if (!is_direct_aligned(reinterpret_cast<std::uintptr_t>(p)) || !is_direct_aligned(offset) || !is_direct_aligned(n))
     co_return fail(errc::misaligned);
   if (n == 0) co_return std::size_t{0};
   auto ex = co_await boost::asio::this_coro::executor;

@@ -201,8 +201,7 @@ void ring_service::arm() {
 
 void ring_service::on_ready() {
   std::uint64_t counter;
-  while (::read(efd_, &counter, sizeof counter) < 0 && errno == EINTR) {
-  }
+  while (::read(efd_, &counter, sizeof counter) < 0 && errno == EINTR) {}
   struct done_t {
     op_base* o;
     int res;

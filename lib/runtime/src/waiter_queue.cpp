@@ -22,7 +22,7 @@ struct waiter_queue::waiter {
   waiter(std::uint64_t t, H&& h, mc::executor e) : tag(t), handler(std::forward<H>(h)), ex(std::move(e)) {}
   std::uint64_t tag;
   handler_t handler;
-  mc::executor ex;  // the waiter's own executor (its runtime thread)
+  mc::executor ex;          // the waiter's own executor (its runtime thread)
   std::uint64_t value = 0;  // set by the grant
   errc outcome = errc::ok;  // ok (granted), cancelled or timeout
   bool done = false;        // left the queue; guarded by the queue's m_

@@ -227,10 +227,12 @@ struct attached_client::impl {
     if (got.size() != idx.size()) co_return fail_all(make_error_code(errc::rpc_fail));
     for (std::size_t k = 0; k < idx.size(); ++k) {
       auto code = from_wire_code(got[k].first);
-      if (!code) out[idx[k]] = code.error();
+      if (!code)
+        out[idx[k]] = code.error();
       else if (!put && (got[k].second == 0 || got[k].second > items[idx[k]].room))
         out[idx[k]] = make_error_code(errc::rpc_fail);  // a size we never asked for
-      else out[idx[k]] = got[k].second;
+      else
+        out[idx[k]] = got[k].second;
     }
     co_return result<void>{};
   }
@@ -372,7 +374,8 @@ task<std::vector<result<std::size_t>>> attached_client::batch_get_parts(
   auto r = co_await impl_->batch(false, std::move(keys), std::move(pieces));
   std::vector<result<std::size_t>> out;
   out.reserve(r.size());
-  for (auto& x : r) out.push_back(x ? result<std::size_t>(static_cast<std::size_t>(*x)) : result<std::size_t>(x.error()));
+  for (auto& x : r)
+    out.push_back(x ? result<std::size_t>(static_cast<std::size_t>(*x)) : result<std::size_t>(x.error()));
   co_return out;
 }
 
@@ -453,9 +456,7 @@ result<mc::transfer::region> attached_client::register_buffer(std::span<std::byt
   return impl_->eng->register_memory(buf.data(), buf.size(), region_access::remote_read_write);
 }
 
-std::span<std::byte> attached_client::local_buffer() const noexcept {
-  return {impl_->local.get(), impl_->local_size};
-}
+std::span<std::byte> attached_client::local_buffer() const noexcept { return {impl_->local.get(), impl_->local_size}; }
 
 const std::string& attached_client::node_id() const noexcept { return impl_->node_id; }
 const std::string& attached_client::attach_endpoint() const noexcept { return impl_->endpoint; }

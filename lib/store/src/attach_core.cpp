@@ -25,7 +25,10 @@ remote_pieces prefix_of(const remote_pieces& pieces, std::uint64_t size) {
 }
 
 attach_core::attach_core(client& node, attach_server_options opts)
-    : node_(node), opts_(std::move(opts)), keys_(opts_.max_inflight_keys), bytes_(opts_.max_inflight_bytes),
+    : node_(node),
+      opts_(std::move(opts)),
+      keys_(opts_.max_inflight_keys),
+      bytes_(opts_.max_inflight_bytes),
       staging_(opts_.max_staging_bytes) {}
 
 const std::string& attach_core::node_id() const noexcept { return node_.id(); }
@@ -40,8 +43,10 @@ task<std::vector<result<std::uint64_t>>> attach_core::get(std::vector<attach_ite
   std::vector<result<std::uint64_t>> out(n, fail(errc::object_not_found));
   std::vector<std::size_t> todo, remote;
   for (std::size_t i = 0; i < n; ++i) {
-    if (items[i].bad.has_error()) out[i] = items[i].bad.error();
-    else todo.push_back(i);
+    if (items[i].bad.has_error())
+      out[i] = items[i].bad.error();
+    else
+      todo.push_back(i);
   }
   auto& dm = node_.data();
   // Keys held here: their exact size is known, so the attacher's pieces are
@@ -76,10 +81,14 @@ task<std::vector<result<std::uint64_t>>> attach_core::get(std::vector<attach_ite
     for (std::size_t k = 0; k < res.size(); ++k) {
       auto i = index[k];
       auto& v = res[k].value;
-      if (v) out[i] = *v;
-      else if (mc::is(v.error(), errc::object_not_found)) remote.push_back(i);  // removed meanwhile
-      else if (mc::is(v.error(), errc::invalid_params) && pass == 0) again.push_back(i);
-      else out[i] = v.error();
+      if (v)
+        out[i] = *v;
+      else if (mc::is(v.error(), errc::object_not_found))
+        remote.push_back(i);  // removed meanwhile
+      else if (mc::is(v.error(), errc::invalid_params) && pass == 0)
+        again.push_back(i);
+      else
+        out[i] = v.error();
     }
     todo = std::move(again);
   }
@@ -111,8 +120,10 @@ task<void> attach_core::get_staged(std::vector<attach_item>& items, std::vector<
   for (std::size_t j = 0; j < infos.size(); ++j) {
     auto k = asked[j];
     auto& item = items[which[k]];
-    if (!infos[j]) out[which[k]] = infos[j].error();
-    else if (infos[j]->size > item.room) out[which[k]] = fail(errc::buffer_overflow);
+    if (!infos[j])
+      out[which[k]] = infos[j].error();
+    else if (infos[j]->size > item.room)
+      out[which[k]] = fail(errc::buffer_overflow);
     else {
       want[k] = std::min(item.room, std::max(infos[j]->size * 2, ask_above));
       continue;
@@ -207,8 +218,10 @@ task<std::vector<result<void>>> attach_core::put(std::vector<attach_item> items,
   std::vector<remote_write_item> batch;
   std::vector<std::size_t> index;
   for (std::size_t i = 0; i < n; ++i) {
-    if (items[i].bad.has_error()) out[i] = items[i].bad;
-    else if (!room) out[i] = room.error();
+    if (items[i].bad.has_error())
+      out[i] = items[i].bad;
+    else if (!room)
+      out[i] = room.error();
     else {
       batch.push_back({std::move(items[i].key), std::move(items[i].pieces)});
       index.push_back(i);

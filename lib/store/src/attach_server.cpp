@@ -71,8 +71,7 @@ class call_scope {
 /// One object per attacher connection, on its serving thread.
 class attach_service_impl final : public mc::rpc::service<Attach> {
  public:
-  attach_service_impl(mc::executor ex, const mc::rpc::connection_info& conn,
-                      std::shared_ptr<detail::attach_core> core)
+  attach_service_impl(mc::executor ex, const mc::rpc::connection_info& conn, std::shared_ptr<detail::attach_core> core)
       : service(std::move(ex)), conn_(conn), core_(std::move(core)), allowed_(allowed_peer(conn, core_->port.load())) {
     core_->connections.fetch_add(1, std::memory_order_relaxed);
   }
@@ -271,7 +270,7 @@ result<std::unique_ptr<attach_server>> attach_server::start(mc::runtime::runtime
   so.port = port;
   so.threads = opts.threads;
   so.max_connections = opts.max_connections;
-  so.accept_rdma = false;  // same host: TCP loopback is the control plane
+  so.accept_rdma = false;     // same host: TCP loopback is the control plane
   p->core->port.store(port);  // ephemeral: set below, once known
   p->server = std::make_unique<mc::rpc::server>(rt, so);
   p->server->add_service(attach_service_name, mc::rpc::make_connection_service<attach_service_impl>(p->core));

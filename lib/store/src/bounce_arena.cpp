@@ -11,7 +11,9 @@
 namespace mc::store::detail {
 
 bounce_lease::bounce_lease(bounce_lease&& o) noexcept
-    : arena_(std::exchange(o.arena_, nullptr)), slots_(std::move(o.slots_)), pieces_(std::move(o.pieces_)),
+    : arena_(std::exchange(o.arena_, nullptr)),
+      slots_(std::move(o.slots_)),
+      pieces_(std::move(o.pieces_)),
       units_(std::move(o.units_)) {}
 
 bounce_lease& bounce_lease::operator=(bounce_lease&& o) noexcept {
@@ -73,7 +75,8 @@ task<result<bounce_lease>> bounce_arena::acquire_slots(std::size_t n, std::chron
       free_.pop_back();
     }
   }
-  for (auto s : lease.slots_) lease.pieces_.emplace_back(base_ + static_cast<std::size_t>(s) * slot_bytes_, slot_bytes_);
+  for (auto s : lease.slots_)
+    lease.pieces_.emplace_back(base_ + static_cast<std::size_t>(s) * slot_bytes_, slot_bytes_);
   co_return lease;
 }
 
@@ -87,8 +90,10 @@ std::size_t plan_slots(const bounce_arena& arena, const std::vector<std::uint64_
   for (std::size_t k = 0; k < sizes.size(); ++k) {
     if (!wants[k]) continue;
     auto n = static_cast<std::size_t>((sizes[k] + arena.slot_bytes() - 1) / arena.slot_bytes());
-    if (needed + n > arena.slot_count()) wants[k] = false;  // the arena is full
-    else needed += n;
+    if (needed + n > arena.slot_count())
+      wants[k] = false;  // the arena is full
+    else
+      needed += n;
   }
   return needed;
 }
@@ -120,6 +125,5 @@ task<void> copy_pieces_chunked(std::vector<std::span<const std::byte>> src, std:
     }
   }
 }
-
 
 }  // namespace mc::store::detail

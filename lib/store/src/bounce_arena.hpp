@@ -95,5 +95,4 @@ std::vector<std::span<std::byte>> carve_slots(const bounce_arena& arena, const b
 /// between chunks (a long copy never holds a runtime thread).
 task<void> copy_pieces_chunked(std::vector<std::span<const std::byte>> src, std::vector<std::span<std::byte>> dst);
 
-
 }  // namespace mc::store::detail

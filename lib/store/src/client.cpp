@@ -118,21 +118,23 @@ result<std::unique_ptr<client>> client::start(mc::runtime::runtime& rt, client_o
   }
   p->heartbeat_timer = std::make_shared<boost::asio::steady_timer>(rt.executor(0));
   if (auto h = p->background.try_enter())
-    boost::asio::co_spawn(rt.executor(0),
-                          [](impl* self, gate_holder h) -> task<void> {
-                            // stop() cancels it: awaits then return errors, never throw.
-                            co_await boost::asio::this_coro::throw_if_cancelled(false);
-                            co_await self->heartbeat_loop();
-                            h.leave();
-                          }(raw, std::move(h)),
-                          boost::asio::bind_cancellation_slot(p->heartbeat_cancel.slot(), boost::asio::detached));
+    boost::asio::co_spawn(
+        rt.executor(0),
+        [](impl* self, gate_holder h) -> task<void> {
+          // stop() cancels it: awaits then return errors, never throw.
+          co_await boost::asio::this_coro::throw_if_cancelled(false);
+          co_await self->heartbeat_loop();
+          h.leave();
+        }(raw, std::move(h)),
+        boost::asio::bind_cancellation_slot(p->heartbeat_cancel.slot(), boost::asio::detached));
   if (auto h = p->background.try_enter())
-    boost::asio::co_spawn(rt.executor(0),
-                          [](impl* self, gate_holder h) -> task<void> {
-                            co_await self->notice_loop();
-                            h.leave();
-                          }(raw, std::move(h)),
-                          boost::asio::detached);
+    boost::asio::co_spawn(
+        rt.executor(0),
+        [](impl* self, gate_holder h) -> task<void> {
+          co_await self->notice_loop();
+          h.leave();
+        }(raw, std::move(h)),
+        boost::asio::detached);
   return std::unique_ptr<client>(new client(std::move(p)));
 }
 
@@ -203,8 +205,7 @@ task<void> client::impl::heartbeat_loop() {
         // The notice queue overflowed (here or at the master): replace the
         // master's view of this holder with the full key set.
         if (auto a = co_await republish_all(); a)
-          std::fprintf(stderr, "mooncake_client %s: resynced %zu keys with the master\n", id.c_str(),
-                       backend->count());
+          std::fprintf(stderr, "mooncake_client %s: resynced %zu keys with the master\n", id.c_str(), backend->count());
         continue;
       }
       stats.master_errors.fetch_add(1, std::memory_order_relaxed);
@@ -230,18 +231,10 @@ mc::transfer::engine& client::engine() noexcept { return *impl_->engine; }
 client_stats client::stats() const {
   auto& s = impl_->stats;
   constexpr auto r = std::memory_order_relaxed;
-  client_stats out{s.local_hits.load(r),
-                   s.remote_hits.load(r),
-                   s.misses.load(r),
-                   s.fallbacks.load(r),
-                   s.route_cache_hits.load(r),
-                   s.master_errors.load(r),
-                   impl_->registered.load(),
-                   s.notices_sent.load(r),
-                   s.notice_batches.load(r),
-                   s.notice_overflows.load(r),
-                   s.resyncs.load(r),
-                   s.superseded_drops.load(r),
+  client_stats out{s.local_hits.load(r),       s.remote_hits.load(r),      s.misses.load(r),
+                   s.fallbacks.load(r),        s.route_cache_hits.load(r), s.master_errors.load(r),
+                   impl_->registered.load(),   s.notices_sent.load(r),     s.notice_batches.load(r),
+                   s.notice_overflows.load(r), s.resyncs.load(r),          s.superseded_drops.load(r),
                    s.stale_publishes.load(r)};
   out.batch_calls = s.batch_calls.load(r);
   out.batch_keys = s.batch_keys.load(r);

@@ -42,7 +42,6 @@ struct client::impl::get_item {
   bool inline_read(std::uint64_t threshold) const { return !no_inline && threshold > 0 && size() <= threshold; }
 };
 
-
 task<result<client::impl::wave_units>> client::impl::wave_room(std::size_t keys, std::uint64_t bytes) {
   // Keys first, then bytes (always in this order: no two waves can each hold
   // one and wait for the other). Waiting counts against rpc_timeout.
@@ -77,8 +76,8 @@ bool client::impl::needs_bounce(const std::vector<std::span<std::byte>>& pieces,
   return false;
 }
 
-result<client::impl::exposure> client::impl::expose(const std::vector<std::span<std::byte>>& pieces,
-                                                    std::uint64_t size, mc::transfer::region_access access,
+result<client::impl::exposure> client::impl::expose(const std::vector<std::span<std::byte>>& pieces, std::uint64_t size,
+                                                    mc::transfer::region_access access,
                                                     const std::vector<std::span<std::byte>>& slots,
                                                     bool allow_derived) {
   exposure e;
@@ -129,17 +128,22 @@ task<std::vector<result<std::size_t>>> client::impl::get_many(std::vector<std::s
     it.key = std::move(keys[i]);
     it.pieces = std::move(pieces[i]);
     it.room = room_of(it.pieces);
-    if (auto k = check_key(it.key); !k) it.finish(k.error());
-    else if (it.pieces.size() > max_value_pieces) it.finish(fail(errc::invalid_params));
+    if (auto k = check_key(it.key); !k)
+      it.finish(k.error());
+    else if (it.pieces.size() > max_value_pieces)
+      it.finish(fail(errc::invalid_params));
     else {
       if (probe_local) local.push_back(dm->get_parts(it.key, it.pieces));
       probing.push_back(&it);
     }
   }
   std::vector<result<std::size_t>> found;
-  if (!probe_local) found.assign(probing.size(), fail(errc::object_not_found));
-  else if (local.size() == 1) found.push_back(co_await std::move(local.front()));
-  else found = co_await mc::when_all(std::move(local));
+  if (!probe_local)
+    found.assign(probing.size(), fail(errc::object_not_found));
+  else if (local.size() == 1)
+    found.push_back(co_await std::move(local.front()));
+  else
+    found = co_await mc::when_all(std::move(local));
   std::vector<get_item*> remote;
   for (std::size_t k = 0; k < probing.size(); ++k) {
     auto& r = found[k];
@@ -181,8 +185,10 @@ task<void> client::impl::fetch_routes(std::vector<get_item*>& items) {
       }
       auto& one = (*r)[k - at];
       if (!one) {
-        if (mc::is(one.error(), errc::object_not_found)) stats.misses.fetch_add(1, relaxed);
-        else stats.master_errors.fetch_add(1, relaxed);
+        if (mc::is(one.error(), errc::object_not_found))
+          stats.misses.fetch_add(1, relaxed);
+        else
+          stats.master_errors.fetch_add(1, relaxed);
         it->finish(one.error());
         continue;
       }
@@ -375,8 +381,6 @@ task<std::vector<result<std::size_t>>> client::batch_get(std::vector<std::string
   co_return co_await batch_get_parts(std::move(keys), std::move(pieces));
 }
 
-
-
 task<result<std::size_t>> client::get_parts(std::string key, std::vector<std::span<std::byte>> pieces) {
   std::vector<std::string> keys;
   keys.push_back(std::move(key));
@@ -385,7 +389,6 @@ task<result<std::size_t>> client::get_parts(std::string key, std::vector<std::sp
   auto r = co_await impl_->get_many(std::move(keys), std::move(all));
   co_return std::move(r.front());
 }
-
 
 task<std::vector<result<bool>>> client::batch_exists(std::vector<std::string> keys) {
   auto error = [](boost::system::error_code ec) { return result<bool>(boost::system::in_place_error, ec); };
@@ -399,9 +402,12 @@ task<std::vector<result<bool>>> client::batch_exists(std::vector<std::string> ke
   }
   std::vector<std::size_t> ask;
   for (std::size_t i = 0; i < keys.size(); ++i) {
-    if (auto k = check_key(keys[i]); !k) out[i] = error(k.error());
-    else if (p.dm->exists(keys[i])) out[i] = true;
-    else ask.push_back(i);
+    if (auto k = check_key(keys[i]); !k)
+      out[i] = error(k.error());
+    else if (p.dm->exists(keys[i]))
+      out[i] = true;
+    else
+      ask.push_back(i);
   }
   for (std::size_t at = 0; at < ask.size(); at += lookup_chunk) {
     auto end = std::min(ask.size(), at + lookup_chunk);
@@ -410,10 +416,14 @@ task<std::vector<result<bool>>> client::batch_exists(std::vector<std::string> ke
     auto r = co_await p.master.lookup(std::move(batch));
     for (auto k = at; k < end; ++k) {
       auto& slot = out[ask[k]];
-      if (!r) slot = error(r.error());
-      else if (auto& one = (*r)[k - at]; one) slot = true;
-      else if (mc::is(one.error(), errc::object_not_found)) slot = false;
-      else slot = error(one.error());
+      if (!r)
+        slot = error(r.error());
+      else if (auto& one = (*r)[k - at]; one)
+        slot = true;
+      else if (mc::is(one.error(), errc::object_not_found))
+        slot = false;
+      else
+        slot = error(one.error());
     }
   }
   co_return out;

@@ -86,7 +86,8 @@ struct client::impl {
   /// alike across the fleet), so a large batch waits instead of being refused.
   std::unique_ptr<async_semaphore> inflight_keys;
   std::size_t wave_keys() const noexcept {
-    return static_cast<std::size_t>(std::min<std::uint64_t>(opts.limits.max_inflight_keys_per_connection, max_batch_items));
+    return static_cast<std::size_t>(
+        std::min<std::uint64_t>(opts.limits.max_inflight_keys_per_connection, max_batch_items));
   }
 
   // Group commit of publishes: concurrent commit hooks queue their item; the
@@ -106,8 +107,8 @@ struct client::impl {
         master_errors{0};
     std::atomic<std::uint64_t> batch_calls{0}, batch_keys{0}, batch_rpcs{0}, inline_reads{0}, inline_writes{0},
         remote_read_bytes{0}, publish_batches{0}, publishes{0};
-    std::atomic<std::uint64_t> notices_sent{0}, notice_batches{0}, notice_overflows{0}, resyncs{0},
-        superseded_drops{0}, stale_publishes{0};
+    std::atomic<std::uint64_t> notices_sent{0}, notice_batches{0}, notice_overflows{0}, resyncs{0}, superseded_drops{0},
+        stale_publishes{0};
   } stats;
 
   // Registration with the master; republish everything held when `republish`.

@@ -75,8 +75,10 @@ task<result<void>> client::remove(std::string key) {
     for (auto& h : *holders) {
       if (h.client_id == p.id) continue;
       auto r = co_await p.peers.remove(h.rpc_endpoint, key);
-      if (r || mc::is(r.error(), errc::object_not_found)) removed = removed || r.has_value();
-      else if (!first_error) first_error = r.error();
+      if (r || mc::is(r.error(), errc::object_not_found))
+        removed = removed || r.has_value();
+      else if (!first_error)
+        first_error = r.error();
     }
   }
   if (auto r = co_await p.dm->remove(key); r) removed = true;
@@ -87,8 +89,8 @@ task<result<void>> client::remove(std::string key) {
 
 task<result<std::uint64_t>> client::remove_matching(std::string pattern, bool all) {
   auto& p = *impl_;
-  constexpr std::uint32_t page = 4096;     // keys per master call
-  constexpr std::size_t fan_out = 64;      // holder notices in flight
+  constexpr std::uint32_t page = 4096;  // keys per master call
+  constexpr std::size_t fan_out = 64;   // holder notices in flight
   std::uint64_t removed = 0;
   std::uint32_t from = 0;
   for (;;) {

@@ -33,7 +33,8 @@ mc::config::option_set make_option_set(client_options& o) {
            "fails transfers to peers that lack it)")
       .add("rpc_max_connections", &o.rpc_max_connections, "RPC connections cached per thread", 1, 65536)
       .add("http_host", &o.http_host, "bind host of the HTTP server (/metrics, /health, /stats, /kv/<key>)")
-      .add("http_port", &o.http_port, "HTTP port (/metrics, /health, /stats, /kv/<key>); 0 = HTTP off; not given: derived from "
+      .add("http_port", &o.http_port,
+           "HTTP port (/metrics, /health, /stats, /kv/<key>); 0 = HTTP off; not given: derived from "
            "client_rpc_port as 9080 + (client_rpc_port - 12345), wrapped into 1024..65535 (ephemeral when "
            "client_rpc_port is 0)")
       .add_size("http_max_value_bytes", &o.http_max_value_bytes, "largest value accepted or returned by /kv/<key>")
@@ -42,8 +43,8 @@ mc::config::option_set make_option_set(client_options& o) {
            "6x, at least 30s")
       .add("http_max_connections", &o.http_max_connections,
            "HTTP connections served at once (0 = RLIMIT_NOFILE / 4, within 64..16384); more are answered 503 "
-           "with Retry-After", 0,
-           65536)
+           "with Retry-After",
+           0, 65536)
       .add("drain_grace", &o.drain_grace,
            "on SIGTERM, /health answers 503 (draining) this long before the node stops; a second signal "
            "skips the wait")
@@ -54,12 +55,14 @@ mc::config::option_set make_option_set(client_options& o) {
                 "anything is allocated or evicted")
       .add("max_inflight_keys_per_connection", &o.limits.max_inflight_keys_per_connection,
            "peer read/write items in flight on one RPC connection (each batch item counts); more fail with "
-           "OVERLOADED", 1, std::uint64_t{1} << 32)
+           "OVERLOADED",
+           1, std::uint64_t{1} << 32)
       .add_size("max_inflight_bytes_per_connection", &o.limits.max_inflight_bytes_per_connection,
                 "bytes of peer read/write items in flight on one RPC connection; more fail with OVERLOADED")
       .add("max_inflight_keys_per_peer", &o.limits.max_inflight_keys_per_peer,
            "peer read/write items in flight from one peer IP over all its connections; more fail with "
-           "OVERLOADED", 1, std::uint64_t{1} << 32)
+           "OVERLOADED",
+           1, std::uint64_t{1} << 32)
       .add_size("max_inflight_bytes_per_peer", &o.limits.max_inflight_bytes_per_peer,
                 "bytes of peer read/write items in flight from one peer IP; more fail with OVERLOADED")
       .add_size("max_serving_bytes", &o.limits.max_serving_bytes,
@@ -105,7 +108,8 @@ std::string refused(std::string_view option, const std::string& value, std::stri
 std::string resolve(client_options& o, const mc::config::option_set& parsed) {
   if (o.deployment_mode != "P2P" && o.deployment_mode != "p2p")
     return "deployment_mode '" + o.deployment_mode + "' is not supported: this client implements only P2P";
-  if (o.protocol != "tcp" && o.protocol != "rdma") return "protocol '" + o.protocol + "' is unknown (expected tcp or rdma)";
+  if (o.protocol != "tcp" && o.protocol != "rdma")
+    return "protocol '" + o.protocol + "' is unknown (expected tcp or rdma)";
   o.device_list.clear();
   for (std::size_t pos = 0; pos <= o.device_names.size();) {
     auto comma = o.device_names.find(',', pos);
@@ -113,8 +117,10 @@ std::string resolve(client_options& o, const mc::config::option_set& parsed) {
     auto name = o.device_names.substr(pos, comma - pos);
     while (!name.empty() && name.front() == ' ') name.erase(0, 1);
     while (!name.empty() && name.back() == ' ') name.pop_back();
-    if (!name.empty()) o.device_list.push_back(name);
-    else if (comma < o.device_names.size()) return "device_names '" + o.device_names + "' has an empty entry";
+    if (!name.empty())
+      o.device_list.push_back(name);
+    else if (comma < o.device_names.size())
+      return "device_names '" + o.device_names + "' has an empty entry";
     pos = comma + 1;
   }
   if (std::string_view why; !o.local_hostname.empty() && !mc::endpoint::make(o.local_hostname, 1, &why))
@@ -124,14 +130,12 @@ std::string resolve(client_options& o, const mc::config::option_set& parsed) {
   if (o.transfer_transport != "auto" && o.transfer_transport != "tcp" && o.transfer_transport != "same_host" &&
       o.transfer_transport != "rdma")
     return "transfer_transport '" + o.transfer_transport + "' is unknown (expected auto, tcp, same_host or rdma)";
-  if (o.transfer_transport == "rdma" && o.protocol != "rdma")
-    return "transfer_transport 'rdma' needs protocol 'rdma'";
+  if (o.transfer_transport == "rdma" && o.protocol != "rdma") return "transfer_transport 'rdma' needs protocol 'rdma'";
   if (o.rpc_timeout.count() <= 0) return "rpc_timeout must be positive";
   if (o.heartbeat_interval.count() <= 0) return "heartbeat_interval must be positive";
   if (o.http_max_value_bytes == 0) return "http_max_value_bytes must be positive";
   if (o.http_read_timeout.count() <= 0) return "http_read_timeout must be positive";
-  if (o.limits.max_request_timeout.count() <= 0 ||
-      o.limits.max_request_timeout > std::chrono::milliseconds(60'000))
+  if (o.limits.max_request_timeout.count() <= 0 || o.limits.max_request_timeout > std::chrono::milliseconds(60'000))
     return "max_request_timeout must be in (0, 60s]";
   if (o.limits.max_remote_write_bytes == 0) return "max_remote_write_bytes must be positive";
   if (o.limits.max_inflight_bytes_per_connection == 0 || o.limits.max_inflight_bytes_per_peer == 0)
@@ -155,7 +159,8 @@ std::string resolve(client_options& o, const mc::config::option_set& parsed) {
   // A master reached over loopback means a single-host cluster: advertise
   // loopback too, rather than whichever interface address comes first.
   if (o.local_hostname.empty() && is_loopback_endpoint(o.master_server_address)) o.local_hostname = "127.0.0.1";
-  if (o.tiers.empty()) o.tiers.push_back(tiered::tier_config{tiered::tier_type::dram, 512ull << 20, 100, "OFFSET", {}, false});
+  if (o.tiers.empty())
+    o.tiers.push_back(tiered::tier_config{tiered::tier_type::dram, 512ull << 20, 100, "OFFSET", {}, false});
   return {};
 }
 

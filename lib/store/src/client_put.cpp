@@ -50,8 +50,10 @@ task<std::vector<result<void>>> client::impl::put_many(std::vector<std::string> 
     it.key = std::move(keys[i]);
     it.pieces = std::move(values[i]);
     it.size = room_of(it.pieces);
-    if (auto k = check_key(it.key); !k) it.out = k;
-    else if (it.size == 0 || it.pieces.size() > max_value_pieces) it.out = fail(errc::invalid_params);
+    if (auto k = check_key(it.key); !k)
+      it.out = k;
+    else if (it.size == 0 || it.pieces.size() > max_value_pieces)
+      it.out = fail(errc::invalid_params);
     else {
       valid.push_back(&it);
       total += it.size;
@@ -86,8 +88,7 @@ task<std::vector<result<void>>> client::impl::put_many(std::vector<std::string> 
   co_return out;
 }
 
-task<void> client::impl::write_wave(std::string endpoint, std::string transfer_endpoint,
-                                    std::vector<put_item*> items) {
+task<void> client::impl::write_wave(std::string endpoint, std::string transfer_endpoint, std::vector<put_item*> items) {
   const auto threshold = opts.inline_threshold;
   const auto access = mc::transfer::region_access::remote_read;
   // On RDMA, derived tokens (and bounce slots) need a fence when we give up:

@@ -32,9 +32,7 @@ struct item_outcome {
   std::uint64_t size = 0;
 };
 
-item_outcome outcome_of(const result<void>& r, std::uint64_t size) {
-  return {r ? 0 : r.error().value(), size};
-}
+item_outcome outcome_of(const result<void>& r, std::uint64_t size) { return {r ? 0 : r.error().value(), size}; }
 
 item_outcome refused(errc e) { return {static_cast<std::int32_t>(e), 0}; }
 
@@ -48,8 +46,10 @@ void set_result(ItemResult::Builder b, const item_outcome& o) {
 class registration_cache {
  public:
   explicit registration_cache(const client_service_options& o)
-      : master_(o.master_address, o.master_timeout), enabled_(!o.master_address.empty()),
-        ttl_(o.registration_ttl), max_(std::max<std::size_t>(o.registration_cache_max, 1)) {}
+      : master_(o.master_address, o.master_timeout),
+        enabled_(!o.master_address.empty()),
+        ttl_(o.registration_ttl),
+        max_(std::max<std::size_t>(o.registration_cache_max, 1)) {}
 
   /// The registration of `id`. Errors: access_denied (unknown id, or no
   /// master configured), the master call's rpc_fail / timeout.
@@ -174,10 +174,10 @@ class admission {
 struct item_request {
   std::string key;
   std::string client_id;
-  remote_pieces pieces;           // where the bytes are (requester's memory); empty: inline
-  std::uint64_t inline_max = 0;   // reads: accept the value inline up to this
+  remote_pieces pieces;             // where the bytes are (requester's memory); empty: inline
+  std::uint64_t inline_max = 0;     // reads: accept the value inline up to this
   std::span<const std::byte> data;  // writes: the value inside the request (lives with the call)
-  bool malformed = false;         // both a single buffer and pieces, or too many pieces
+  bool malformed = false;           // both a single buffer and pieces, or too many pieces
 };
 
 template <class R>
@@ -196,8 +196,10 @@ item_request read_request(ReadItem::Reader r) {
   auto item = common_item(r);
   item.inline_max = r.getInlineMax();
   if (r.hasDest() && r.getDest().getLength() > 0) {
-    if (!item.pieces.empty()) item.malformed = true;
-    else item.pieces.push_back(to_remote(r.getDest()));
+    if (!item.pieces.empty())
+      item.malformed = true;
+    else
+      item.pieces.push_back(to_remote(r.getDest()));
   }
   return item;
 }
@@ -207,8 +209,10 @@ item_request write_request(WriteItem::Reader r) {
   auto d = r.getData();
   item.data = {reinterpret_cast<const std::byte*>(d.begin()), d.size()};
   if (r.hasSrc() && r.getSrc().getLength() > 0) {
-    if (!item.pieces.empty()) item.malformed = true;
-    else item.pieces.push_back(to_remote(r.getSrc()));
+    if (!item.pieces.empty())
+      item.malformed = true;
+    else
+      item.pieces.push_back(to_remote(r.getSrc()));
   }
   if (!item.data.empty() && !item.pieces.empty()) item.malformed = true;
   return item;
@@ -370,8 +374,7 @@ class client_service_impl final : public mc::rpc::service<ClientService> {
     // counts against the request's deadline.
     std::uint64_t transfer_bytes = 0;
     for (auto& b : batch) transfer_bytes += total_length(b.dest).value_or(0);
-    auto room = co_await s_->serving.acquire_for(
-        transfer_bytes, mc::time_left(deadline));
+    auto room = co_await s_->serving.acquire_for(transfer_bytes, mc::time_left(deadline));
     std::vector<bool> starved(batch.size(), false);
     if (!room) {  // inline answers only: nothing is transferred without room
       for (std::size_t k = 0; k < batch.size(); ++k) {
@@ -380,8 +383,8 @@ class client_service_impl final : public mc::rpc::service<ClientService> {
       }
     }
     auto left = mc::time_left(deadline);
-    auto out = co_await s_->dm.read_remote_batch(std::move(batch), left, l.max_inline_value_bytes,
-                                                 l.max_inline_reply_bytes);
+    auto out =
+        co_await s_->dm.read_remote_batch(std::move(batch), left, l.max_inline_value_bytes, l.max_inline_reply_bytes);
     for (std::size_t i = 0; i < items.size(); ++i)
       if (decided[i]) set_result(slot(i), early[i]);
     std::uint64_t copied = 0;
@@ -414,7 +417,8 @@ class client_service_impl final : public mc::rpc::service<ClientService> {
     std::vector<item_request> items;
     items.push_back(read_request(p.getItem()));
     auto results = ctx.getResults();
-    co_await run_reads(std::move(items), [results](std::size_t) mutable { return results.initResult(); }, deadline);
+    co_await run_reads(
+        std::move(items), [results](std::size_t) mutable { return results.initResult(); }, deadline);
     co_return result<void>{};
   }
 
@@ -439,8 +443,8 @@ class client_service_impl final : public mc::rpc::service<ClientService> {
     items.reserve(list.size());
     for (auto it : list) items.push_back(read_request(it));
     auto res = ctx.getResults().initResults(list.size());
-    co_await run_reads(std::move(items), [res](std::size_t i) mutable { return res[static_cast<unsigned>(i)]; },
-                       deadline);
+    co_await run_reads(
+        std::move(items), [res](std::size_t i) mutable { return res[static_cast<unsigned>(i)]; }, deadline);
     co_return result<void>{};
   }
 

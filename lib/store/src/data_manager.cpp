@@ -97,7 +97,8 @@ task<result<void>> data_manager::put(const std::string& key, std::span<const std
   co_return co_await commit_and_publish(key, std::move(*h), value.size());
 }
 
-task<result<void>> data_manager::commit_and_publish(const std::string& key, tiered::write_handle h, std::uint64_t size) {
+task<result<void>> data_manager::commit_and_publish(const std::string& key, tiered::write_handle h,
+                                                    std::uint64_t size) {
   // Shielded from the caller's cancellation: once the bytes are in, commit
   // and publish run to completion on this executor (the caller still awaits
   // the outcome). The gate lets close() wait for them.
@@ -109,7 +110,8 @@ task<result<void>> data_manager::commit_and_publish(const std::string& key, tier
       boost::asio::bind_cancellation_slot(boost::asio::cancellation_slot(), boost::asio::use_awaitable));
 }
 
-task<result<void>> data_manager::finish_commit(std::string key, tiered::write_handle h, std::uint64_t size, gate_holder g) {
+task<result<void>> data_manager::finish_commit(std::string key, tiered::write_handle h, std::uint64_t size,
+                                               gate_holder g) {
   std::uint64_t version = 0;
   {
     // The exclusive key lock only around the commit itself (no I/O under it).

@@ -14,7 +14,6 @@ namespace {
 
 using clock = std::chrono::steady_clock;
 
-
 /// The sub-descriptors covering bytes [off, off + len) of a value laid over
 /// `pieces` (the caller checked that the pieces cover the value).
 remote_pieces slice(const remote_pieces& pieces, std::uint64_t off, std::uint64_t len) {
@@ -45,7 +44,8 @@ task<result<void>> move_range(mc::transfer::engine& engine, mc::transfer::op_kin
                               const remote_pieces& pieces, std::uint64_t off, clock::time_point deadline) {
   auto parts = slice(pieces, off, local.size());
   if (parts.size() == 1) {
-    if (op == mc::transfer::op_kind::write) co_return co_await engine.write(local, std::move(parts[0]), mc::time_left(deadline));
+    if (op == mc::transfer::op_kind::write)
+      co_return co_await engine.write(local, std::move(parts[0]), mc::time_left(deadline));
     co_return co_await engine.read(local, std::move(parts[0]), mc::time_left(deadline));
   }
   std::vector<mc::transfer::request> reqs;
@@ -103,9 +103,8 @@ task<result<std::uint64_t>> data_manager::read_remote(const std::string& key, mc
 }
 
 task<std::vector<remote_read_outcome>> data_manager::read_remote_batch(std::vector<remote_read_item> items,
-                                                                        mc::duration timeout,
-                                                                        std::uint64_t inline_limit,
-                                                                        std::uint64_t inline_budget) {
+                                                                       mc::duration timeout, std::uint64_t inline_limit,
+                                                                       std::uint64_t inline_budget) {
   const auto deadline = clock::now() + timeout;
   std::vector<remote_read_outcome> out(items.size());
   std::vector<tiered::read_handle> pinned(items.size());
@@ -197,9 +196,11 @@ task<result<void>> data_manager::send_staged(const tiered::read_handle& h, const
   std::uint64_t off = 0;
   for (;;) {
     const std::uint64_t next_off = off + cur.size();
-    if (next_off >= size) co_return co_await move_range(engine_, mc::transfer::op_kind::write, cur, dest, off, deadline);
+    if (next_off >= size)
+      co_return co_await move_range(engine_, mc::transfer::op_kind::write, cur, dest, off, deadline);
     if (spare_buf.empty()) {  // single-buffered: send, then read the next chunk into the same buffer
-      if (auto r = co_await move_range(engine_, mc::transfer::op_kind::write, cur, dest, off, deadline); !r) co_return r;
+      if (auto r = co_await move_range(engine_, mc::transfer::op_kind::write, cur, dest, off, deadline); !r)
+        co_return r;
       cur = cur_buf.first(static_cast<std::size_t>(std::min<std::uint64_t>(chunk, size - next_off)));
       if (auto r = co_await h.read_into(cur, next_off); !r) co_return r;
       off = next_off;
@@ -304,7 +305,8 @@ task<std::vector<result<void>>> data_manager::write_remote_batch(std::vector<rem
   co_return out;
 }
 
-task<void> data_manager::commit_batch(const std::vector<remote_write_item>& items, std::vector<tiered::write_handle>& handles,
+task<void> data_manager::commit_batch(const std::vector<remote_write_item>& items,
+                                      std::vector<tiered::write_handle>& handles,
                                       const std::vector<std::uint64_t>& sizes, std::vector<result<void>>& out) {
   // Steps 8-9: commit (exclusive lock, atomic replace) and publish, shielded
   // from cancellation; a failed item's handle releases its allocation and

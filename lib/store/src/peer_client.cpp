@@ -61,8 +61,10 @@ peer_read_result read_result(ItemResult::Reader r, const peer_read& asked) {
   }
   std::uint64_t want = 0;
   for (auto& d : asked.dest) want += d.length;
-  if (asked.dest.empty() || r.getSize() != want) out.value = make_error_code(errc::rpc_fail);
-  else out.value = want;
+  if (asked.dest.empty() || r.getSize() != want)
+    out.value = make_error_code(errc::rpc_fail);
+  else
+    out.value = want;
   return out;
 }
 

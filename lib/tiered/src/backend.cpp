@@ -12,8 +12,7 @@ namespace mc::tiered::detail {
 task<result<std::shared_ptr<value>>> backend_core::allocate(std::size_t size, std::optional<tier_type> preferred) {
   std::vector<tier*> order;
   for (auto& t : tiers) order.push_back(t.get());
-  if (preferred)
-    std::stable_partition(order.begin(), order.end(), [&](tier* t) { return t->cfg.type == *preferred; });
+  if (preferred) std::stable_partition(order.begin(), order.end(), [&](tier* t) { return t->cfg.type == *preferred; });
   bool fits_somewhere = false;
   for (tier* t : order) {
     if (size > t->cfg.capacity) continue;
@@ -114,8 +113,7 @@ task<backend_core::demote_result> backend_core::demote(victim& vic, tier& to) {
   auto& from = *vic.v;
   if (from.t->cfg.type != tier_type::dram) co_return demote_result::failed;  // SSD values are dropped
   auto dst = co_await allocate_in(to, vic.v->size);
-  if (!dst)
-    co_return mc::is(dst.error(), mc::errc::cancelled) ? demote_result::cancelled : demote_result::failed;
+  if (!dst) co_return mc::is(dst.error(), mc::errc::cancelled) ? demote_result::cancelled : demote_result::failed;
   if (to.cfg.type == tier_type::ssd) {
     auto w = co_await ssd_write(**dst, 0, {from.dram(), from.size}, /*reserved=*/true);
     if (!w) co_return mc::is(w.error(), mc::errc::cancelled) ? demote_result::cancelled : demote_result::failed;

@@ -52,8 +52,8 @@ class tier {
   // value::referenced; the victim scan gives referenced values a second
   // chance. Lock order: an index shard's mutex, then q_m.
   std::mutex q_m;
-  value* q_head = nullptr;  // guarded by q_m
-  value* q_tail = nullptr;  // guarded by q_m
+  value* q_head = nullptr;   // guarded by q_m
+  value* q_tail = nullptr;   // guarded by q_m
   std::uint64_t values = 0;  // guarded by q_m
   /// Queue operations; the caller holds q_m.
   void enqueue(value* v) noexcept;
@@ -77,7 +77,7 @@ struct value : std::enable_shared_from_this<value> {
   const std::size_t size;
   const allocation space;  ///< the tier allocator's handle
   backend_core* core = nullptr;
-  std::atomic<bool> moving{false};  // picked for demotion/eviction
+  std::atomic<bool> moving{false};      // picked for demotion/eviction
   std::atomic<bool> referenced{false};  // read since the CLOCK hand last passed
   // Guarded by t->q_m: the queue links and the index's key (set while queued).
   value* q_prev = nullptr;
@@ -114,8 +114,7 @@ class backend_core {
   // ---- I/O (io.cpp)
   /// `reserved`: use the demotion buffer (outside the pool) instead of the
   /// pool, so demotion never waits for buffers held by callers of allocate().
-  task<result<void>> ssd_write(const value& v, std::uint64_t at, std::span<const std::byte> src,
-                               bool reserved = false);
+  task<result<void>> ssd_write(const value& v, std::uint64_t at, std::span<const std::byte> src, bool reserved = false);
   task<result<void>> ssd_read(const value& v, std::uint64_t at, std::span<std::byte> dst);
   task<result<staging_buffer>> acquire_staging(std::size_t size);
   void release_staging(unsigned index) noexcept;
@@ -144,9 +143,7 @@ class backend_core {
     index_map map;
   };
   static constexpr std::size_t shard_count = 64;
-  shard& shard_of(std::string_view key) const noexcept {
-    return shards_[string_hash{}(key) & (shard_count - 1)];
-  }
+  shard& shard_of(std::string_view key) const noexcept { return shards_[string_hash{}(key) & (shard_count - 1)]; }
   task<result<std::shared_ptr<value>>> allocate_in(tier& t, std::size_t size);
   std::optional<victim> pick_victim(tier& t);
   enum class demote_result { moved, failed, cancelled };
@@ -169,7 +166,7 @@ class backend_core {
   std::atomic<value_version> last_version_{0};  // the hybrid clock
   // Staging pool: free buffer indices and FIFO waiters (any thread).
   mc::waiter_queue staging_q_;  // its lock guards free_staging_ too
-  mc::async_mutex demote_m_;  // guards the reserved demotion buffer (the last chunk)
+  mc::async_mutex demote_m_;    // guards the reserved demotion buffer (the last chunk)
   std::vector<unsigned> free_staging_;
 };
 

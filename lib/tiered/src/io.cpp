@@ -240,8 +240,6 @@ void tiered_backend::for_each_key(const std::function<void(const key_info&)>& fn
 void tiered_backend::set_observer(observer fn) { core_->set_observer(std::move(fn)); }
 std::vector<tier_usage> tiered_backend::usage() const { return core_->usage(); }
 
-task<result<staging_buffer>> tiered_backend::acquire_staging(std::size_t size) {
-  return core_->acquire_staging(size);
-}
+task<result<staging_buffer>> tiered_backend::acquire_staging(std::size_t size) { return core_->acquire_staging(size); }
 
 }  // namespace mc::tiered

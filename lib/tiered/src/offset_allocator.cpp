@@ -82,8 +82,10 @@ void offset_allocator::insert_free(std::uint32_t n) noexcept {
 void offset_allocator::remove_free(std::uint32_t n) noexcept {
   auto& nd = nodes_[n];
   const unsigned bin = bin_down(nd.size);
-  if (nd.bin_prev != none) nodes_[nd.bin_prev].bin_next = nd.bin_next;
-  else head_[bin] = nd.bin_next;
+  if (nd.bin_prev != none)
+    nodes_[nd.bin_prev].bin_next = nd.bin_next;
+  else
+    head_[bin] = nd.bin_next;
   if (nd.bin_next != none) nodes_[nd.bin_next].bin_prev = nd.bin_prev;
   nd.bin_prev = nd.bin_next = none;
   if (head_[bin] == none) {
@@ -178,8 +180,8 @@ offset_allocator::stats offset_allocator::get_stats() const {
   s.allocations = live_;
   if (group_mask_) {
     const unsigned g = 63 - static_cast<unsigned>(std::countl_zero(group_mask_));
-    const unsigned bin = g * bins_per_group + 7 - static_cast<unsigned>(std::countl_zero(
-                                                      static_cast<std::uint32_t>(bin_mask_[g]) << 24));
+    const unsigned bin = g * bins_per_group + 7 -
+                         static_cast<unsigned>(std::countl_zero(static_cast<std::uint32_t>(bin_mask_[g]) << 24));
     for (auto n = head_[bin]; n != none; n = nodes_[n].bin_next)
       s.largest_free = std::max(s.largest_free, nodes_[n].size << shift_);
   }

@@ -98,8 +98,8 @@ class strict_handler {
   }
 
   std::vector<std::set<std::string, std::less<>>> keys_;  ///< keys seen, per open object
-  std::string key_;     ///< the key being read (it may come in parts)
-  std::string number_;  ///< the number being read (it may come in parts)
+  std::string key_;                                       ///< the key being read (it may come in parts)
+  std::string number_;                                    ///< the number being read (it may come in parts)
 };
 
 }  // namespace
@@ -129,8 +129,7 @@ boost::system::result<boost::json::value, std::string> parse_strict(std::string_
   bj::error_code ec;
   std::size_t used = p.write_some(false, text.data(), text.size(), ec);
   if (!ec && used != text.size()) {
-    return failure(boost::system::in_place_error,
-                   position(text, used) + ": unexpected trailing characters");
+    return failure(boost::system::in_place_error, position(text, used) + ": unexpected trailing characters");
   }
   if (ec) {
     std::string what = p.handler().problem.empty() ? ec.message() : p.handler().problem;

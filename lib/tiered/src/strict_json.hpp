@@ -11,8 +11,8 @@ namespace mc::tiered::json {
 
 /// The bounds of one document: text from a flag or a file is untrusted.
 inline constexpr std::size_t max_text_bytes = std::size_t{1} << 20;
-inline constexpr std::size_t max_depth = 16;             ///< nested objects/arrays
-inline constexpr std::size_t max_string_bytes = 4096;    ///< a string value (a path fits)
+inline constexpr std::size_t max_depth = 16;           ///< nested objects/arrays
+inline constexpr std::size_t max_string_bytes = 4096;  ///< a string value (a path fits)
 inline constexpr std::size_t max_key_bytes = 256;
 inline constexpr std::size_t max_object_members = 256;
 inline constexpr std::size_t max_array_elements = 4096;

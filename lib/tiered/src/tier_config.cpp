@@ -152,9 +152,9 @@ config_result<std::uint64_t> parse_capacity(std::string_view text) {
   while (i < text.size() && std::isspace(static_cast<unsigned char>(text[i]))) ++i;
   std::string unit = upper(text.substr(i));
   while (!unit.empty() && std::isspace(static_cast<unsigned char>(unit.back()))) unit.pop_back();
-  static const std::pair<const char*, int> units[] = {
-      {"", 0},  {"B", 0},   {"K", 1},  {"KB", 1}, {"KIB", 1}, {"M", 2},  {"MB", 2},  {"MIB", 2},
-      {"G", 3}, {"GB", 3},  {"GIB", 3}, {"T", 4}, {"TB", 4},  {"TIB", 4}};
+  static const std::pair<const char*, int> units[] = {{"", 0},    {"B", 0},  {"K", 1},   {"KB", 1}, {"KIB", 1},
+                                                      {"M", 2},   {"MB", 2}, {"MIB", 2}, {"G", 3},  {"GB", 3},
+                                                      {"GIB", 3}, {"T", 4},  {"TB", 4},  {"TIB", 4}};
   for (auto [name, shift] : units) {
     if (unit != name) continue;
     for (int k = 0; k < shift; ++k) {
@@ -241,11 +241,16 @@ config_result<std::vector<tier_config>> parse_tiers_toml(std::string_view toml_t
     raw_tier rt;
     for (auto& [k, v] : *tbl) {
       const std::string name(k.str());
-      if (auto s = v.value_exact<std::string>()) rt.fields.emplace_back(name, *s);
-      else if (auto n = v.value_exact<std::int64_t>()) rt.fields.emplace_back(name, *n);
-      else if (auto d = v.value_exact<double>()) rt.fields.emplace_back(name, *d);
-      else if (auto b = v.value_exact<bool>()) rt.fields.emplace_back(name, *b);
-      else return err(at + "." + name + ": expected a string, number or boolean");
+      if (auto s = v.value_exact<std::string>())
+        rt.fields.emplace_back(name, *s);
+      else if (auto n = v.value_exact<std::int64_t>())
+        rt.fields.emplace_back(name, *n);
+      else if (auto d = v.value_exact<double>())
+        rt.fields.emplace_back(name, *d);
+      else if (auto b = v.value_exact<bool>())
+        rt.fields.emplace_back(name, *b);
+      else
+        return err(at + "." + name + ": expected a string, number or boolean");
     }
     raws.push_back(std::move(rt));
   }

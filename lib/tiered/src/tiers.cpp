@@ -15,15 +15,13 @@ namespace mc::tiered::detail {
 
 namespace {
 config_error tier_error(const tier& t, mc::errc code, const std::string& what) {
-  return config_error{code, "tiers[" + std::to_string(t.index) + "] (" + std::string(tier_type_name(t.cfg.type)) +
-                                "): " + what};
+  return config_error{
+      code, "tiers[" + std::to_string(t.index) + "] (" + std::string(tier_type_name(t.cfg.type)) + "): " + what};
 }
 }  // namespace
 
 tier::tier(tier_config c, std::size_t i)
-    : cfg(std::move(c)),
-      index(i),
-      alloc_(cfg.capacity, cfg.type == tier_type::dram ? dram_alignment : ssd_alignment) {}
+    : cfg(std::move(c)), index(i), alloc_(cfg.capacity, cfg.type == tier_type::dram ? dram_alignment : ssd_alignment) {}
 
 tier::~tier() {
   if (arena) ::munmap(arena, arena_len);
@@ -53,15 +51,15 @@ config_result<void> tier::open() {
     return tier_error(*this, mc::errc::unavailable_in_current_status, name + " is in use by another process");
   auto f = mc::runtime::uring_file::open(name, mc::runtime::file_mode::create_truncate);
   if (!f)
-    return tier_error(*this, mc::to_errc(f.error()), name + ": " + mc::runtime::last_io_error().message +
-                                                         (mc::is(f.error(), mc::errc::unsupported)
-                                                              ? " (the filesystem does not support O_DIRECT)"
-                                                              : ""));
+    return tier_error(
+        *this, mc::to_errc(f.error()),
+        name + ": " + mc::runtime::last_io_error().message +
+            (mc::is(f.error(), mc::errc::unsupported) ? " (the filesystem does not support O_DIRECT)" : ""));
   file = std::move(*f);
   if (auto a = file.allocate(alloc_.capacity()); !a)
-    return tier_error(*this, mc::to_errc(a.error()),
-                      "preallocating " + std::to_string(alloc_.capacity()) + " bytes: " +
-                          mc::runtime::last_io_error().message);
+    return tier_error(
+        *this, mc::to_errc(a.error()),
+        "preallocating " + std::to_string(alloc_.capacity()) + " bytes: " + mc::runtime::last_io_error().message);
   return {};
 }
 
@@ -84,10 +82,14 @@ void tier::enqueue(value* v) noexcept {
 }
 
 void tier::dequeue(value* v) noexcept {
-  if (v->q_prev) v->q_prev->q_next = v->q_next;
-  else q_head = v->q_next;
-  if (v->q_next) v->q_next->q_prev = v->q_prev;
-  else q_tail = v->q_prev;
+  if (v->q_prev)
+    v->q_prev->q_next = v->q_next;
+  else
+    q_head = v->q_next;
+  if (v->q_next)
+    v->q_next->q_prev = v->q_prev;
+  else
+    q_tail = v->q_prev;
   v->q_prev = v->q_next = nullptr;
 }
 

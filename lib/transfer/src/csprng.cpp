@@ -15,10 +15,18 @@ namespace {
 constexpr std::uint32_t rotl(std::uint32_t v, int n) noexcept { return (v << n) | (v >> (32 - n)); }
 
 inline void quarter(std::uint32_t& a, std::uint32_t& b, std::uint32_t& c, std::uint32_t& d) noexcept {
-  a += b; d ^= a; d = rotl(d, 16);
-  c += d; b ^= c; b = rotl(b, 12);
-  a += b; d ^= a; d = rotl(d, 8);
-  c += d; b ^= c; b = rotl(b, 7);
+  a += b;
+  d ^= a;
+  d = rotl(d, 16);
+  c += d;
+  b ^= c;
+  b = rotl(b, 12);
+  a += b;
+  d ^= a;
+  d = rotl(d, 8);
+  c += d;
+  b ^= c;
+  b = rotl(b, 7);
 }
 
 std::atomic<std::uint64_t> fork_generation{0};

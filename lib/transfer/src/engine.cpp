@@ -31,7 +31,8 @@ void check_options(const engine_options& o) {
     throw std::invalid_argument(
         "transfer: protocol 'rdma': this build has no verbs support (libibverbs was not found at build time); "
         "use protocol 'tcp'");
-  if (o.protocol != "tcp" && o.protocol != "rdma") throw std::invalid_argument("transfer: unknown protocol '" + o.protocol + "'");
+  if (o.protocol != "tcp" && o.protocol != "rdma")
+    throw std::invalid_argument("transfer: unknown protocol '" + o.protocol + "'");
   if (o.slice_size < 4096 || o.slice_size > (64u << 20))
     throw std::invalid_argument("transfer: slice_size must be within 4 KiB .. 64 MiB");
   if (o.connections_per_peer < 1 || o.connections_per_peer > 64)
@@ -65,7 +66,7 @@ std::string first_interface_address() {
 }  // namespace
 
 std::pair<std::uint64_t, std::uint64_t> own_pid_namespace() noexcept {
-  struct stat st{};
+  struct stat st {};
   if (::stat("/proc/self/ns/pid", &st) != 0) return {0, 0};
   return {static_cast<std::uint64_t>(st.st_dev), static_cast<std::uint64_t>(st.st_ino)};
 }
@@ -133,8 +134,7 @@ mc::result<void> engine_impl::start() {
     if (!shm_server_->listen(shm_name_)) {
       // Another process advertises the same endpoint in this network
       // namespace (or abstract sockets are unavailable): serve TCP only.
-      std::fprintf(stderr, "transfer: same-host control socket unavailable for %s; TCP only\n",
-                   endpoint_.c_str());
+      std::fprintf(stderr, "transfer: same-host control socket unavailable for %s; TCP only\n", endpoint_.c_str());
       shm_server_.reset();
     }
   }
@@ -159,15 +159,15 @@ task<void> engine_impl::close_thread(std::size_t i) {
 
 task<void> engine_impl::shutdown() {
   if (stopping_.exchange(true)) {
-    (void)co_await drain_within(std::max<std::chrono::steady_clock::duration>(std::chrono::seconds(2),
-                                                                              opts_.default_timeout));  // a second caller waits for the first
+    (void)co_await drain_within(
+        std::max<std::chrono::steady_clock::duration>(std::chrono::seconds(2),
+                                                      opts_.default_timeout));  // a second caller waits for the first
     co_return;
   }
   if (!endpoint_.empty()) inproc_withdraw(endpoint_);
-  for (std::size_t i = 0; i < threads_.size(); ++i)
-    co_await mc::run_on(rt_.executor(i), close_thread(i));
-  if (!co_await drain_within(std::max<std::chrono::steady_clock::duration>(std::chrono::seconds(2),
-                                                                           opts_.default_timeout))) {
+  for (std::size_t i = 0; i < threads_.size(); ++i) co_await mc::run_on(rt_.executor(i), close_thread(i));
+  if (!co_await drain_within(
+          std::max<std::chrono::steady_clock::duration>(std::chrono::seconds(2), opts_.default_timeout))) {
     // Every connection was interrupted, yet some coroutine did not unwind
     // (a completion the I/O backend lost). stop() must not wait forever:
     // the stragglers are destroyed with the runtime, and these internals,
@@ -175,7 +175,7 @@ task<void> engine_impl::shutdown() {
     std::fprintf(stderr, "transfer: stop: %zu operation(s) did not unwind in time; leaving them to the runtime\n",
                  gate_.in_flight());
     new std::shared_ptr<engine_impl>(shared_from_this());  // deliberate leak, see above
-    if (shm_server_) shm_server_->stop();  // its own thread: bounded by itself
+    if (shm_server_) shm_server_->stop();                  // its own thread: bounded by itself
     co_return;
   }
   if (shm_server_) shm_server_->stop();
@@ -214,18 +214,18 @@ void engine_impl::stop_unstarted() noexcept {
   if (tcp_server_) tcp_server_->close();
 }
 
-task<void> engine_impl::run_group(thread_state& ts, const std::string& endpoint,
-                                  std::vector<transfer_item*> items) {
+task<void> engine_impl::run_group(thread_state& ts, const std::string& endpoint, std::vector<transfer_item*> items) {
   using tk = transport_kind;
   std::span<transfer_item*> all(items);
   auto finish_all = [&](errc e) {
     for (auto* it : items) it->finish(make_error_code(e));
   };
   if (opts_.force) {
-    transport* t = *opts_.force == tk::tcp ? tcp_.get()
-                   : *opts_.force == tk::same_host ? shm_.get()
+    transport* t = *opts_.force == tk::tcp          ? tcp_.get()
+                   : *opts_.force == tk::same_host  ? shm_.get()
                    : *opts_.force == tk::in_process ? inproc_.get()
-                   : *opts_.force == tk::rdma ? rdma_.get() : nullptr;
+                   : *opts_.force == tk::rdma       ? rdma_.get()
+                                                    : nullptr;
     if (!t) co_return finish_all(errc::unsupported);
     for (auto* it : items) it->via = t->kind();
     co_await t->execute(ts, endpoint, all);
@@ -247,8 +247,8 @@ task<void> engine_impl::run_group(thread_state& ts, const std::string& endpoint,
     co_return;
   }
   std::vector<transfer_item*> rest = items;
-  for (transport* t : {opts_.enable_in_process ? inproc_.get() : nullptr,
-                       opts_.enable_same_host ? shm_.get() : nullptr, rdma_.get()}) {
+  for (transport* t : {opts_.enable_in_process ? inproc_.get() : nullptr, opts_.enable_same_host ? shm_.get() : nullptr,
+                       rdma_.get()}) {
     if (!t || rest.empty()) continue;
     for (auto* it : rest) it->via = t->kind();
     co_await t->execute(ts, endpoint, std::span<transfer_item*>(rest));
@@ -278,7 +278,8 @@ task<std::vector<mc::result<void>>> engine_impl::run_batch(std::vector<request> 
   std::map<std::string_view, std::vector<transfer_item*>> groups;
   const auto now = std::chrono::steady_clock::now();
   const auto deadline = timeout < std::chrono::steady_clock::time_point::max() - now
-                            ? now + timeout : std::chrono::steady_clock::time_point::max();
+                            ? now + timeout
+                            : std::chrono::steady_clock::time_point::max();
   for (std::size_t i = 0; i < reqs.size(); ++i) {
     auto& q = reqs[i];
     auto& it = items[i];
@@ -307,17 +308,19 @@ task<std::vector<mc::result<void>>> engine_impl::run_batch(std::vector<request> 
       } else {
         std::vector<task<int>> tasks;
         for (auto& [ep, v] : *groups)
-          tasks.push_back([](engine_impl* s, thread_state* t, std::string e,
-                             std::vector<transfer_item*> its) -> task<int> {
-            co_await s->run_group(*t, e, std::move(its));
-            co_return 0;
-          }(self, ts, std::string(ep), std::move(v)));
+          tasks.push_back(
+              [](engine_impl* s, thread_state* t, std::string e, std::vector<transfer_item*> its) -> task<int> {
+                co_await s->run_group(*t, e, std::move(its));
+                co_return 0;
+              }(self, ts, std::string(ep), std::move(v)));
         co_await mc::when_all(std::move(tasks));
       }
       co_return mc::result<void>{};
     };
     auto r = co_await mc::with_deadline(body(this, &ts, &groups), timeout);
-    const errc unfinished = stopping_ ? errc::shutting_down : (!r && mc::is(r.error(), errc::timeout)) ? errc::timeout : errc::cancelled;
+    const errc unfinished = stopping_                                  ? errc::shutting_down
+                            : (!r && mc::is(r.error(), errc::timeout)) ? errc::timeout
+                                                                       : errc::cancelled;
     for (auto& it : items)
       if (!it.done || mc::is(it.ec, errc::cancelled)) {
         it.ec = make_error_code(unfinished);
@@ -450,8 +453,8 @@ const engine_options& engine::options() const noexcept { return impl_->opts_; }
 mc::result<region> engine::register_memory(void* addr, std::size_t len, region_access access) {
   if (impl_->stopping_) return fail(errc::shutting_down);
   if (static_cast<std::uint8_t>(access) > 3) return fail(errc::invalid_params);
-  auto t = impl_->rdma_ctx_ ? detail::rdma_register(*impl_, addr, len, access)
-                            : impl_->registry_->add(addr, len, access);
+  auto t =
+      impl_->rdma_ctx_ ? detail::rdma_register(*impl_, addr, len, access) : impl_->registry_->add(addr, len, access);
   if (!t) return t.error();
   return region(impl_->registry_, t->token, t->id, static_cast<std::byte*>(addr), len, impl_->endpoint_);
 }

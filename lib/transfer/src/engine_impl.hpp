@@ -60,9 +60,8 @@ class peer_verdicts {
       const auto now = clock::now();
       std::erase_if(m_, [&](const auto& kv) { return now >= kv.second.until; });
       if (m_.size() >= capacity)
-        m_.erase(std::min_element(m_.begin(), m_.end(), [](const auto& a, const auto& b) {
-          return a.second.until < b.second.until;
-        }));
+        m_.erase(std::min_element(m_.begin(), m_.end(),
+                                  [](const auto& a, const auto& b) { return a.second.until < b.second.until; }));
     }
     m_[endpoint] = {v, until};
   }
@@ -96,9 +95,9 @@ struct atomic_counters {
 
 struct engine_counters {
   std::array<atomic_counters, transport_kind_count> initiated;
-  std::atomic<std::uint64_t> served_read_ops{0}, served_read_bytes{0}, served_write_ops{0},
-      served_write_bytes{0}, served_rejects{0}, outbound{0}, inbound{0}, same_host_fallbacks{0},
-      grants_held{0}, derived{0}, rdma_regs{0}, fences{0}, fenced_qps{0};
+  std::atomic<std::uint64_t> served_read_ops{0}, served_read_bytes{0}, served_write_ops{0}, served_write_bytes{0},
+      served_rejects{0}, outbound{0}, inbound{0}, same_host_fallbacks{0}, grants_held{0}, derived{0}, rdma_regs{0},
+      fences{0}, fenced_qps{0};
 };
 
 inline void bump(std::atomic<std::uint64_t>& c, std::uint64_t v = 1) noexcept {
@@ -118,8 +117,7 @@ class engine_impl : public std::enable_shared_from_this<engine_impl> {
   void stop_unstarted() noexcept;
 
   /// Runs a batch on the calling runtime thread (which must be one of ours).
-  task<std::vector<mc::result<void>>> run_batch(std::vector<request> reqs,
-                                               std::chrono::steady_clock::duration timeout);
+  task<std::vector<mc::result<void>>> run_batch(std::vector<request> reqs, std::chrono::steady_clock::duration timeout);
 
   /// engine::fence with protocol "rdma": served QPs from `peer` (any
   /// thread), then ours to `peer` on every runtime thread.

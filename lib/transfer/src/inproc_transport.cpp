@@ -66,9 +66,7 @@ class inproc_transport final : public transport {
 
 }  // namespace
 
-std::unique_ptr<transport> make_inproc_transport(engine_impl& eng) {
-  return std::make_unique<inproc_transport>(eng);
-}
+std::unique_ptr<transport> make_inproc_transport(engine_impl& eng) { return std::make_unique<inproc_transport>(eng); }
 
 void inproc_publish(const std::string& endpoint, std::weak_ptr<registry> reg) {
   std::lock_guard lk(dir_mutex());

@@ -176,10 +176,9 @@ task<region_io> recv_into_region(Socket& s, const region_entry& e, std::byte* p,
 /// Sends `head` (a response header) followed by n bytes of region memory at p;
 /// every system call that touches the region runs under its access lock.
 template <class Socket>
-task<region_io> send_from_region(Socket& s, const region_entry& e, const std::byte* head,
-                                 std::size_t head_len, const std::byte* p, std::uint64_t n) {
-  iovec iov[2] = {{const_cast<std::byte*>(head), head_len},
-                  {const_cast<std::byte*>(p), static_cast<std::size_t>(n)}};
+task<region_io> send_from_region(Socket& s, const region_entry& e, const std::byte* head, std::size_t head_len,
+                                 const std::byte* p, std::uint64_t n) {
+  iovec iov[2] = {{const_cast<std::byte*>(head), head_len}, {const_cast<std::byte*>(p), static_cast<std::size_t>(n)}};
   iovec* cur = iov;
   int cnt = 2;
   while (cnt > 0) {

@@ -67,7 +67,7 @@ struct pooled_conn final : closable {
   pooled_conn(const pooled_conn&) = delete;
   pooled_conn& operator=(const pooled_conn&) = delete;
   void close_now() noexcept override {
-    if constexpr (requires(Socket& x) { x.native_handle(); }) {
+    if constexpr (requires(Socket & x) { x.native_handle(); }) {
       interrupt_socket(sock);
     } else {  // a link with its own stop (rdma_link: QP to error, nothing awaited on its socket)
       boost::system::error_code ignored;
@@ -77,7 +77,7 @@ struct pooled_conn final : closable {
   Socket sock;
   live_registration reg;
   std::uint64_t next_id = 1;
-  std::int64_t peer_pid = 0;  // same-host control connections
+  std::int64_t peer_pid = 0;        // same-host control connections
   std::uint64_t peer_instance = 0;  // same-host: the peer engine's instance id
 
  private:
@@ -243,8 +243,8 @@ template <class Socket>
 class pool_map {
  public:
   /// nullptr when max_peers pools are all in use.
-  peer_pool<Socket>* get(const std::string& endpoint, mc::executor ex, std::size_t conns,
-                         std::size_t max_peers, const bool* stopping) {
+  peer_pool<Socket>* get(const std::string& endpoint, mc::executor ex, std::size_t conns, std::size_t max_peers,
+                         const bool* stopping) {
     ++clock_;
     auto it = pools_.find(endpoint);
     if (it != pools_.end()) {

@@ -66,8 +66,7 @@ void rdma_deregister(rdma_context& ctx, std::uint64_t token) noexcept;
 /// connection.
 /// `slot` keeps the target-side QP alive as long as the connection. False:
 /// close the connection.
-task<bool> rdma_serve(engine_impl& eng, boost::asio::ip::tcp::socket& s, const header& h,
-                      std::shared_ptr<void>& slot);
+task<bool> rdma_serve(engine_impl& eng, boost::asio::ip::tcp::socket& s, const header& h, std::shared_ptr<void>& slot);
 
 /// engine::fence, served side: moves every served QP whose initiator
 /// announced `peer` as its endpoint (or announced none) to the error state

@@ -51,8 +51,8 @@ namespace {
 task<void> poll_loop(rdma_thread* th, std::size_t k, [[maybe_unused]] gate_holder g) {
   rdma_rail& r = *th->rails[k];
   for (;;) {
-    auto [ec] = co_await r.sd.async_wait(asio::posix::stream_descriptor::wait_read,
-                                         asio::as_tuple(asio::use_awaitable));
+    auto [ec] =
+        co_await r.sd.async_wait(asio::posix::stream_descriptor::wait_read, asio::as_tuple(asio::use_awaitable));
     if (ec || th->stopping) co_return;
     ibv_cq* cq = nullptr;
     void* cctx = nullptr;

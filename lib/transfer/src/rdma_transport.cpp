@@ -56,7 +56,7 @@ struct job {
   std::vector<slice> slices;
   std::deque<std::uint32_t> queue;  // indices into slices still to post
   std::vector<std::uint64_t> remaining;
-  std::size_t start = 0;  // first rail of this batch
+  std::size_t start = 0;         // first rail of this batch
   std::size_t chain = qp_depth;  // slices per chain (smaller: spread over the workers)
 };
 
@@ -145,8 +145,8 @@ class rdma_transport final : public transport {
       if (j.queue.empty()) co_return 0;
       if (!c) {
         rail = rail0 ? 0 : (j.start + w) % th.rails_for(j.endpoint);
-        auto* pool = th.rails[rail]->pools.get(j.endpoint, ts.ex, eng_.opts_.connections_per_peer,
-                                               eng_.opts_.max_peers, &th.stopping);
+        auto* pool = th.rails[rail]->pools.get(j.endpoint, ts.ex, eng_.opts_.connections_per_peer, eng_.opts_.max_peers,
+                                               &th.stopping);
         if (!pool) {
           if (rail == 0) fail_rest(j, make_error_code(errc::no_available_handle));
           co_return 0;
@@ -198,7 +198,8 @@ class rdma_transport final : public transport {
       if (n++ >= j.chain) break;
       transfer_item* it = j.items[j.slices[si].item];
       if (it->done || th.rkeys.contains(rkey_key{j.endpoint, q.dev, it->token})) continue;
-      if (std::none_of(need.begin(), need.end(), [&](auto& p) { return p.second == it; })) need.emplace_back(it->token, it);
+      if (std::none_of(need.begin(), need.end(), [&](auto& p) { return p.second == it; }))
+        need.emplace_back(it->token, it);
     }
     for (auto [token, it] : need) {
       header h;
@@ -435,15 +436,15 @@ class rdma_transport final : public transport {
     co_return status_to_error(r->status);
   }
 
-  task<result<std::unique_ptr<pooled_conn<rdma_link>>>> connect(thread_state& ts, rdma_thread& th,
-                                                                 std::string endpoint, std::size_t rail) {
+  task<result<std::unique_ptr<pooled_conn<rdma_link>>>> connect(thread_state& ts, rdma_thread& th, std::string endpoint,
+                                                                std::size_t rail) {
     auto s = co_await connect_tcp(ts.ex, endpoint);
     if (!s) co_return s.error();
     co_return co_await handshake(ts, th, std::move(*s), endpoint, rail);
   }
 
   task<result<std::unique_ptr<pooled_conn<rdma_link>>>> handshake(thread_state& ts, rdma_thread& th, tcp_socket s,
-                                                                   const std::string& endpoint, std::size_t rail) {
+                                                                  const std::string& endpoint, std::size_t rail) {
     auto st = std::make_unique<qp_state>(th, std::move(s), rail);
     th.states.insert(st.get());
     mc::verbs::device& dev = th.ctx->dev(rail);

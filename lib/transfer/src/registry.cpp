@@ -72,8 +72,8 @@ mc::result<added_region> registry::add_child(std::uint64_t parent_token, std::ui
   e->rights = rights;
   e->parent = p.token;
   e->root = p.root;
-  e->token = rdma_tokens ? fresh_token(~0xffffffffull, derived_token_bit | (p.token & 0xffffffffull))
-                         : fresh_token(~0ull, 0);
+  e->token =
+      rdma_tokens ? fresh_token(~0xffffffffull, derived_token_bit | (p.token & 0xffffffffull)) : fresh_token(~0ull, 0);
   e->id = next_id_++;
   p.children.insert(e->token);
   by_token_.emplace(e->token, e);
@@ -133,7 +133,8 @@ std::optional<containing_region> registry::find_containing(std::uint64_t addr, s
   for (int i = 0; i < 16 && b != by_base_.begin(); ++i) {
     --b;
     const region_entry& e = *b->second;
-    if (e.contains(addr, len) && grants(e.rights, need)) return containing_region{e.token, e.id, e.base, e.length, e.rights};
+    if (e.contains(addr, len) && grants(e.rights, need))
+      return containing_region{e.token, e.id, e.base, e.length, e.rights};
   }
   return std::nullopt;
 }

@@ -156,7 +156,7 @@ class registry {
   mutable std::shared_mutex m_;
   std::unordered_map<std::uint64_t, std::shared_ptr<region_entry>> by_token_;
   std::multimap<std::uint64_t, region_entry*> by_base_;  // top-level entries only
-  std::uint64_t next_id_ = 1;  // guarded by m_
+  std::uint64_t next_id_ = 1;                            // guarded by m_
   std::atomic<std::uint64_t> revoked_with_grants_{0};
 };
 

@@ -97,7 +97,7 @@ mc::result<void> shm_server::listen(const std::string& name) {
 void shm_server::stop() noexcept {
   if (!s_->thread.joinable()) return;
   asio::post(s_->ctx, [st = s_.get()] {
-    st->stopping = true;  // connections accepted but not yet started end at once
+    st->stopping = true;             // connections accepted but not yet started end at once
     interrupt_socket(st->acceptor);  // the accept loop wakes and closes it
     std::vector<closable*> all(st->live.begin(), st->live.end());
     for (auto* c : all) c->close_now();
@@ -181,7 +181,7 @@ task<void> serve_unix(shm_server::state* st, unix_socket sock) {
     if (h->op == wire_op::shm_hello) {
       resp.op = wire_op::shm_hello_resp;
       resp.address = static_cast<std::uint64_t>(::getpid());  // informational (older initiators compare it)
-      if (h->length == shm_identity_size) {  // revision 2: our identity follows
+      if (h->length == shm_identity_size) {                   // revision 2: our identity follows
         resp.length = extra = shm_identity_size;
         put_u64(out.data() + header_size, st->eng.pid_ns_.first);
         put_u64(out.data() + header_size + 8, st->eng.pid_ns_.second);

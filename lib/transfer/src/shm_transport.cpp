@@ -54,8 +54,7 @@ class shm_transport final : public transport {
       for (auto* it : items) it->finish(make_error_code(errc::unsupported));
       co_return;
     }
-    auto* pool = ts.shm_pools.get(endpoint, ts.ex, eng_.opts_.connections_per_peer, eng_.opts_.max_peers,
-                                  &ts.stopping);
+    auto* pool = ts.shm_pools.get(endpoint, ts.ex, eng_.opts_.connections_per_peer, eng_.opts_.max_peers, &ts.stopping);
     if (!pool) {
       for (auto* it : items) it->finish(make_error_code(errc::unsupported));
       co_return;
@@ -80,8 +79,8 @@ class shm_transport final : public transport {
   /// Marks `endpoint` "not same host" for refused_ttl (TCP from now on).
   void refuse(thread_state& ts, const std::string& endpoint, const char* why) {
     if (!refused(ts, endpoint))
-      std::fprintf(stderr, "transfer: same-host transport not used for %s for %llds: %s; using TCP\n",
-                   endpoint.c_str(), static_cast<long long>(refused_ttl.count()), why);
+      std::fprintf(stderr, "transfer: same-host transport not used for %s for %llds: %s; using TCP\n", endpoint.c_str(),
+                   static_cast<long long>(refused_ttl.count()), why);
     ts.not_same_host.put(endpoint, same_host_verdict::refused, std::chrono::steady_clock::now() + refused_ttl);
     bump(eng_.counters_.same_host_fallbacks);
   }
@@ -201,7 +200,8 @@ class shm_transport final : public transport {
         co_return result<void>{};
       }
       const auto before = done;
-      auto copied = co_await copy(static_cast<pid_t>(c.peer_pid), it, done, std::min(resp->token, to_monotonic_ns(it.deadline)));
+      auto copied =
+          co_await copy(static_cast<pid_t>(c.peer_pid), it, done, std::min(resp->token, to_monotonic_ns(it.deadline)));
       if (done != before) idle_grants = 0;
       header rel;
       rel.op = wire_op::shm_release;
@@ -345,7 +345,8 @@ class shm_transport final : public transport {
       if (eng_.refuse_cma_for_tests_)
         errno = EPERM;
       else
-        n = it.op == op_kind::read ? ::process_vm_readv(pid, &l, 1, &r, 1, 0) : ::process_vm_writev(pid, &l, 1, &r, 1, 0);
+        n = it.op == op_kind::read ? ::process_vm_readv(pid, &l, 1, &r, 1, 0)
+                                   : ::process_vm_writev(pid, &l, 1, &r, 1, 0);
       if (n < 0) {
         if (errno == EINTR) continue;
         if (errno == EPERM || errno == EACCES || errno == ENOSYS) co_return copy_end::refused;
@@ -373,8 +374,9 @@ class shm_transport final : public transport {
     s.non_blocking(true, ig);
     auto cred = peer_cred_of(s);
     if (!cred || cred->pid <= 0 || cred->uid != ::geteuid()) {
-      refuse(ts, endpoint, !cred || cred->pid <= 0 ? "the peer process is not visible in our pid namespace"
-                                                   : "the peer runs as another user");
+      refuse(ts, endpoint,
+             !cred || cred->pid <= 0 ? "the peer process is not visible in our pid namespace"
+                                     : "the peer runs as another user");
       co_return fail(errc::unsupported);
     }
     auto c = std::make_unique<pooled_conn<unix_socket>>(std::move(s), ts.live, nullptr);

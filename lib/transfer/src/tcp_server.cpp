@@ -126,8 +126,7 @@ mc::result<std::uint16_t> tcp_server::listen(const std::string& host, std::uint1
   if (!ec) a.bind(ep, ec);
   if (!ec) a.listen(asio::socket_base::max_listen_connections, ec);
   if (ec) {
-    std::fprintf(stderr, "transfer: cannot listen on %s:%u: %s\n", host.c_str(), unsigned(port),
-                 ec.message().c_str());
+    std::fprintf(stderr, "transfer: cannot listen on %s:%u: %s\n", host.c_str(), unsigned(port), ec.message().c_str());
     a.close(ec);
     return fail(errc::io_error);
   }

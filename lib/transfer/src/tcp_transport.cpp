@@ -49,8 +49,7 @@ class tcp_transport final : public transport {
   explicit tcp_transport(engine_impl& eng) : eng_(eng) {}
   transport_kind kind() const noexcept override { return transport_kind::tcp; }
 
-  task<void> execute(thread_state& ts, const std::string& endpoint,
-                     std::span<transfer_item*> items) override {
+  task<void> execute(thread_state& ts, const std::string& endpoint, std::span<transfer_item*> items) override {
     job j;
     j.items = items;
     j.remaining.resize(items.size());
@@ -62,8 +61,7 @@ class tcp_transport final : public transport {
         ++j.remaining[i];
       }
     }
-    j.pool = ts.tcp_pools.get(endpoint, ts.ex, eng_.opts_.connections_per_peer, eng_.opts_.max_peers,
-                              &ts.stopping);
+    j.pool = ts.tcp_pools.get(endpoint, ts.ex, eng_.opts_.connections_per_peer, eng_.opts_.max_peers, &ts.stopping);
     if (!j.pool) {
       for (auto* it : items) it->finish(make_error_code(errc::no_available_handle));
       co_return;
@@ -130,8 +128,10 @@ class tcp_transport final : public transport {
       }
       const bool is_retry = !retry.empty();
       win.clear();
-      if (is_retry) win.swap(retry);
-      else take(j, win);
+      if (is_retry)
+        win.swap(retry);
+      else
+        take(j, win);
       if (win.empty()) continue;  // every slice left belonged to finished items
       c.begin();
       auto r = co_await run_window(*c, j, win);

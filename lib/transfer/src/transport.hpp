@@ -25,7 +25,7 @@ struct transfer_item {
   std::uint64_t length = 0;
   std::uint64_t address = 0;
   std::uint64_t token = 0;
-  std::uint64_t instance = 0;  ///< remote_buffer::instance (0 = not checked)
+  std::uint64_t instance = 0;                        ///< remote_buffer::instance (0 = not checked)
   std::chrono::steady_clock::time_point deadline{};  ///< the batch's deadline
   /// Final result, valid once `done`. Until then `cancelled` (the engine
   /// turns it into timeout / shutting_down).
@@ -49,8 +49,7 @@ class transport {
   /// when cancelled (deadline) stay `cancelled`. A transport that cannot
   /// reach the peer at all finishes items with errc::unsupported so the
   /// engine may fall back to another transport. Never throws for I/O errors.
-  virtual task<void> execute(thread_state& ts, const std::string& endpoint,
-                             std::span<transfer_item*> items) = 0;
+  virtual task<void> execute(thread_state& ts, const std::string& endpoint, std::span<transfer_item*> items) = 0;
   /// Registration hooks (verbs: register / deregister the MR). No-ops here.
   virtual mc::result<void> on_register(region_entry&) { return {}; }
   virtual void on_unregister(region_entry&) noexcept {}

@@ -57,7 +57,7 @@ enum class wire_op : std::uint8_t {
   shm_hello_resp = 6,  // address = server pid
   shm_grant = 7,       // flags: grant_write for a write grant
   shm_grant_resp = 8,
-  shm_release = 9,     // request_id of the grant to release; no response
+  shm_release = 9,  // request_id of the grant to release; no response
   // RDMA (issue 8), on a TCP connection that then belongs to one QP pair:
   // rdma_connect: payload the initiator's qp_info (48 bytes) followed by the
   // initiator's own engine endpoint (0 .. max_announced_endpoint bytes, for
@@ -69,10 +69,10 @@ enum class wire_op : std::uint8_t {
   // (unsupported); address = the target device index used, token = the
   // target's device count (0 from older peers = one device).
   rdma_connect_resp = 11,
-  rdma_check = 12,         // address/length/token (+ flags grant_write for a WRITE): classify an access error
-  rdma_check_resp = 13,    // status: 0 or access_denied (out_of_range from older targets)
-  rdma_rkey = 14,          // token + address = device index: the region's rkey on that device
-  rdma_rkey_resp = 15,     // status (0, access_denied, unsupported); token = the rkey
+  rdma_check = 12,       // address/length/token (+ flags grant_write for a WRITE): classify an access error
+  rdma_check_resp = 13,  // status: 0 or access_denied (out_of_range from older targets)
+  rdma_rkey = 14,        // token + address = device index: the region's rkey on that device
+  rdma_rkey_resp = 15,   // status (0, access_denied, unsupported); token = the rkey
 };
 
 /// Longest endpoint an rdma_connect may announce.
@@ -98,8 +98,7 @@ using header_bytes = std::array<std::byte, header_size>;
 namespace wire_le {
 template <class T>
 inline void store(std::byte* p, T v) noexcept {
-  for (std::size_t i = 0; i < sizeof(T); ++i)
-    p[i] = static_cast<std::byte>(static_cast<std::uint64_t>(v) >> (8 * i));
+  for (std::size_t i = 0; i < sizeof(T); ++i) p[i] = static_cast<std::byte>(static_cast<std::uint64_t>(v) >> (8 * i));
 }
 template <class T>
 inline T load(const std::byte* p) noexcept {

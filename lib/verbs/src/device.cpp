@@ -151,8 +151,7 @@ device::~device() {
 mc::result<ibv_mr*> device::reg_mr(void* addr, std::size_t len, int access) noexcept {
   ibv_mr* mr = ibv_reg_mr(pd_, addr, len, access);
   if (!mr) {
-    std::fprintf(stderr, "rdma: ibv_reg_mr(%zu bytes) on %s failed: %s\n", len, name_.c_str(),
-                 std::strerror(errno));
+    std::fprintf(stderr, "rdma: ibv_reg_mr(%zu bytes) on %s failed: %s\n", len, name_.c_str(), std::strerror(errno));
     return mc::fail(errno == ENOMEM ? mc::errc::buffer_overflow : mc::errc::io_error);
   }
   return mr;
@@ -165,8 +164,8 @@ ibv_qp* device::create_qp(ibv_cq* cq, std::uint32_t depth, std::uint32_t recv_de
   ia.qp_type = IBV_QPT_RC;
   ia.sq_sig_all = 0;
   ia.cap.max_send_wr = std::min<std::uint32_t>(depth, static_cast<std::uint32_t>(dev_attr_.max_qp_wr));
-  ia.cap.max_recv_wr = std::max<std::uint32_t>(
-      1, std::min<std::uint32_t>(recv_depth, static_cast<std::uint32_t>(dev_attr_.max_qp_wr)));
+  ia.cap.max_recv_wr =
+      std::max<std::uint32_t>(1, std::min<std::uint32_t>(recv_depth, static_cast<std::uint32_t>(dev_attr_.max_qp_wr)));
   ia.cap.max_send_sge = 1;
   ia.cap.max_recv_sge = 1;
   ibv_qp* qp = ibv_create_qp(pd_, &ia);
@@ -198,7 +197,8 @@ qp_info device::local_info(ibv_qp* qp, std::uint32_t psn) const noexcept {
 bool device::connect_qp(ibv_qp* qp, std::uint32_t local_psn, const qp_info& remote) noexcept {
   ibv_qp_attr a{};
   a.qp_state = IBV_QPS_RTR;
-  a.path_mtu = static_cast<ibv_mtu>(std::min<int>(remote.mtu ? int(remote.mtu) : int(IBV_MTU_1024), int(port_.active_mtu)));
+  a.path_mtu =
+      static_cast<ibv_mtu>(std::min<int>(remote.mtu ? int(remote.mtu) : int(IBV_MTU_1024), int(port_.active_mtu)));
   a.dest_qp_num = remote.qpn;
   a.rq_psn = remote.psn & 0xffffff;
   a.max_dest_rd_atomic = static_cast<std::uint8_t>(std::clamp(dev_attr_.max_qp_init_rd_atom, 1, 16));

@@ -51,8 +51,8 @@ class option_set {
   /// value is either such a string or an array of strings / integers.
   static constexpr std::size_t max_list_items = 1024;
   option_set& add_list(std::string name, std::vector<std::string>* target, std::string help);
-  option_set& add_list(std::string name, std::vector<std::uint64_t>* target, std::string help,
-                       std::uint64_t min = 0, std::uint64_t max = UINT64_MAX);
+  option_set& add_list(std::string name, std::vector<std::uint64_t>* target, std::string help, std::uint64_t min = 0,
+                       std::uint64_t max = UINT64_MAX);
   /// List of byte sizes with units, as add_size().
   option_set& add_size_list(std::string name, std::vector<std::uint64_t>* target, std::string help);
   /// Free-form validator: returns an error message or nullopt.

@@ -58,9 +58,7 @@ struct response {
   std::vector<std::pair<std::string, std::string>> headers;  ///< extra headers
 
   static response make(unsigned status, std::string body, std::string content_type = "text/plain; charset=utf-8");
-  static response json(unsigned status, std::string body) {
-    return make(status, std::move(body), "application/json");
-  }
+  static response json(unsigned status, std::string body) { return make(status, std::move(body), "application/json"); }
 };
 
 /// A JSON error body {"error":"OBJECT_NOT_FOUND","code":-704,"message":"..."}
@@ -98,7 +96,7 @@ struct server_options {
   /// (further connections wait in the kernel's listen backlog, never closed
   /// unanswered). Each counts in server_stats::refused.
   std::size_t max_connections = 0;
-  std::size_t max_header_bytes = 16 << 10; ///< request line + headers
+  std::size_t max_header_bytes = 16 << 10;  ///< request line + headers
   /// The whole header of a request must arrive within this (also bounds how
   /// long an idle keep-alive connection is kept).
   mc::duration header_timeout = std::chrono::seconds(10);
@@ -121,12 +119,12 @@ struct server_options {
 struct server_stats {
   std::uint64_t connections = 0;  ///< open now
   std::uint64_t accepted = 0;
-  std::uint64_t refused = 0;      ///< over max_connections: answered 503
-  std::uint64_t requests = 0;     ///< requests answered
+  std::uint64_t refused = 0;   ///< over max_connections: answered 503
+  std::uint64_t requests = 0;  ///< requests answered
   std::uint64_t status_2xx = 0, status_3xx = 0, status_4xx = 0, status_5xx = 0;
-  std::uint64_t bad_requests = 0; ///< malformed / oversize requests (connection then closed)
-  std::uint64_t timeouts = 0;     ///< connections closed by a header/body/write deadline
-  std::uint64_t auth_failures = 0; ///< requests answered 401 (missing or wrong bearer token)
+  std::uint64_t bad_requests = 0;   ///< malformed / oversize requests (connection then closed)
+  std::uint64_t timeouts = 0;       ///< connections closed by a header/body/write deadline
+  std::uint64_t auth_failures = 0;  ///< requests answered 401 (missing or wrong bearer token)
 };
 
 /// Lifetime: construct, route(), start(), ..., stop(), destroy. The runtime

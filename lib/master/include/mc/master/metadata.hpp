@@ -22,12 +22,12 @@ using clock = std::chrono::steady_clock;
 /// What a client tells the master about itself.
 struct client_info {
   std::string client_id;
-  std::string rpc_endpoint;       ///< host:port of its ClientRpcService
-  std::string transfer_endpoint;  ///< host:port of its TransferEngine
-  std::uint64_t capacity = 0;     ///< total bytes over all tiers
-  std::uint64_t used = 0;         ///< bytes in use
+  std::string rpc_endpoint;             ///< host:port of its ClientRpcService
+  std::string transfer_endpoint;        ///< host:port of its TransferEngine
+  std::uint64_t capacity = 0;           ///< total bytes over all tiers
+  std::uint64_t used = 0;               ///< bytes in use
   std::uint64_t transfer_instance = 0;  ///< its TransferEngine's instance id (0 = unknown)
-  std::string http_endpoint;      ///< host:port of its HTTP server (/metrics, /health); "" = none
+  std::string http_endpoint;            ///< host:port of its HTTP server (/metrics, /health); "" = none
 };
 
 /// Longest http_endpoint register_client accepts.
@@ -227,8 +227,7 @@ class metadata {
   void drop_client_replicas(const std::string& client_id);
   /// Removes `client_id`'s entries with epoch < `below_epoch`; returns
   /// (entries removed, live entries among them).
-  std::pair<std::uint64_t, std::uint64_t> drop_holder_entries(const std::string& client_id,
-                                                              std::uint64_t below_epoch);
+  std::pair<std::uint64_t, std::uint64_t> drop_holder_entries(const std::string& client_id, std::uint64_t below_epoch);
   void queue_drop(const std::string& holder, const std::string& key, std::uint64_t version);
   /// The endpoints of removed entries' holders; live ones leave their
   /// client's key count. Takes clients_mu_ (no shard lock may be held).

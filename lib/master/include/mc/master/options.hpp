@@ -17,10 +17,10 @@ struct master_options {
   std::chrono::milliseconds client_ttl = std::chrono::seconds(10);
   std::chrono::milliseconds client_drop_ttl = std::chrono::seconds(60);
   std::uint64_t max_key_bytes = 4096;
-  std::string http_host = "0.0.0.0";            ///< bind host of the metrics/admin HTTP server
-  std::uint16_t metrics_port = 9003;            ///< HTTP port: /metrics, /health, admin JSON (0 = off)
-  std::chrono::milliseconds drain_grace{0};     ///< on SIGTERM: /health answers 503 this long before stopping
-  mc::config::auth_options auth = {};           ///< --auth_token / --auth_token_file (off when both empty)
+  std::string http_host = "0.0.0.0";         ///< bind host of the metrics/admin HTTP server
+  std::uint16_t metrics_port = 9003;         ///< HTTP port: /metrics, /health, admin JSON (0 = off)
+  std::chrono::milliseconds drain_grace{0};  ///< on SIGTERM: /health answers 503 this long before stopping
+  mc::config::auth_options auth = {};        ///< --auth_token / --auth_token_file (off when both empty)
 };
 
 /// Binds `o` to a fresh option set (for parse() and --help).

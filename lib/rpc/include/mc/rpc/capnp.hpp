@@ -75,19 +75,17 @@ class service_factory {
 /// Factory for `Impl`, constructed as Impl(executor, args...) on each serving thread.
 template <class Impl, class... Args>
 service_factory make_service(Args... args) {
-  return service_factory([=](mc::executor ex) -> capnp::Capability::Client {
-    return kj::heap<Impl>(std::move(ex), args...);
-  });
+  return service_factory(
+      [=](mc::executor ex) -> capnp::Capability::Client { return kj::heap<Impl>(std::move(ex), args...); });
 }
 
 /// Per-connection factory for `Impl`, constructed as
 /// Impl(executor, connection_info, args...) for each connection.
 template <class Impl, class... Args>
 service_factory make_connection_service(Args... args) {
-  return service_factory::per_connection(
-      [=](mc::executor ex, const connection_info& c) -> capnp::Capability::Client {
-        return kj::heap<Impl>(std::move(ex), c, args...);
-      });
+  return service_factory::per_connection([=](mc::executor ex, const connection_info& c) -> capnp::Capability::Client {
+    return kj::heap<Impl>(std::move(ex), c, args...);
+  });
 }
 
 /// Serves one call with a coroutine: allows cancellation, runs `body` on `ex`
@@ -101,16 +99,14 @@ service_factory make_connection_service(Args... args) {
 /// errc::shutting_down. `keepalive` (e.g. thisCap()) keeps the service object
 /// alive until `body` ends; prefer mc::rpc::service<Iface>::serve, which does it.
 template <class Params, class Results>
-kj::Promise<void> serve(capnp::CallContext<Params, Results>& ctx, mc::executor ex,
-                        mc::task<mc::result<void>> body,
+kj::Promise<void> serve(capnp::CallContext<Params, Results>& ctx, mc::executor ex, mc::task<mc::result<void>> body,
                         kj::Maybe<capnp::Capability::Client> keepalive = nullptr) {
   ctx.allowCancellation();
   if (method_stats_enabled()) {
     static method_counters& slot = detail::method_slot_of<Params>(call_side::server);
     body = detail::timed_serving(std::move(body), slot);
   }
-  return detail::spawn_serving(detail::context_hook(ctx), std::move(ex), std::move(body),
-                               kj::mv(keepalive));
+  return detail::spawn_serving(detail::context_hook(ctx), std::move(ex), std::move(body), kj::mv(keepalive));
 }
 
 /// Convenience base of a service implementation:

@@ -42,12 +42,12 @@ client_options get_client_options();
 
 /// Counters of the calling thread's connection cache (zeros if none exists).
 struct client_stats {
-  std::size_t cached = 0;        ///< connections in the cache now
-  std::uint64_t opened = 0;      ///< TCP connections established
-  std::uint64_t evicted = 0;     ///< closed to respect max_connections
-  std::uint64_t idle_closed = 0; ///< closed by idle_timeout
-  std::uint64_t broken = 0;      ///< dropped after a disconnect
-  std::uint64_t failed = 0;      ///< connect attempts that failed
+  std::size_t cached = 0;         ///< connections in the cache now
+  std::uint64_t opened = 0;       ///< TCP connections established
+  std::uint64_t evicted = 0;      ///< closed to respect max_connections
+  std::uint64_t idle_closed = 0;  ///< closed by idle_timeout
+  std::uint64_t broken = 0;       ///< dropped after a disconnect
+  std::uint64_t failed = 0;       ///< connect attempts that failed
 };
 client_stats thread_client_stats();
 

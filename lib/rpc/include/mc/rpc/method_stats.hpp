@@ -24,8 +24,8 @@ namespace mc::rpc {
 enum class call_side : std::uint8_t { client, server };
 
 /// Upper bounds (seconds) of the latency histogram buckets; +Inf is implicit.
-inline constexpr std::array<double, 14> latency_bucket_bounds = {
-    10e-6, 25e-6, 50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3, 25e-3, 100e-3, 1.0, 10.0};
+inline constexpr std::array<double, 14> latency_bucket_bounds = {10e-6,  25e-6, 50e-6, 100e-6, 250e-6, 500e-6, 1e-3,
+                                                                 2.5e-3, 5e-3,  10e-3, 25e-3,  100e-3, 1.0,    10.0};
 
 /// One method's live counters (never destroyed once registered).
 struct method_counters {

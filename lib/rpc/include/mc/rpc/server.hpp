@@ -26,7 +26,7 @@ class service_factory;  // defined in mc/rpc/capnp.hpp
 /// never what the peer says). Given to per-connection service factories
 /// (service_factory::per_connection in mc/rpc/capnp.hpp).
 struct connection_info {
-  std::string remote_address;    ///< the peer's IP ("10.0.0.7", "::1"; IPv4-mapped IPv6 as IPv4); "" = unknown
+  std::string remote_address;  ///< the peer's IP ("10.0.0.7", "::1"; IPv4-mapped IPv6 as IPv4); "" = unknown
   std::uint16_t remote_port = 0;
 };
 
@@ -64,16 +64,16 @@ struct server_options {
 
 /// Counters (approximate while running).
 struct server_stats {
-  std::size_t connections = 0;        ///< open now
-  std::uint64_t accepted = 0;         ///< ever accepted (including refused)
-  std::uint64_t refused = 0;          ///< closed at accept because of max_connections
-  std::uint64_t idle_closed = 0;      ///< closed by idle_timeout
-  std::uint64_t backlog_closed = 0;   ///< closed by max_outgoing_bytes
-  std::uint64_t rdma = 0;             ///< connections served over RDMA
-  std::uint64_t handshake_failed = 0; ///< closed before Cap'n Proto started (peer closed, bad hello); a
-                                      ///< silent one counts as idle_closed
-  std::uint64_t auth_failures = 0;    ///< closed by auth: no auth frame first, malformed frame, token
-                                      ///< missing or not accepted (auth on only)
+  std::size_t connections = 0;         ///< open now
+  std::uint64_t accepted = 0;          ///< ever accepted (including refused)
+  std::uint64_t refused = 0;           ///< closed at accept because of max_connections
+  std::uint64_t idle_closed = 0;       ///< closed by idle_timeout
+  std::uint64_t backlog_closed = 0;    ///< closed by max_outgoing_bytes
+  std::uint64_t rdma = 0;              ///< connections served over RDMA
+  std::uint64_t handshake_failed = 0;  ///< closed before Cap'n Proto started (peer closed, bad hello); a
+                                       ///< silent one counts as idle_closed
+  std::uint64_t auth_failures = 0;     ///< closed by auth: no auth frame first, malformed frame, token
+                                       ///< missing or not accepted (auth on only)
 };
 
 /// Lifetime: create, add_service(), start(), ..., stop(), destroy. The runtime

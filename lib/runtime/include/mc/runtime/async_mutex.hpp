@@ -84,7 +84,7 @@ class async_shared_mutex {
   void grant_waiters(waiter_queue::wakeups& w) noexcept;
   static void regrant(void* self, waiter_queue::wakeups& w) noexcept;
 
-  waiter_queue q_;           // its lock guards readers_ and writer_ too
+  waiter_queue q_;  // its lock guards readers_ and writer_ too
   std::size_t readers_ = 0;
   bool writer_ = false;
 };

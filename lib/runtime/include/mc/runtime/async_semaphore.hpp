@@ -76,7 +76,7 @@ class async_semaphore {
   task<result<semaphore_units>> take(std::uint64_t n, std::chrono::steady_clock::duration timeout, bool timed);
 
   const std::uint64_t capacity_;
-  waiter_queue q_;            // its lock guards available_ too
+  waiter_queue q_;  // its lock guards available_ too
   std::uint64_t available_;
 };
 

@@ -72,9 +72,7 @@ std::optional<errc> errc_from_value(int value) noexcept;
 /// Parse an error name back (used by RPC error propagation); internal_error if unknown.
 errc errc_from_name(std::string_view name) noexcept;
 
-inline boost::system::error_code make_error_code(errc e) noexcept {
-  return {static_cast<int>(e), mc_category()};
-}
+inline boost::system::error_code make_error_code(errc e) noexcept { return {static_cast<int>(e), mc_category()}; }
 
 /// Result of a fallible operation: a value or an error_code.
 template <class T>

@@ -54,11 +54,17 @@ class runtime {
     auto fut = p.get_future();
     if constexpr (std::is_void_v<T>) {
       boost::asio::co_spawn(executor(thread), std::move(t), [&p](std::exception_ptr e) {
-        if (e) p.set_exception(e); else p.set_value();
+        if (e)
+          p.set_exception(e);
+        else
+          p.set_value();
       });
     } else {
       boost::asio::co_spawn(executor(thread), std::move(t), [&p](std::exception_ptr e, T v) {
-        if (e) p.set_exception(e); else p.set_value(std::move(v));
+        if (e)
+          p.set_exception(e);
+        else
+          p.set_value(std::move(v));
       });
     }
     return fut.get();

@@ -38,9 +38,9 @@ constexpr std::uint64_t align_up_direct(std::uint64_t n) noexcept {
 /// module (file I/O results carry only the project error code). Read it right
 /// after the failing co_await, before awaiting anything else.
 struct io_error_detail {
-  int sys_errno = 0;        ///< errno value (positive), 0 if none
-  std::string operation;    ///< "read", "write", "open", "fallocate", ...
-  std::string message;      ///< e.g. "write at 4096 (+1048576): Input/output error"
+  int sys_errno = 0;      ///< errno value (positive), 0 if none
+  std::string operation;  ///< "read", "write", "open", "fallocate", ...
+  std::string message;    ///< e.g. "write at 4096 (+1048576): Input/output error"
 };
 /// Thread-local; empty (sys_errno == 0) if no I/O error happened on this thread.
 const io_error_detail& last_io_error() noexcept;
@@ -140,10 +140,10 @@ class uring_file {
 
 /// Counters of the calling thread's ring (zero if it has none).
 struct uring_thread_stats {
-  std::uint64_t fixed_ops = 0;     ///< submitted as read_fixed/write_fixed
-  std::uint64_t plain_ops = 0;     ///< submitted as plain read/write
-  std::uint64_t resubmits = 0;     ///< short transfers continued
-  std::uint64_t cancels = 0;       ///< cancellation requests sent to the kernel
+  std::uint64_t fixed_ops = 0;          ///< submitted as read_fixed/write_fixed
+  std::uint64_t plain_ops = 0;          ///< submitted as plain read/write
+  std::uint64_t resubmits = 0;          ///< short transfers continued
+  std::uint64_t cancels = 0;            ///< cancellation requests sent to the kernel
   std::uint64_t register_failures = 0;  ///< regions this ring could not pin
 };
 /// Must be awaited on a runtime thread; returns that thread's ring counters.

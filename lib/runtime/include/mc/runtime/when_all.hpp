@@ -48,9 +48,8 @@ task<std::vector<T>> when_all(std::vector<task<T>> tasks) {
   std::vector<std::exception_ptr> errors;
   std::vector<T> values;
   try {
-    auto [order, e, v] =
-        co_await boost::asio::experimental::make_parallel_group(std::move(ops))
-            .async_wait(boost::asio::experimental::wait_for_all(), boost::asio::use_awaitable);
+    auto [order, e, v] = co_await boost::asio::experimental::make_parallel_group(std::move(ops))
+                             .async_wait(boost::asio::experimental::wait_for_all(), boost::asio::use_awaitable);
     errors = std::move(e);
     values = std::move(v);
   } catch (const boost::system::system_error& e) {

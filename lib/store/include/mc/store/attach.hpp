@@ -102,15 +102,15 @@ struct attach_server_options {
 
 /// Counters and gauges of one attach server (relaxed snapshots).
 struct attach_server_stats {
-  std::uint64_t connections = 0;       ///< attacher connections accepted (ever)
-  std::uint64_t refused = 0;           ///< calls refused with ACCESS_DENIED (not loopback, or another uid)
-  std::uint64_t calls = 0;             ///< calls served (any outcome)
-  std::uint64_t calls_in_flight = 0;   ///< gauge: calls running now
-  std::uint64_t inflight_keys = 0;     ///< gauge: keys admitted now
-  std::uint64_t inflight_bytes = 0;    ///< gauge: transfer bytes admitted now
-  std::uint64_t staging_bytes = 0;     ///< gauge: node memory staging remote values now
+  std::uint64_t connections = 0;             ///< attacher connections accepted (ever)
+  std::uint64_t refused = 0;                 ///< calls refused with ACCESS_DENIED (not loopback, or another uid)
+  std::uint64_t calls = 0;                   ///< calls served (any outcome)
+  std::uint64_t calls_in_flight = 0;         ///< gauge: calls running now
+  std::uint64_t inflight_keys = 0;           ///< gauge: keys admitted now
+  std::uint64_t inflight_bytes = 0;          ///< gauge: transfer bytes admitted now
+  std::uint64_t staging_bytes = 0;           ///< gauge: node memory staging remote values now
   std::uint64_t put_keys = 0, get_keys = 0;  ///< items served
-  std::uint64_t staged_gets = 0;       ///< gets served from another node through staging
+  std::uint64_t staged_gets = 0;             ///< gets served from another node through staging
 };
 
 /// The node side: serves the attach protocol for one started client.

@@ -56,15 +56,15 @@ struct put_options {
 /// What query() reports.
 struct object_info {
   std::uint64_t size = 0;
-  bool local = false;                        ///< held by this client
-  std::vector<mc::master::replica> replicas; ///< healthy holders known to the master
+  bool local = false;                         ///< held by this client
+  std::vector<mc::master::replica> replicas;  ///< healthy holders known to the master
 };
 
 struct client_stats {
   std::uint64_t local_hits = 0;
   std::uint64_t remote_hits = 0;
   std::uint64_t misses = 0;
-  std::uint64_t fallbacks = 0;      ///< a replica failed and another was tried
+  std::uint64_t fallbacks = 0;  ///< a replica failed and another was tried
   std::uint64_t route_cache_hits = 0;
   std::uint64_t master_errors = 0;
   bool registered = false;
@@ -77,12 +77,12 @@ struct client_stats {
   /// Batches (batch_get / batch_put and their _parts forms, batch_exists).
   std::uint64_t batch_calls = 0;
   std::uint64_t batch_keys = 0;
-  std::uint64_t batch_rpcs = 0;        ///< peer batch RPCs those batches sent (fan-out: per owner and split)
-  std::uint64_t inline_reads = 0;      ///< remote reads answered inside the RPC reply
-  std::uint64_t inline_writes = 0;     ///< remote writes that carried the value inside the RPC
-  std::uint64_t remote_read_bytes = 0; ///< value bytes remote reads brought in (inline or transferred)
-  std::uint64_t publish_batches = 0;   ///< addReplicas calls publishes went out in (group commit)
-  std::uint64_t publishes = 0;         ///< keys those calls published
+  std::uint64_t batch_rpcs = 0;         ///< peer batch RPCs those batches sent (fan-out: per owner and split)
+  std::uint64_t inline_reads = 0;       ///< remote reads answered inside the RPC reply
+  std::uint64_t inline_writes = 0;      ///< remote writes that carried the value inside the RPC
+  std::uint64_t remote_read_bytes = 0;  ///< value bytes remote reads brought in (inline or transferred)
+  std::uint64_t publish_batches = 0;    ///< addReplicas calls publishes went out in (group commit)
+  std::uint64_t publishes = 0;          ///< keys those calls published
   /// Peer request items this node's ClientRpcService refused with OVERLOADED
   /// (over max_remote_write_bytes or an in-flight limit).
   std::uint64_t service_overloaded = 0;

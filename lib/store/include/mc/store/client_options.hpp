@@ -40,20 +40,20 @@ struct service_limits {
 
 struct client_options {
   std::string deployment_mode = "P2P";
-  std::string client_id;              ///< "" = derived from host and ports
+  std::string client_id;  ///< "" = derived from host and ports
   std::string master_server_address = "127.0.0.1:50051";
-  std::string host = "0.0.0.0";       ///< bind host of the RPC server and the TransferEngine
-  std::string local_hostname;         ///< advertised address ("" = derived: 127.0.0.1 when the master
-                                      ///< is on loopback, else from `host` or the interfaces)
-  std::uint16_t port = 50052;         ///< TransferEngine port (0 = ephemeral)
+  std::string host = "0.0.0.0";           ///< bind host of the RPC server and the TransferEngine
+  std::string local_hostname;             ///< advertised address ("" = derived: 127.0.0.1 when the master
+                                          ///< is on loopback, else from `host` or the interfaces)
+  std::uint16_t port = 50052;             ///< TransferEngine port (0 = ephemeral)
   std::uint16_t client_rpc_port = 12345;  ///< ClientRpcService port (0 = ephemeral)
   std::uint64_t rpc_thread_num = 2;
-  std::string protocol = "tcp";       ///< transfer protocol
-  std::string device_names;           ///< RDMA devices, comma-separated ("" = every device)
-  std::vector<std::string> device_list;  ///< device_names split (after resolve())
-  std::string tiered_backend_config;  ///< the spec's JSON, inline or a path
-  std::vector<tiered::tier_config> tiers;     ///< resolved tiers (after resolve())
-  std::uint64_t lock_shard_count = 1024;  ///< MOONCAKE_DM_LOCK_SHARD_COUNT
+  std::string protocol = "tcp";            ///< transfer protocol
+  std::string device_names;                ///< RDMA devices, comma-separated ("" = every device)
+  std::vector<std::string> device_list;    ///< device_names split (after resolve())
+  std::string tiered_backend_config;       ///< the spec's JSON, inline or a path
+  std::vector<tiered::tier_config> tiers;  ///< resolved tiers (after resolve())
+  std::uint64_t lock_shard_count = 1024;   ///< MOONCAKE_DM_LOCK_SHARD_COUNT
   std::chrono::milliseconds rpc_timeout = std::chrono::seconds(10);
   std::chrono::milliseconds heartbeat_interval = std::chrono::seconds(1);
   /// Bound of the queue of eviction notices for the master; past it the queue
@@ -71,11 +71,11 @@ struct client_options {
   /// The port the application's HTTP server listens on, registered with the
   /// master as ClientInfo.httpEndpoint (0 = none). Not a flag: set in code.
   std::uint16_t http_registered_port = 0;
-  std::uint64_t http_max_value_bytes = std::uint64_t{64} << 20;  ///< largest value through /kv
+  std::uint64_t http_max_value_bytes = std::uint64_t{64} << 20;            ///< largest value through /kv
   std::chrono::milliseconds http_read_timeout = std::chrono::seconds(10);  ///< a request header must arrive within
-  std::uint64_t http_max_connections = 0;   ///< HTTP connections served at once (0 = from the fd limit); more get 503
-  std::chrono::milliseconds drain_grace{0}; ///< on SIGTERM: /health answers 503 this long before stopping
-  service_limits limits;                    ///< what peers may make this node do (max_* flags)
+  std::uint64_t http_max_connections = 0;    ///< HTTP connections served at once (0 = from the fd limit); more get 503
+  std::chrono::milliseconds drain_grace{0};  ///< on SIGTERM: /health answers 503 this long before stopping
+  service_limits limits;                     ///< what peers may make this node do (max_* flags)
   /// Values up to this size travel inside the RPC (remote gets and remote
   /// puts): one round trip, no registration, no transfer connection. 0 = off.
   /// At most limits.max_inline_value_bytes.

@@ -39,7 +39,6 @@ class engine;
 
 namespace mc::store {
 
-
 /// Default and bounds of MOONCAKE_DM_LOCK_SHARD_COUNT.
 inline constexpr std::size_t default_lock_shard_count = 1024;
 inline constexpr std::size_t max_lock_shard_count = 1 << 20;
@@ -94,8 +93,8 @@ struct data_manager_stats {
   std::uint64_t remote_writes = 0;
   std::uint64_t remote_write_bytes = 0;
   std::uint64_t remote_errors = 0;
-  std::uint64_t lock_waits = 0;        ///< acquisitions that had to wait
-  std::uint64_t lock_wait_ns = 0;      ///< total time spent waiting for key locks
+  std::uint64_t lock_waits = 0;    ///< acquisitions that had to wait
+  std::uint64_t lock_wait_ns = 0;  ///< total time spent waiting for key locks
 };
 
 /// Thread-safe; every coroutine may run on any runtime thread. The backend and
@@ -170,9 +169,8 @@ class data_manager {
   /// ClientRpcService calls it for values it answers inline (read_remote_batch
   /// counts the transferred ones itself). Thread-safe.
   void count_read(const result<std::uint64_t>& r);
-  task<std::vector<remote_read_outcome>> read_remote_batch(std::vector<remote_read_item> items,
-                                                           mc::duration timeout, std::uint64_t inline_limit,
-                                                           std::uint64_t inline_budget);
+  task<std::vector<remote_read_outcome>> read_remote_batch(std::vector<remote_read_item> items, mc::duration timeout,
+                                                           std::uint64_t inline_limit, std::uint64_t inline_budget);
   /// The spec's remote write with the value gathered from `src` pieces (in
   /// order). Errors as write_remote().
   task<result<void>> write_remote_parts(const std::string& key, remote_pieces src, mc::duration timeout);
@@ -187,8 +185,7 @@ class data_manager {
   /// exclusive lock and run the commit hook (shielded from cancellation). On
   /// a failure before the commit the allocation is released and the old
   /// value stays untouched.
-  task<result<void>> write_remote(const std::string& key, mc::transfer::remote_buffer src,
-                                  mc::duration timeout);
+  task<result<void>> write_remote(const std::string& key, mc::transfer::remote_buffer src, mc::duration timeout);
 
   data_manager_stats stats() const;
 
@@ -200,8 +197,10 @@ class data_manager {
   task<result<void>> commit_and_publish(const std::string& key, tiered::write_handle h, std::uint64_t size);
   task<result<void>> finish_commit(std::string key, tiered::write_handle h, std::uint64_t size, gate_holder g);
   task<result<tiered::read_handle>> pin(const std::string& key);
-  task<result<void>> send_staged(const tiered::read_handle& h, const remote_pieces& dest, std::chrono::steady_clock::time_point deadline);
-  task<result<void>> receive_staged(tiered::write_handle& h, const remote_pieces& src, std::chrono::steady_clock::time_point deadline);
+  task<result<void>> send_staged(const tiered::read_handle& h, const remote_pieces& dest,
+                                 std::chrono::steady_clock::time_point deadline);
+  task<result<void>> receive_staged(tiered::write_handle& h, const remote_pieces& src,
+                                    std::chrono::steady_clock::time_point deadline);
   task<void> commit_batch(const std::vector<remote_write_item>& items, std::vector<tiered::write_handle>& handles,
                           const std::vector<std::uint64_t>& sizes, std::vector<result<void>>& out);
   void count_write(const result<void>& r, std::uint64_t bytes);

@@ -78,10 +78,8 @@ class peer_client {
   /// WriteRemoteData: the peer READs `src` and stores it under `key`.
   task<result<void>> write_remote(std::string rpc_endpoint, std::string key, mc::transfer::remote_buffer src);
   /// Batch forms: one RPC, one result per item (or one error for the whole call).
-  task<result<std::vector<peer_read_result>>> batch_read_remote(std::string rpc_endpoint,
-                                                                std::vector<peer_item> items);
-  task<result<std::vector<result<void>>>> batch_write_remote(std::string rpc_endpoint,
-                                                             std::vector<peer_item> items);
+  task<result<std::vector<peer_read_result>>> batch_read_remote(std::string rpc_endpoint, std::vector<peer_item> items);
+  task<result<std::vector<result<void>>>> batch_write_remote(std::string rpc_endpoint, std::vector<peer_item> items);
   /// The general batch read: one RPC for every item, one result per item (or
   /// one error for the whole call: too many items, connection, timeout, a
   /// reply of the wrong shape). Inline answers are checked (size equal to the

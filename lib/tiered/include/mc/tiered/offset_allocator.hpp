@@ -75,8 +75,8 @@ class offset_allocator {
   static constexpr unsigned bins_per_group = 8;
   static constexpr unsigned groups = 64;
   struct node {
-    std::uint64_t offset = 0;  ///< in units
-    std::uint64_t size = 0;    ///< in units
+    std::uint64_t offset = 0;                          ///< in units
+    std::uint64_t size = 0;                            ///< in units
     std::uint32_t bin_prev = none, bin_next = none;    ///< free list of its bin
     std::uint32_t addr_prev = none, addr_next = none;  ///< neighbours in address order
     bool used = false;
@@ -96,8 +96,8 @@ class offset_allocator {
   std::uint64_t used_ = 0;
   std::uint64_t live_ = 0;
   std::uint64_t free_blocks_ = 0;
-  std::uint64_t group_mask_ = 0;                        ///< bit g: group g has a non-empty bin
-  std::array<std::uint8_t, groups> bin_mask_{};         ///< bit b: bin g*8+b is non-empty
+  std::uint64_t group_mask_ = 0;                 ///< bit g: group g has a non-empty bin
+  std::array<std::uint8_t, groups> bin_mask_{};  ///< bit b: bin g*8+b is non-empty
   std::array<std::uint32_t, groups * bins_per_group> head_{};
   std::vector<node> nodes_;
   std::uint32_t spare_ = none;  ///< free-list of unused nodes (through bin_next)

@@ -21,11 +21,11 @@ std::string_view tier_type_name(tier_type t) noexcept;
 /// One tier. Higher `priority` is preferred for new values.
 struct tier_config {
   tier_type type = tier_type::dram;
-  std::uint64_t capacity = 0;      ///< bytes (> 0)
+  std::uint64_t capacity = 0;  ///< bytes (> 0)
   int priority = 0;
   std::string allocator = "OFFSET";  ///< only "OFFSET"
-  std::string path;                ///< SSD: directory holding the tier's cache file
-  bool prefault = false;           ///< DRAM: populate the arena at start (MAP_POPULATE)
+  std::string path;                  ///< SSD: directory holding the tier's cache file
+  bool prefault = false;             ///< DRAM: populate the arena at start (MAP_POPULATE)
 };
 
 /// A configuration error: always errc::invalid_params for parse errors (other

@@ -130,10 +130,10 @@ struct tier_usage {
   tier_type type = tier_type::dram;
   int priority = 0;
   std::uint64_t capacity = 0;
-  std::uint64_t used = 0;           ///< bytes reserved, including pinned-but-removed values
-  std::uint64_t values = 0;         ///< committed values indexed in this tier
-  std::uint64_t evictions = 0;      ///< values dropped from this tier to make room
-  std::uint64_t demotions = 0;      ///< values moved out of this tier to a lower one
+  std::uint64_t used = 0;       ///< bytes reserved, including pinned-but-removed values
+  std::uint64_t values = 0;     ///< committed values indexed in this tier
+  std::uint64_t evictions = 0;  ///< values dropped from this tier to make room
+  std::uint64_t demotions = 0;  ///< values moved out of this tier to a lower one
   std::uint64_t allocation_failures = 0;
   std::uint64_t largest_free = 0;
   double fragmentation = 0;
@@ -165,8 +165,7 @@ class tiered_backend {
   /// `capacity`. Errors name the tier: invalid_params, io_error, no_space,
   /// unsupported (no O_DIRECT), memlock_limit is NOT an error (staging then
   /// works unregistered; see staging_registered()).
-  static config_result<std::unique_ptr<tiered_backend>> create(mc::runtime::runtime& rt,
-                                                               std::vector<tier_config> tiers,
+  static config_result<std::unique_ptr<tiered_backend>> create(mc::runtime::runtime& rt, std::vector<tier_config> tiers,
                                                                backend_options opts = {});
   ~tiered_backend();
   tiered_backend(const tiered_backend&) = delete;

@@ -99,11 +99,11 @@ struct rdma_device_stats {
 struct engine_stats {
   /// Indexed by transport_kind.
   std::array<transport_counters, transport_kind_count> initiated{};
-  std::uint64_t served_read_ops = 0;    ///< READ requests served (TCP + same-host grants)
+  std::uint64_t served_read_ops = 0;  ///< READ requests served (TCP + same-host grants)
   std::uint64_t served_read_bytes = 0;
   std::uint64_t served_write_ops = 0;
   std::uint64_t served_write_bytes = 0;
-  std::uint64_t served_rejects = 0;     ///< requests refused (token / range / access / revoked)
+  std::uint64_t served_rejects = 0;        ///< requests refused (token / range / access / revoked)
   std::uint64_t outbound_connections = 0;  ///< open pooled TCP connections
   std::uint64_t inbound_connections = 0;   ///< open served connections
   /// Same-host attempts that fell back to TCP because the peer is not

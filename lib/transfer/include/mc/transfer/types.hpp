@@ -55,10 +55,14 @@ inline constexpr std::size_t transport_kind_count = 4;
 /// "tcp", "same_host", "in_process", "rdma".
 constexpr std::string_view to_string(transport_kind k) noexcept {
   switch (k) {
-    case transport_kind::tcp: return "tcp";
-    case transport_kind::same_host: return "same_host";
-    case transport_kind::in_process: return "in_process";
-    case transport_kind::rdma: return "rdma";
+    case transport_kind::tcp:
+      return "tcp";
+    case transport_kind::same_host:
+      return "same_host";
+    case transport_kind::in_process:
+      return "in_process";
+    case transport_kind::rdma:
+      return "rdma";
   }
   return "unknown";
 }

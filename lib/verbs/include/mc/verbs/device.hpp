@@ -32,8 +32,8 @@ struct qp_info {
   std::uint32_t qpn = 0;
   std::uint32_t psn = 0;
   std::uint16_t lid = 0;
-  std::uint8_t mtu = 0;          // enum ibv_mtu
-  std::uint8_t link_layer = 0;   // IBV_LINK_LAYER_*
+  std::uint8_t mtu = 0;         // enum ibv_mtu
+  std::uint8_t link_layer = 0;  // IBV_LINK_LAYER_*
   std::uint8_t max_rd_atomic = 0;
   std::array<std::uint8_t, 16> gid{};
 };

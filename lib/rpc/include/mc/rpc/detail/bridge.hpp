@@ -91,21 +91,38 @@ class await_state final : public timed_op, public std::enable_shared_from_this<a
         if (auto s = weak.lock()) s->interrupt(mc::errc::cancelled);
       });
     if (timeout)
-      deadline_ = add_deadline(std::chrono::steady_clock::now() + *timeout,
-                               std::weak_ptr<timed_op>(this->shared_from_this()));
+      deadline_ =
+          add_deadline(std::chrono::steady_clock::now() + *timeout, std::weak_ptr<timed_op>(this->shared_from_this()));
     kj::Promise<outcome<T>> wrapped = nullptr;
     if constexpr (std::is_void_v<T>) {
-      wrapped = p.then([]() { outcome<T> o; o.value.emplace(); return o; },
-                       [](kj::Exception&& e) { outcome<T> o; o.error.emplace(kj::mv(e)); return o; });
+      wrapped = p.then(
+          []() {
+            outcome<T> o;
+            o.value.emplace();
+            return o;
+          },
+          [](kj::Exception&& e) {
+            outcome<T> o;
+            o.error.emplace(kj::mv(e));
+            return o;
+          });
     } else {
-      wrapped = p.then([](T&& v) { outcome<T> o; o.value.emplace(kj::mv(v)); return o; },
-                       [](kj::Exception&& e) { outcome<T> o; o.error.emplace(kj::mv(e)); return o; });
+      wrapped = p.then(
+          [](T&& v) {
+            outcome<T> o;
+            o.value.emplace(kj::mv(v));
+            return o;
+          },
+          [](kj::Exception&& e) {
+            outcome<T> o;
+            o.error.emplace(kj::mv(e));
+            return o;
+          });
     }
     // exclusiveJoin: an interrupt drops the real promise (capnp then sends Finish).
-    return wrapped.exclusiveJoin(kj::mv(paf.promise))
-        .then([self = this->shared_from_this()](outcome<T>&& o) mutable {
-          self->finish(kj::mv(o));
-        });
+    return wrapped.exclusiveJoin(kj::mv(paf.promise)).then([self = this->shared_from_this()](outcome<T>&& o) mutable {
+      self->finish(kj::mv(o));
+    });
   }
 
  private:
@@ -168,8 +185,7 @@ struct serving_call {
 /// promise for it. Dropping the promise cancels the coroutine. `context` is
 /// kept alive until the coroutine ends (so late writes to results are safe);
 /// `keepalive` (usually thisCap()) likewise keeps the service object alive.
-kj::Promise<void> spawn_serving(capnp::CallContextHook& context, mc::executor ex,
-                                mc::task<mc::result<void>> body,
+kj::Promise<void> spawn_serving(capnp::CallContextHook& context, mc::executor ex, mc::task<mc::result<void>> body,
                                 kj::Maybe<capnp::Capability::Client> keepalive);
 
 /// The hook behind a typed CallContext (capnp 0.9.2 keeps it private: a
@@ -184,7 +200,6 @@ capnp::CallContextHook& context_hook(capnp::CallContext<Params, Results>& ctx) {
 }
 
 /// Cached connection lookup (src/connect.cpp).
-mc::task<mc::result<capnp::Capability::Client>> connect_service(std::string endpoint,
-                                                                  std::string service);
+mc::task<mc::result<capnp::Capability::Client>> connect_service(std::string endpoint, std::string service);
 
 }  // namespace mc::rpc::detail
