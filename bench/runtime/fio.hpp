@@ -19,8 +19,9 @@ struct fio_job {
   std::string extra;  // appended verbatim
 };
 
-/// MiB/s (and IOPS) of one fio job with ioengine=io_uring, direct=1; nullopt
-/// if fio is missing or failed (the message is printed to stderr).
+/// MiB/s (and IOPS) of one fio job with ioengine=io_uring, direct=1 and, like
+/// our SSD tier, registered buffers and files (fixedbufs, registerfiles);
+/// nullopt if fio is missing or failed (the message is printed to stderr).
 struct fio_result {
   double mib_s = 0;
   double iops = 0;
@@ -28,7 +29,8 @@ struct fio_result {
 
 inline std::optional<fio_result> run_fio(const fio_job& j) {
   std::string cmd =
-      "fio --name=baseline --ioengine=io_uring --direct=1 --thread --output-format=json"
+      "fio --name=baseline --ioengine=io_uring --direct=1 --fixedbufs --registerfiles --thread"
+      " --output-format=json"
       " --filename=" +
       j.filename + " --rw=" + j.rw + " --bs=" + j.block_size + " --size=" + j.size +
       " --iodepth=" + std::to_string(j.iodepth) + " " + j.extra + " 2>/dev/null";
