@@ -6,9 +6,11 @@
 #include "mc/http/prometheus.hpp"
 #include "mc/http/server.hpp"
 #include "mc/runtime/runtime.hpp"
+#include "exchange.hpp"
 
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
+
 #include <doctest/doctest.h>
 
 #include <arpa/inet.h>
@@ -27,54 +29,11 @@
 
 namespace {
 
-/// A connected socket to 127.0.0.1:port (EINTR-safe, as exchange.hpp).
-int connect_to(std::uint16_t port) {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  REQUIRE(fd >= 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(port);
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-    REQUIRE(errno == EINTR);  // completes in the background: wait for it
-    pollfd p{fd, POLLOUT, 0};
-    while (::poll(&p, 1, 5000) < 0) REQUIRE(errno == EINTR);
-    int err = -1;
-    socklen_t len = sizeof err;
-    REQUIRE(::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0);
-    REQUIRE(err == 0);
-  }
-  timeval tv{30, 0};  // a hang fails the test instead of blocking it forever
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  return fd;
-}
+using mc::test::read_to_end;
+using mc::test::send_all;
 
-void send_all(int fd, const std::string& raw) {
-  std::size_t sent = 0;
-  while (sent < raw.size()) {
-    auto n = ::send(fd, raw.data() + sent, raw.size() - sent, MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR) continue;
-    REQUIRE(n > 0);
-    sent += static_cast<std::size_t>(n);
-  }
-}
-
-/// Everything until the server closes; `error` is the errno of a failed read
-/// (ECONNRESET for a reset), 0 after a clean end of stream.
-std::string read_to_end(int fd, int& error) {
-  std::string out;
-  char buf[4096];
-  error = 0;
-  for (;;) {
-    auto n = ::recv(fd, buf, sizeof buf, 0);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) error = errno;
-    if (n <= 0) break;
-    out.append(buf, static_cast<std::size_t>(n));
-  }
-  ::close(fd);
-  return out;
-}
+/// A held request must not hang the test: reads give up after 30 s.
+int connect_to(std::uint16_t port) { return mc::test::connect_to(port, 30); }
 
 /// Whether `r` is one complete HTTP response: its body is Content-Length long.
 bool complete(const std::string& r) {

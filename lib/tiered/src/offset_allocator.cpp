@@ -155,20 +155,21 @@ void offset_allocator::free(const allocation& a) {
   --live_;
   if (const auto p = nodes_[n].addr_prev; p != none && !nodes_[p].used) {
     remove_free(p);
-    nodes_[p].size += nodes_[n].size;
-    nodes_[p].addr_next = nodes_[n].addr_next;
-    if (nodes_[n].addr_next != none) nodes_[nodes_[n].addr_next].addr_prev = p;
-    drop_node(n);
+    absorb(p, n);
     n = p;
   }
   if (const auto q = nodes_[n].addr_next; q != none && !nodes_[q].used) {
     remove_free(q);
-    nodes_[n].size += nodes_[q].size;
-    nodes_[n].addr_next = nodes_[q].addr_next;
-    if (nodes_[q].addr_next != none) nodes_[nodes_[q].addr_next].addr_prev = n;
-    drop_node(q);
+    absorb(n, q);
   }
   insert_free(n);
+}
+
+void offset_allocator::absorb(std::uint32_t keep, std::uint32_t next) noexcept {
+  nodes_[keep].size += nodes_[next].size;
+  nodes_[keep].addr_next = nodes_[next].addr_next;
+  if (nodes_[next].addr_next != none) nodes_[nodes_[next].addr_next].addr_prev = keep;
+  drop_node(next);
 }
 
 offset_allocator::stats offset_allocator::get_stats() const {

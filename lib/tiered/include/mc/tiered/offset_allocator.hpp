@@ -85,6 +85,8 @@ class offset_allocator {
 
   std::uint32_t new_node(std::uint64_t offset, std::uint64_t size);
   void drop_node(std::uint32_t n) noexcept;
+  /// Merges `next` (free, not in a bin, right after `keep` in address order) into `keep`.
+  void absorb(std::uint32_t keep, std::uint32_t next) noexcept;
   void insert_free(std::uint32_t n) noexcept;
   void remove_free(std::uint32_t n) noexcept;
   std::uint32_t find_free(std::uint64_t units) const noexcept;
