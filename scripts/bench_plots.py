@@ -5,6 +5,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 
 NOISY_SPREAD = 0.20  # (max - min) / median of our runs above this: do not trust the row
 MIN_RUNS = 3
@@ -253,6 +254,23 @@ def plot_rpc(rows, directory):
     return [(f, "rpc: p50/p99 latency and calls/s vs calls in flight, ours vs capnp's kj loop and the asio floor")]
 
 
+def plot_tiered(rows, directory):
+    cases = by_case(rows, "tiered", r"offset_allocator_scaling_(\d+)")
+    pts = sorted((int(k[0]), ms["latency"]["value"], ms["latency"].get("baseline_value") or 0)
+                 for k, ms in cases.items() if "latency" in ms)
+    if not pts:
+        return []
+    dat = write_dat(directory, "tiered_allocator_scaling.dat", ["live", "ours_ns", "map_best_fit_ns"], pts)
+    f = Figure("tiered_allocator_scaling", "tiered: OFFSET allocator ns per free+allocate vs live allocations",
+               1, 1, 900, 600)
+    f.panel(["set logscale x 2", "set logscale y 10", 'set format x "%.0s%c"', 'set xlabel "live allocations"',
+             'set ylabel "ns/op"'],
+            [(dat, "1:2", "ours (OFFSET, two-level segregated fit)", f"with linespoints lw 2 pt 7 lc rgb '{COLORS[0]}'"),
+             (dat, "1:($3>0?$3:1/0)", "std::map/std::set best fit (baseline)",
+              f"with linespoints lw 2 dt 2 pt 6 lc rgb '{COLORS[1]}'")])
+    return [(f, "tiered: allocator cost per operation from 1 Ki to 10 Mi live allocations, ours vs map best fit")]
+
+
 def plot_overview(rows, directory):
     rs = [r for r in rows if speedup(r) is not None and not lower_is_better(r)]
     if not rs:
@@ -295,7 +313,7 @@ def make_plots(rows, directory):
     out = {}
     notes = []
     for key, fn in (("store", plot_store), ("transfer", plot_transfer), ("rpc", plot_rpc),
-                    ("overview", plot_overview)):
+                    ("tiered", plot_tiered), ("overview", plot_overview)):
         for fig, caption in fn(rows, directory):
             if not fig.panels:
                 continue
