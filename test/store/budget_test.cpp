@@ -91,8 +91,8 @@ using mc::test::writable;
 
 /// Budgets: the median per get of the whole cluster (requester + owner +
 /// master), debugoptimized main build. Measured when they were set (the test
-/// prints today's figures): 4 KiB 257 allocations, 17-18 system calls, 3
-/// submissions; 1 MiB 329 allocations, 30-33 system calls (the kernel splits
+/// prints today's figures): 4 KiB 258 allocations, 14 system calls, 3
+/// submissions; 1 MiB 329 allocations, 27-28 system calls (the kernel splits
 /// a 1 MiB stream differently from run to run), 5 submissions. The headroom
 /// (~25 % allocations, ~50 % system calls) absorbs noise, not a new round trip
 /// or a per-call allocation per key. Lower them when a change cuts the cost.
@@ -101,8 +101,8 @@ struct budget {
   std::uint64_t allocations, syscalls, submissions;
 };
 constexpr budget budgets[] = {
-    {4096, 320, 27, 5},
-    {1 << 20, 410, 50, 8},
+    {4096, 320, 21, 5},
+    {1 << 20, 410, 42, 8},
 };
 
 std::string tracefs_root() {

@@ -104,14 +104,21 @@ kj::Promise<size_t> asio_stream::read_loop(kj::byte* buf, size_t min_bytes, size
     }
     if (done >= min_bytes) return done;
     rpos_ = rend_ = 0;
+    if (drained_) {
+      drained_ = false;
+      return wait_readable().then(
+          [this, buf, min_bytes, max_bytes, done]() { return read_loop(buf, min_bytes, max_bytes, done); });
+    }
     size_t want = max_bytes - done;
     ssize_t n;
     if (want >= read_ahead_bytes) {
       n = ::recv(fd, buf + done, want, 0);  // large read: straight into the caller's buffer
       if (n > 0) done += static_cast<size_t>(n);
+      drained_ = n > 0 && static_cast<size_t>(n) < want;
     } else {
       n = ::recv(fd, rbuf_.get(), read_ahead_bytes, 0);  // small read: fetch what is there
       if (n > 0) rend_ = static_cast<size_t>(n);
+      drained_ = n > 0 && static_cast<size_t>(n) < read_ahead_bytes;
     }
     if (n > 0) {
       last_activity_ = std::chrono::steady_clock::now();

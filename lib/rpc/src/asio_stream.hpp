@@ -52,6 +52,11 @@ class asio_stream final : public stream_base {
   std::unique_ptr<kj::byte[]> rbuf_ = std::make_unique<kj::byte[]>(read_ahead_bytes);
   size_t rpos_ = 0;
   size_t rend_ = 0;
+  // The last recv returned less than it asked for: the socket was empty then,
+  // so the next read that needs bytes waits for readiness first instead of
+  // a recv that would most likely fail with EAGAIN (one system call per
+  // message saved on a request/reply stream).
+  bool drained_ = false;
 };
 
 }  // namespace mc::rpc::detail
