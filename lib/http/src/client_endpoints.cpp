@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <new>
+#include <optional>
 
 namespace mc::http {
 
@@ -241,25 +242,30 @@ bj::object stats_json(client& c) {
 /// remote owner without a master query.
 constexpr std::size_t kv_first_read = 64 << 10;
 
-task<response> kv_get(client& c, std::string key, std::size_t max_value) {
-  {
-    response r;
-    r.content_type = "application/octet-stream";
-    const std::size_t cap = std::max<std::size_t>(1, std::min(kv_first_read, max_value));
-    r.blob.reset(new (std::nothrow) std::byte[cap]);
-    if (!r.blob) co_return error_response(errc::no_space, "cannot allocate the response buffer");
-    const bool local = c.backend().exists(key);  // for X-Mc-Local (a hint: the tiers may change)
-    auto n = co_await c.get(key, std::span<std::byte>(r.blob.get(), cap));
-    if (n) {
-      if (*n > cap)
-        co_return error_response(errc::rpc_fail, "key " + key + ": a peer reported a size beyond the buffer");
-      r.blob_capacity = cap;
-      r.blob_size = *n;
-      r.headers.emplace_back("X-Mc-Local", local ? "true" : "false");
-      co_return r;
-    }
-    if (!mc::is(n.error(), errc::buffer_overflow)) co_return error_response(to_errc(n.error()), "key " + key);
+/// One read of `key` into a new response body of `cap` bytes: the response
+/// (the value, or an error response), or nullopt when the value is larger
+/// than `cap`.
+task<std::optional<response>> read_value(client& c, const std::string& key, std::size_t cap, bool local) {
+  response r;
+  r.content_type = "application/octet-stream";
+  r.blob.reset(new (std::nothrow) std::byte[cap]);
+  if (!r.blob) co_return error_response(errc::no_space, "cannot allocate the response buffer");
+  auto n = co_await c.get(key, std::span<std::byte>(r.blob.get(), cap));
+  if (!n) {
+    if (mc::is(n.error(), errc::buffer_overflow)) co_return std::nullopt;
+    co_return error_response(to_errc(n.error()), "key " + key);
   }
+  if (*n > cap) co_return error_response(errc::rpc_fail, "key " + key + ": a peer reported a size beyond the buffer");
+  r.blob_capacity = cap;
+  r.blob_size = *n;
+  r.headers.emplace_back("X-Mc-Local", local ? "true" : "false");
+  co_return std::move(r);
+}
+
+task<response> kv_get(client& c, std::string key, std::size_t max_value) {
+  const bool local = c.backend().exists(key);  // for X-Mc-Local (a hint: the tiers may change)
+  if (auto r = co_await read_value(c, key, std::max<std::size_t>(1, std::min(kv_first_read, max_value)), local))
+    co_return std::move(*r);
   // Larger: the size first (local or from the master), then the read; a
   // value replaced by a larger one in between is retried once.
   for (int attempt = 0; attempt < 2; ++attempt) {
@@ -268,23 +274,9 @@ task<response> kv_get(client& c, std::string key, std::size_t max_value) {
     if (info->size > max_value)
       co_return error_response(errc::too_large,
                                "value of " + std::to_string(info->size) + " bytes exceeds http_max_value_bytes");
-    response r;
-    r.content_type = "application/octet-stream";
-    std::size_t cap = info->size ? info->size : 1;
-    r.blob.reset(new (std::nothrow) std::byte[cap]);
-    if (!r.blob) co_return error_response(errc::no_space, "cannot allocate the response buffer");
-    auto n = co_await c.get(key, std::span<std::byte>(r.blob.get(), cap));
-    if (!n) {
-      if (mc::is(n.error(), errc::buffer_overflow) && attempt == 0) continue;
-      co_return error_response(to_errc(n.error()), "key " + key);
-    }
-    r.blob_capacity = cap;
-    if (*n > cap) co_return error_response(errc::rpc_fail, "key " + key + ": a peer reported a size beyond the buffer");
-    r.blob_size = *n;
-    r.headers.emplace_back("X-Mc-Local", info->local ? "true" : "false");
-    co_return r;
+    if (auto r = co_await read_value(c, key, info->size ? info->size : 1, info->local)) co_return std::move(*r);
   }
-  co_return error_response(errc::buffer_overflow, "value changed size while reading");
+  co_return error_response(errc::buffer_overflow, "key " + key + ": value changed size while reading");
 }
 
 }  // namespace
