@@ -14,8 +14,11 @@ TSAN_TESTS ?= runtime rpc_unit transfer_unit tiered store_client
 # distribution's: meson.build does not force werror).
 SETUP_FLAGS = -Dwerror=true
 TARGETS = python3 scripts/test-targets.py
+# The sanitizer build is clang's (ASan + UBSan + libFuzzer's coverage): the
+# unit suites and the fuzz targets share it.
+SAN_ENV = ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 
-.PHONY: all deps build test check format test-asan test-tsan test-release test-rdma run bench install clean
+.PHONY: all deps build test check format fuzz test-asan test-tsan test-release test-rdma run bench install clean
 
 all: build
 
@@ -44,12 +47,21 @@ test: deps
 # The extra builds compile only what their tests need (scripts/test-targets.py),
 # never the apps, examples or benchmarks they do not run.
 test-asan: deps
-	@[ -f $(ASAN_BUILD)/build.ninja ] || meson setup $(ASAN_BUILD) --buildtype=debug $(SETUP_FLAGS) \
-	  -Db_sanitize=address,undefined -Db_lundef=false -Dbench=false
-	t=$$($(TARGETS) $(ASAN_BUILD) --suite unit) && ninja -C $(ASAN_BUILD) -j $(JOBS) $$t
-	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-	  meson test -C $(ASAN_BUILD) --no-rebuild --suite unit --print-errorlogs --num-processes 2 \
-	  --timeout-multiplier 3
+	@[ -f $(ASAN_BUILD)/build.ninja ] || CC=clang CXX=clang++ meson setup $(ASAN_BUILD) --buildtype=debug $(SETUP_FLAGS) \
+	  -Db_sanitize=address,undefined -Db_lundef=false -Dbench=false -Dfuzz=enabled
+	t=$$($(TARGETS) $(ASAN_BUILD) --suite unit --suite fuzz) && ninja -C $(ASAN_BUILD) -j $(JOBS) $$t
+	$(SAN_ENV) meson test -C $(ASAN_BUILD) --no-rebuild --suite unit --suite fuzz --print-errorlogs \
+	  --num-processes 2 --timeout-multiplier 3
+
+# make fuzz [SECONDS=N]: every libFuzzer target for N seconds (default 60),
+# growing a working corpus in $(ASAN_BUILD)/fuzz-work/NAME from the committed
+# one; crashes land in $(ASAN_BUILD)/fuzz-work/artifacts (README "Fuzzing").
+SECONDS ?= 60
+fuzz: deps
+	@[ -f $(ASAN_BUILD)/build.ninja ] || CC=clang CXX=clang++ meson setup $(ASAN_BUILD) --buildtype=debug $(SETUP_FLAGS) \
+	  -Db_sanitize=address,undefined -Db_lundef=false -Dbench=false -Dfuzz=enabled
+	t=$$($(TARGETS) $(ASAN_BUILD) --suite fuzz) && ninja -C $(ASAN_BUILD) -j $(JOBS) $$t
+	$(SAN_ENV) bash scripts/fuzz.sh $(ASAN_BUILD) $(SECONDS)
 
 # ThreadSanitizer on the unit suites of the concurrency-heavy libraries.
 test-tsan: deps

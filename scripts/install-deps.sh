@@ -14,6 +14,7 @@ pkgs=(
   pybind11-dev python3-dev python3-pytest  # the Python API (python/) and its tests
   systemd         # systemd-analyze verify of conf/systemd (test/install/systemd_test.sh)
   clang-format    # `make check` verifies the tree is formatted (scripts/check-format.sh)
+  clang libclang-rt-14-dev  # the sanitizer build (ASan, UBSan) and its libFuzzer targets (test/fuzz)
   chromium        # headless browser of test/integration/status_page_test.sh (the master's status page)
 )
 if [[ "${1:-}" == "--bench" ]]; then

@@ -32,6 +32,7 @@ def main():
     build = os.path.realpath(a.build)
     tests = introspect(build, "--tests")
     files = {t["id"]: t["filename"] for t in introspect(build, "--targets")}
+    outputs = {os.path.normpath(f) for fs in files.values() for f in fs}
     wanted, seen = [], set()
     for t in tests:
         suites = {s.split(":", 1)[-1] for s in t["suite"]}
@@ -41,7 +42,8 @@ def main():
             continue
         seen.add(t["name"])
         paths = [p for dep in t["depends"] for p in files.get(dep, [])]
-        paths += [c for c in t["cmd"] if isinstance(c, str) and c.startswith(build + os.sep)]
+        paths += [os.path.normpath(c) for c in t["cmd"]
+                  if isinstance(c, str) and os.path.normpath(c) in outputs]
         for p in paths:
             rel = os.path.relpath(p, build)
             if rel not in wanted:

@@ -185,7 +185,7 @@ TEST_SUITE("client service guard") {
       std::vector<mc::store::peer_item> items;
       for (std::size_t i = 0; i < keys.size(); ++i) {
         bufs[i].assign(sizes[i], 0);
-        regs.push_back(std::move(*b.register_buffer(std::as_writable_bytes(std::span(bufs[i])))));
+        regs.push_back(*b.register_buffer(std::as_writable_bytes(std::span(bufs[i]))));
         items.push_back({keys[i], regs.back().describe()});
       }
       auto r = c.on(1, pc.batch_read_remote(a.rpc_endpoint(), std::move(items)));

@@ -193,7 +193,7 @@ TEST_SUITE("transfer_engine") {
     constexpr std::size_t n = 64, size = 100003;
     std::vector<std::vector<std::uint8_t>> targets(n, std::vector<std::uint8_t>(size));
     std::vector<mc::transfer::region> regs;
-    for (auto& v : targets) regs.push_back(std::move(*t.b->register_memory(v.data(), v.size())));
+    for (auto& v : targets) regs.push_back(*t.b->register_memory(v.data(), v.size()));
     std::vector<std::vector<std::uint8_t>> srcs, backs;
     for (std::size_t i = 0; i < n; ++i) {
       srcs.push_back(mc::test::random_bytes(size, 100 + i));
