@@ -59,7 +59,9 @@ TEST_SUITE("rpc_client") {
     REQUIRE_MESSAGE(r.has_value(), (r ? std::string() : r.error().message()));
     CHECK(r->evicted > 0);
     CHECK(r->cached <= 3);
-    CHECK(r->opened == r->evicted + r->cached);
+    // Every connection opened is evicted, closed idle (a loaded machine can
+    // leave one unused past the 100 ms idle timeout mid-loop) or still cached.
+    CHECK(r->opened == r->evicted + r->idle_closed + r->cached);
     // Idle close: nothing used for longer than idle_timeout.
     auto idle = f.rt.block_on(
         []() -> task<mc::rpc::client_stats> {
