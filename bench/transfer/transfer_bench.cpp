@@ -1,8 +1,15 @@
 // TransferEngine throughput between two processes (this one and a forked
 // target), against ceilings measured in the same run:
-//   tcp_*  vs a raw TCP pump (plain blocking sockets, same bytes, same two processes,
-//          one stream per initiator thread)
-//   shm_*  vs memcpy of the same sizes (one copy per thread)
+//   tcp_*  vs a raw TCP pump: plain blocking sockets between the same two
+//          processes, as many streams per initiator thread as the engine has
+//          connections (--conns, at most one per request of the batch), each
+//          stream moving its share of the batch straight from / into the same
+//          256 MiB regions the engine uses, at rotating offsets (the same
+//          memory footprint: no cache-hot scratch buffer), then a 1-byte ack
+//          per share (the engine completes a batch when every request is
+//          acknowledged);
+//   shm_*  vs memcpy of the same sizes, each thread over its own disjoint
+//          range of the regions at rotating offsets.
 // Run without arguments for the short default matrix; --help for options.
 #include "bench_options.hpp"
 #include "bench_util.hpp"
@@ -42,7 +49,7 @@ struct config {
   std::vector<std::size_t> threads{1, 2};
   std::vector<std::string> ops{"read", "write"};
   std::vector<std::string> transports{"tcp", "shm"};
-  double seconds = 0.07;                     // per run
+  double seconds = 0.3;                      // per run (shorter runs spread by more than 15 %)
   std::size_t big_batch_bytes = 512u << 20;  // batches at least this big run once (keeps the default < 1 min)
   int runs = 3;
   std::size_t slice = 1u << 20;
@@ -64,31 +71,31 @@ void apply_protocol(engine_options& o) {
 
 // ---- the target process ------------------------------------------------------
 
-void pump_serve(int fd) {
+// The target's end of one pump stream: receives into (or sends from) its
+// registered region at rotating offsets, starting at `start`.
+void pump_serve(int fd, char* region, std::size_t start) {
   // Request: 16 bytes {u64 op (0 = client sends, 1 = client receives), u64 total}; then the
   // bytes; then a 1-byte ack from the receiver.
-  std::vector<char> buf(1u << 20);
+  std::size_t off = start % region_size;
+  auto next = [&](std::uint64_t left) {
+    if (off >= region_size) off = 0;
+    const auto n = std::min<std::uint64_t>(left, region_size - off);
+    char* p = region + off;
+    return std::pair{p, n};
+  };
   for (;;) {
     std::uint64_t req[2];
     if (::recv(fd, req, sizeof req, MSG_WAITALL) != sizeof req) break;
     std::uint64_t left = req[1];
-    if (req[0] == 0) {
-      while (left > 0) {
-        auto n = ::recv(fd, buf.data(), std::min<std::uint64_t>(left, buf.size()), 0);
-        if (n <= 0) return;
-        left -= static_cast<std::uint64_t>(n);
-      }
-      char ack = 1;
-      if (::send(fd, &ack, 1, MSG_NOSIGNAL) != 1) break;
-    } else {
-      while (left > 0) {
-        auto n = ::send(fd, buf.data(), std::min<std::uint64_t>(left, buf.size()), MSG_NOSIGNAL);
-        if (n <= 0) return;
-        left -= static_cast<std::uint64_t>(n);
-      }
-      char ack;
-      if (::recv(fd, &ack, 1, MSG_WAITALL) != 1) break;
+    while (left > 0) {
+      auto [p, want] = next(left);
+      auto n = req[0] == 0 ? ::recv(fd, p, want, 0) : ::send(fd, p, want, MSG_NOSIGNAL);
+      if (n <= 0) return;
+      left -= static_cast<std::uint64_t>(n);
+      off += static_cast<std::size_t>(n);
     }
+    char ack = 1;
+    if (req[0] == 0 ? ::send(fd, &ack, 1, MSG_NOSIGNAL) != 1 : ::recv(fd, &ack, 1, MSG_WAITALL) != 1) break;
   }
   ::close(fd);
 }
@@ -115,13 +122,13 @@ int target_main(int out_fd, int in_fd) {
   int n = std::snprintf(line, sizeof line, "%s %llu %llu %llu %u\n", d.endpoint.c_str(), (unsigned long long)d.address,
                         (unsigned long long)d.length, (unsigned long long)d.token, unsigned(ntohs(a.sin_port)));
   if (::write(out_fd, line, static_cast<std::size_t>(n)) != n) return 1;
-  std::thread acceptor([lfd] {
-    for (;;) {
+  std::thread acceptor([lfd, base = region.data()] {
+    for (std::size_t conn = 0;; ++conn) {
       int c = ::accept(lfd, nullptr, nullptr);
       if (c < 0) return;
       int one = 1;
       ::setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-      std::thread(pump_serve, c).detach();
+      std::thread(pump_serve, c, base, conn * (region_size / 8)).detach();
     }
   });
   char c;
@@ -156,28 +163,34 @@ double measure(std::size_t threads, double seconds, F body) {
   return static_cast<double>(total) / el;
 }
 
-std::uint64_t pump_stream(std::uint16_t port, bool client_sends, std::size_t size, std::size_t batch,
-                          clk::time_point stop_at) {
+/// One pump stream: rounds of `requests` requests of `size` bytes (one
+/// request header, the bytes from / into `local` at rotating offsets in
+/// [lo, hi), one ack) until stop_at. Returns the bytes moved.
+std::uint64_t pump_stream(std::uint16_t port, bool client_sends, std::size_t size, std::size_t requests, char* local,
+                          std::size_t lo, std::size_t hi, clk::time_point stop_at) {
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   a.sin_port = htons(port);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) return 0;
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) return ::close(fd), 0;
   int one = 1;
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  std::vector<char> buf(std::min<std::size_t>(size, 16u << 20));
   std::uint64_t moved = 0;
+  std::size_t off = lo;
   while (clk::now() < stop_at) {
-    // One "batch": batch * size bytes, then an ack (the engine acks per request).
-    std::uint64_t req[2] = {client_sends ? 0u : 1u, static_cast<std::uint64_t>(size) * batch};
+    std::uint64_t req[2] = {client_sends ? 0u : 1u, static_cast<std::uint64_t>(size) * requests};
     if (::send(fd, req, sizeof req, MSG_NOSIGNAL) != sizeof req) break;
-    std::uint64_t left = req[1];
-    while (left > 0) {
-      auto chunk = std::min<std::uint64_t>(left, buf.size());
-      auto n = client_sends ? ::send(fd, buf.data(), chunk, MSG_NOSIGNAL) : ::recv(fd, buf.data(), chunk, 0);
-      if (n <= 0) return moved;
-      left -= static_cast<std::uint64_t>(n);
+    for (std::size_t i = 0; i < requests; ++i) {
+      if (off + size > hi) off = lo;
+      std::size_t done = 0;
+      while (done < size) {
+        auto n = client_sends ? ::send(fd, local + off + done, size - done, MSG_NOSIGNAL)
+                              : ::recv(fd, local + off + done, size - done, 0);
+        if (n <= 0) return ::close(fd), moved;
+        done += static_cast<std::size_t>(n);
+      }
+      off += size;
     }
     char ack = 1;
     if (client_sends ? ::recv(fd, &ack, 1, MSG_WAITALL) != 1 : ::send(fd, &ack, 1, MSG_NOSIGNAL) != 1) break;
@@ -187,14 +200,39 @@ std::uint64_t pump_stream(std::uint16_t port, bool client_sends, std::size_t siz
   return moved;
 }
 
-std::uint64_t memcpy_loop(std::vector<char>& src, std::vector<char>& dst, std::size_t size, std::size_t batch,
-                          clk::time_point stop_at) {
+/// The pump baseline of one initiator thread: min(conns, batch) streams in
+/// parallel, each with its share of the batch and its own slice of the
+/// thread's range [lo, hi) of `local`.
+std::uint64_t pump_thread(std::uint16_t port, bool client_sends, std::size_t size, std::size_t batch, std::size_t conns,
+                          char* local, std::size_t lo, std::size_t hi, clk::time_point stop_at) {
+  const std::size_t streams = std::max<std::size_t>(1, std::min(conns, batch));
+  std::vector<std::uint64_t> moved(streams, 0);
+  std::vector<std::thread> ts;
+  const std::size_t span = (hi - lo) / streams;
+  for (std::size_t k = 0; k < streams; ++k) {
+    const std::size_t share = batch / streams + (k < batch % streams ? 1 : 0);
+    // Each stream's range holds at least one request (ranges overlap when
+    // the thread's range is smaller than streams x size).
+    const std::size_t a = std::min(lo + k * span, hi - size), b = std::min(hi, std::max(a + size, lo + (k + 1) * span));
+    ts.emplace_back(
+        [&, k, share, a, b] { moved[k] = pump_stream(port, client_sends, size, share, local, a, b, stop_at); });
+  }
+  for (auto& t : ts) t.join();
+  std::uint64_t total = 0;
+  for (auto m : moved) total += m;
+  return total;
+}
+
+/// memcpy of `batch` copies of `size` bytes per round, over the thread's own
+/// range [lo, hi) of the two regions at rotating offsets.
+std::uint64_t memcpy_loop(const char* src, char* dst, std::size_t size, std::size_t batch, std::size_t lo,
+                          std::size_t hi, clk::time_point stop_at) {
   std::uint64_t moved = 0;
-  std::size_t off = 0;
+  std::size_t off = lo;
   while (clk::now() < stop_at) {
     for (std::size_t i = 0; i < batch; ++i) {
-      if (off + size > src.size()) off = 0;
-      std::memcpy(dst.data() + off, src.data() + off, size);
+      if (off + size > hi) off = lo;
+      std::memcpy(dst + off, src + off, size);
       off += size;
     }
     moved += size * batch;
@@ -359,13 +397,20 @@ int main(int argc, char** argv) {
                                              t);
                                        }) /
                                1e9);
-              r.baseline_runs.push_back(measure(threads, cfg.seconds,
-                                                [&](std::size_t, clk::time_point stop_at) {
-                                                  if (tr != "shm")
-                                                    return pump_stream(tgt.pump_port, write, size, batch, stop_at);
-                                                  return memcpy_loop(local, copy_dst, size, batch, stop_at);
-                                                }) /
-                                        1e9);
+              r.baseline_runs.push_back(
+                  measure(threads, cfg.seconds,
+                          [&](std::size_t t, clk::time_point stop_at) {
+                            // Thread t's own range: disjoint from the others'.
+                            // (Overlapping only when a request is larger than a share.)
+                            const std::size_t part = region_size / threads;
+                            const std::size_t lo = std::min(t * part, region_size - size);
+                            const std::size_t hi = std::min(region_size, std::max(lo + size, (t + 1) * part));
+                            if (tr != "shm")
+                              return pump_thread(tgt.pump_port, write, size, batch, cfg.conns, local.data(), lo, hi,
+                                                 stop_at);
+                            return memcpy_loop(local.data(), copy_dst.data(), size, batch, lo, hi, stop_at);
+                          }) /
+                  1e9);
             }
             mc::bench::report(r);
           }
