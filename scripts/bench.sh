@@ -89,6 +89,7 @@ if [[ $quick == 1 ]]; then
     add inference inference/inference_bench "--quick --configs $cfg" 20
   done
   add python python/python_bench.py "--quick" 6  # Python API vs C++ API, 3 cases x put/get
+  add master master/master_bench "--keys 1000000 --clients 1000 --runs 3" 5
 else
   limit=900
   inflight=1,4,16,64,256
@@ -107,6 +108,7 @@ else
     add inference inference/inference_bench "--configs $cfg --runs 3" 20
   done
   add python python/python_bench.py "" 6
+  add master master/master_bench "--keys 10000000 --clients 1000 --runs 3" 5
 fi
 
 sel=()

@@ -46,6 +46,10 @@ AREAS = [  # bench field, title, program, what it compares
      "the sglang / vllm / lmcache batches (values >= 1 MiB) through MooncakeDistributedStore from Python vs the same "
      "batches through the C++ API (mc::store::client) with the same node options, both to one owner mooncake_client; "
      "target (issue 15): Python >= 0.9 x C++"),
+    ("master", "Master at scale", "master_bench",
+     "a mooncake_master (2 RPC threads) over its real RPC from simulated clients: batched publishes and lookups "
+     "(keys/s and keys per master CPU-second), memory per key (64-byte keys, one replica); absolute targets of "
+     "issue 16: <= 200 B/key, lookups >= 1 M keys/s, publishes >= 500 k keys/s (no baseline)"),
 ]
 
 
