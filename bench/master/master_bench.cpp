@@ -68,7 +68,8 @@ proc_sample sample(pid_t pid) {
     std::vector<std::string> fields;
     while (in >> f) fields.push_back(f);
     // Fields after "(comm)": state is [0]; utime is field 14 of stat = [11], stime [12].
-    if (fields.size() > 12) s.cpu_s = double(std::stoull(fields[11]) + std::stoull(fields[12])) / ::sysconf(_SC_CLK_TCK);
+    if (fields.size() > 12)
+      s.cpu_s = double(std::stoull(fields[11]) + std::stoull(fields[12])) / ::sysconf(_SC_CLK_TCK);
   }
   std::ifstream status("/proc/" + std::to_string(pid) + "/status");
   for (std::string line; std::getline(status, line);)
@@ -140,9 +141,10 @@ void run_workers(mc::runtime::runtime& rt, const config& c, F make) {
 int main(int argc, char** argv) {
   config c;
   c.apps_dir = (std::filesystem::path(argv[0]).parent_path() / ".." / ".." / "apps").string();
-  mc::config::option_set set("master_bench",
-                             "A mooncake_master at scale over its real RPC: publishes and lookups by simulated clients,\n"
-                             "memory per key. Prints a table and one JSON line per row (bench_util format).");
+  mc::config::option_set set(
+      "master_bench",
+      "A mooncake_master at scale over its real RPC: publishes and lookups by simulated clients,\n"
+      "memory per key. Prints a table and one JSON line per row (bench_util format).");
   set.add("keys", &c.keys, "keys published (one replica each)", 1, 1'000'000'000)
       .add("clients", &c.clients, "simulated clients registered", 1, 1'000'000)
       .add("batch", &c.batch, "keys per publish / lookup call", 1, 65536)
@@ -183,10 +185,11 @@ int main(int argc, char** argv) {
       info.capacity = 1ull << 40;
       if (!rt.block_on(m.register_client(info))) ++reg_failed;
     }
-    std::printf("# master_bench: %llu keys of %llu B, %llu clients, batches of %llu, %llu in flight, master %d with %llu RPC threads\n",
-                (unsigned long long)c.keys, (unsigned long long)c.key_bytes, (unsigned long long)c.clients,
-                (unsigned long long)c.batch, (unsigned long long)c.inflight, int(master),
-                (unsigned long long)c.rpc_threads);
+    std::printf(
+        "# master_bench: %llu keys of %llu B, %llu clients, batches of %llu, %llu in flight, master %d with %llu RPC "
+        "threads\n",
+        (unsigned long long)c.keys, (unsigned long long)c.key_bytes, (unsigned long long)c.clients,
+        (unsigned long long)c.batch, (unsigned long long)c.inflight, int(master), (unsigned long long)c.rpc_threads);
     const auto before = sample(master);
 
     tally pub;
@@ -216,7 +219,8 @@ int main(int argc, char** argv) {
     for (std::uint64_t run = 0; run < c.runs; ++run) {
       const auto s0 = sample(master);
       auto l0 = std::chrono::steady_clock::now();
-      run_workers(rt, c, [&](std::uint64_t w) { return looker(&m, &c, w + run * c.inflight, calls_per_worker, &look); });
+      run_workers(rt, c,
+                  [&](std::uint64_t w) { return looker(&m, &c, w + run * c.inflight, calls_per_worker, &look); });
       const double secs = mc::bench::seconds_since(l0);
       const auto s1 = sample(master);
       const double n = double(calls_per_worker * c.inflight * c.batch);
@@ -227,14 +231,16 @@ int main(int argc, char** argv) {
     emit("lookup_keys_per_master_cpu_s", "efficiency", "keys/cpu_s", per_cpu);
 
     const double pub_rate = double(c.keys) / pub_s, look_rate = mc::bench::median(rates);
-    std::printf("# targets (issue 16): memory per key %.0f B (<= 200: %s), lookups %.0f keys/s (>= 1 M: %s), "
-                "publishes %.0f keys/s (>= 500 k: %s); master RSS %.1f MiB with %llu keys\n",
-                per_key, per_key <= 200 ? "met" : "missed", look_rate, look_rate >= 1e6 ? "met" : "missed", pub_rate,
-                pub_rate >= 5e5 ? "met" : "missed", double(after.rss) / (1 << 20), (unsigned long long)c.keys);
-    std::printf("# answers: %llu publishes ok, %llu failed; %llu lookups ok, %llu failed, %llu wrong; %llu registrations failed\n",
-                (unsigned long long)pub.ok.load(), (unsigned long long)pub.failed.load(),
-                (unsigned long long)look.ok.load(), (unsigned long long)look.failed.load(),
-                (unsigned long long)look.wrong.load(), (unsigned long long)reg_failed);
+    std::printf(
+        "# targets (issue 16): memory per key %.0f B (<= 200: %s), lookups %.0f keys/s (>= 1 M: %s), "
+        "publishes %.0f keys/s (>= 500 k: %s); master RSS %.1f MiB with %llu keys\n",
+        per_key, per_key <= 200 ? "met" : "missed", look_rate, look_rate >= 1e6 ? "met" : "missed", pub_rate,
+        pub_rate >= 5e5 ? "met" : "missed", double(after.rss) / (1 << 20), (unsigned long long)c.keys);
+    std::printf(
+        "# answers: %llu publishes ok, %llu failed; %llu lookups ok, %llu failed, %llu wrong; %llu registrations "
+        "failed\n",
+        (unsigned long long)pub.ok.load(), (unsigned long long)pub.failed.load(), (unsigned long long)look.ok.load(),
+        (unsigned long long)look.failed.load(), (unsigned long long)look.wrong.load(), (unsigned long long)reg_failed);
     status = pub.failed || look.failed || look.wrong || reg_failed ? 1 : 0;
     mc::rpc::shutdown(rt);
     rt.stop();
