@@ -25,7 +25,7 @@ for name in "${names[@]}"; do
   [[ -f test/fuzz/dict/$name.dict ]] && dict=(-dict="test/fuzz/dict/$name.dict")
   echo "== fuzz: $name for ${secs}s"
   log=$work/$name.log
-  "$exe" -max_total_time="$secs" -rss_limit_mb=4096 -timeout=30 -print_final_stats=1 \
+  "$exe" -max_total_time="$secs" -rss_limit_mb=4096 -timeout=30 -error_exitcode=1 -entropic=0 -print_final_stats=1 \
     -artifact_prefix="$work/artifacts/$name-" "${dict[@]}" "$work/$name" >"$log" 2>&1
   rc=$?
   done_line=$(grep -E '^#[0-9]+[[:space:]]+DONE' "$log" | tail -n 1)

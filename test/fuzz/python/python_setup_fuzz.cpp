@@ -28,19 +28,65 @@
 
 namespace {
 
-const char* const known_keys[] = {
-    "local_hostname", "metadata_server", "global_segment_size", "local_buffer_size", "protocol", "rdma_devices",
-    "master_server_addr", "engine", "enable_ssd_offload", "ssd_offload_path", "tenant_id", "ipc_socket_path",
-    "enable_client_http_server", "client_http_port", "lock_shard_count", "master_server_address", "client_id",
-    "client_rpc_port", "rpc_thread_num", "tiered_backend_config", "device_names", "rpc_timeout",
-    "heartbeat_interval", "transfer_transport", "max_inline_value_bytes", "inline_threshold", "max_batch_keys",
-    "max_inflight_bytes", "rdma_bounce_bytes", "http_port", "port", "deployment_mode", "attach", "attach_port"};
+const char* const known_keys[] = {"local_hostname",
+                                  "metadata_server",
+                                  "global_segment_size",
+                                  "local_buffer_size",
+                                  "protocol",
+                                  "rdma_devices",
+                                  "master_server_addr",
+                                  "engine",
+                                  "enable_ssd_offload",
+                                  "ssd_offload_path",
+                                  "tenant_id",
+                                  "ipc_socket_path",
+                                  "enable_client_http_server",
+                                  "client_http_port",
+                                  "lock_shard_count",
+                                  "master_server_address",
+                                  "client_id",
+                                  "client_rpc_port",
+                                  "rpc_thread_num",
+                                  "tiered_backend_config",
+                                  "device_names",
+                                  "rpc_timeout",
+                                  "heartbeat_interval",
+                                  "transfer_transport",
+                                  "max_inline_value_bytes",
+                                  "inline_threshold",
+                                  "max_batch_keys",
+                                  "max_inflight_bytes",
+                                  "rdma_bounce_bytes",
+                                  "http_port",
+                                  "port",
+                                  "deployment_mode",
+                                  "attach",
+                                  "attach_port"};
 
-const char* const typical_values[] = {
-    "127.0.0.1", "127.0.0.1:17812", "[::1]:1", "localhost", "P2PHANDSHAKE", "16MB", "0", "4 GiB", "tcp", "rdma",
-    "127.0.0.1:50051", "None", "True", "false", "1", "", "{\"tiers\":[{\"type\":\"DRAM\",\"capacity\":\"64MiB\"}]}",
-    "{\"tiers\":[{\"type\":\"SSD\",\"capacity\":1,\"path\":\"x\"}]}", "10s", "500ms", "65536", "P2P", "-1",
-    "18446744073709551616"};
+const char* const typical_values[] = {"127.0.0.1",
+                                      "127.0.0.1:17812",
+                                      "[::1]:1",
+                                      "localhost",
+                                      "P2PHANDSHAKE",
+                                      "16MB",
+                                      "0",
+                                      "4 GiB",
+                                      "tcp",
+                                      "rdma",
+                                      "127.0.0.1:50051",
+                                      "None",
+                                      "True",
+                                      "false",
+                                      "1",
+                                      "",
+                                      "{\"tiers\":[{\"type\":\"DRAM\",\"capacity\":\"64MiB\"}]}",
+                                      "{\"tiers\":[{\"type\":\"SSD\",\"capacity\":1,\"path\":\"x\"}]}",
+                                      "10s",
+                                      "500ms",
+                                      "65536",
+                                      "P2P",
+                                      "-1",
+                                      "18446744073709551616"};
 
 bool names_a_path(const std::string& v) {
   struct stat st {};
@@ -72,9 +118,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     FuzzedDataProvider in(data, size);
     const std::size_t n = in.ConsumeIntegralInRange<std::size_t>(0, 24);
     for (std::size_t i = 0; i < n && in.remaining_bytes() > 0; ++i) {
-      std::string key = in.ConsumeBool() ? known_keys[in.ConsumeIntegralInRange<std::size_t>(
-                                               0, sizeof known_keys / sizeof *known_keys - 1)]
-                                         : in.ConsumeRandomLengthString(64);
+      std::string key =
+          in.ConsumeBool()
+              ? known_keys[in.ConsumeIntegralInRange<std::size_t>(0, sizeof known_keys / sizeof *known_keys - 1)]
+              : in.ConsumeRandomLengthString(64);
       std::string value = in.ConsumeBool() ? typical_values[in.ConsumeIntegralInRange<std::size_t>(
                                                  0, sizeof typical_values / sizeof *typical_values - 1)]
                                            : in.ConsumeRandomLengthString(256);
