@@ -139,9 +139,8 @@ struct client_cfg {
            x.limits.max_inline_value_bytes == y.limits.max_inline_value_bytes &&
            x.limits.max_inline_reply_bytes == y.limits.max_inline_reply_bytes &&
            x.inline_threshold == y.inline_threshold && x.max_inflight_bytes == y.max_inflight_bytes &&
-           x.rdma_bounce_bytes == y.rdma_bounce_bytes && x.max_batch_keys == y.max_batch_keys &&
-           x.attach == y.attach && x.attach_port == y.attach_port && auth.token == b.auth.token &&
-           auth.token_file == b.auth.token_file;
+           x.rdma_bounce_bytes == y.rdma_bounce_bytes && x.max_batch_keys == y.max_batch_keys && x.attach == y.attach &&
+           x.attach_port == y.attach_port && auth.token == b.auth.token && auth.token_file == b.auth.token_file;
   }
 
   // After a successful parse: the binary's validation (mc::store::resolve,
@@ -154,8 +153,8 @@ struct client_cfg {
       auto first = o.tiered_backend_config.find_first_not_of(" \t\r\n");
       if (first == std::string::npos || o.tiered_backend_config[first] != '{') return false;
     }
-    for (auto d : {o.rpc_timeout, o.heartbeat_interval, o.http_read_timeout, o.drain_grace,
-                   o.limits.max_request_timeout})
+    for (auto d :
+         {o.rpc_timeout, o.heartbeat_interval, o.http_read_timeout, o.drain_grace, o.limits.max_request_timeout})
       check_duration(d);
     auto err = mc::store::resolve(o, set);
     if (!err.empty()) return true;  // the binary stops here with this message
@@ -166,8 +165,8 @@ struct client_cfg {
     for (auto& d : o.device_list) check_that(!d.empty());
     // What mooncake_client derives from the options (no overflow, UBSan
     // watches the arithmetic).
-    const mc::duration body =
-        std::max<mc::duration>(o.http_read_timeout * 6, std::chrono::duration_cast<mc::duration>(std::chrono::seconds(30)));
+    const mc::duration body = std::max<mc::duration>(
+        o.http_read_timeout * 6, std::chrono::duration_cast<mc::duration>(std::chrono::seconds(30)));
     check_that(body.count() > 0);
     if (!auth.token.empty() && auth.token_file.empty()) {
       std::string why;
@@ -209,9 +208,9 @@ struct master_cfg {
     const auto &x = o, &y = b.o;
     return x.deployment_mode == y.deployment_mode && x.rpc_address == y.rpc_address && x.rpc_port == y.rpc_port &&
            x.rpc_thread_num == y.rpc_thread_num && x.client_ttl == y.client_ttl &&
-           x.client_drop_ttl == y.client_drop_ttl && x.max_key_bytes == y.max_key_bytes &&
-           x.http_host == y.http_host && x.metrics_port == y.metrics_port && x.drain_grace == y.drain_grace &&
-           x.auth.token == y.auth.token && x.auth.token_file == y.auth.token_file;
+           x.client_drop_ttl == y.client_drop_ttl && x.max_key_bytes == y.max_key_bytes && x.http_host == y.http_host &&
+           x.metrics_port == y.metrics_port && x.drain_grace == y.drain_grace && x.auth.token == y.auth.token &&
+           x.auth.token_file == y.auth.token_file;
   }
 
   // mooncake_master's validation (mc::master::validate, then the tokens).

@@ -1,10 +1,11 @@
 // Fuzz target `toml_config`: the TOML configuration file of the node binaries
 // (`--config FILE`, mc::config::option_set::parse -> load_file) with their real
 // option declarations. The first byte picks mooncake_client (even) or
-// mooncake_master (odd); the rest is the file's text, written to one file in
-// a temporary directory made once (removed at exit): no path comes from the
-// input, and the client's tiered_backend_config is only checked when it is
-// inline JSON (node_options.hpp).
+// mooncake_master (odd); the rest is the file's text, written to an
+// in-memory file (memfd_create, made once) that parse() opens as
+// /proc/self/fd/N: nothing is written to disk, no path comes from the input,
+// and the client's tiered_backend_config is only checked when it is inline
+// JSON (node_options.hpp).
 //
 // Invariants: either an error whose message starts with the program's name
 // and names the file (every TOML or key error does), or options that the
@@ -12,12 +13,11 @@
 // accepts or refuses with a message, with durations the binaries can use,
 // and whose values, rendered as `--name=value` flags, parse to the same
 // values in a fresh option set.
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <cstddef>
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -25,18 +25,17 @@
 
 namespace {
 
-std::string dir, path;
-
-void remove_temp() {
-  ::unlink(path.c_str());
-  ::rmdir(dir.c_str());
-}
+int fd = -1;
+std::string path;
 
 void write_file(const std::uint8_t* data, std::size_t size) {
-  std::FILE* f = std::fopen(path.c_str(), "wb");
-  mc::fuzz::check_that(f != nullptr);
-  mc::fuzz::check_that(size == 0 || std::fwrite(data, 1, size, f) == size);
-  mc::fuzz::check_that(std::fclose(f) == 0);
+  mc::fuzz::check_that(::ftruncate(fd, 0) == 0);
+  std::size_t done = 0;
+  while (done < size) {
+    auto n = ::pwrite(fd, data + done, size - done, static_cast<off_t>(done));
+    mc::fuzz::check_that(n > 0);
+    done += static_cast<std::size_t>(n);
+  }
 }
 
 template <class Cfg>
@@ -60,12 +59,9 @@ void run(const std::string& program) {
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
   mc::fuzz::clear_option_environment();
-  const char* tmp = std::getenv("TMPDIR");
-  std::string templ = std::string(tmp && *tmp ? tmp : "/tmp") + "/mc-fuzz-toml-XXXXXX";
-  mc::fuzz::check_that(::mkdtemp(templ.data()) != nullptr);
-  dir = templ;
-  path = dir + "/node.toml";
-  std::atexit(remove_temp);
+  fd = ::memfd_create("mc-fuzz-node.toml", MFD_CLOEXEC);
+  mc::fuzz::check_that(fd >= 0);
+  path = "/proc/self/fd/" + std::to_string(fd);
   return 0;
 }
 
