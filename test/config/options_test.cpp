@@ -180,6 +180,15 @@ TEST_SUITE("config options") {
     CHECK(mc::config::parse_duration_ms("10s") == 10s);
     CHECK(mc::config::parse_duration_ms("250") == 250ms);
     CHECK_FALSE(mc::config::parse_duration_ms("soon").has_value());
+    // At most max_duration (365 days); a larger count once wrapped around
+    // 64 bits into a small or negative duration (found writing the flags fuzz target;
+    // test/fuzz/regressions/flags).
+    CHECK(mc::config::parse_duration_ms("31536000s") == mc::config::max_duration);
+    CHECK(mc::config::parse_duration_ms("525600m") == mc::config::max_duration);
+    CHECK_FALSE(mc::config::parse_duration_ms("31536001s").has_value());
+    CHECK_FALSE(mc::config::parse_duration_ms("18446744073709551615s").has_value());
+    CHECK_FALSE(mc::config::parse_duration_ms("18446744073709551615").has_value());
+    CHECK_FALSE(mc::config::parse_duration_ms("307445734561826m").has_value());
   }
 }
 

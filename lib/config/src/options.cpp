@@ -38,6 +38,14 @@ std::pair<std::string_view, std::string_view> split_number(std::string_view s) {
   return {s.substr(0, i), unit};
 }
 
+// n units of `ms_per_unit` milliseconds, or nullopt past max_duration (the
+// product never wraps: it is compared before it is formed).
+std::optional<std::chrono::milliseconds> checked_duration(std::uint64_t n, std::uint64_t ms_per_unit) {
+  const auto max = static_cast<std::uint64_t>(max_duration.count());
+  if (n > max / ms_per_unit) return std::nullopt;
+  return std::chrono::milliseconds(static_cast<std::chrono::milliseconds::rep>(n * ms_per_unit));
+}
+
 }  // namespace
 
 std::optional<std::uint64_t> parse_size(std::string_view text) {
@@ -75,12 +83,18 @@ std::optional<std::chrono::milliseconds> parse_duration_ms(std::string_view text
   auto n = parse_u64(num);
   if (!n) return std::nullopt;
   auto unit = lower(unit_raw);
-  using namespace std::chrono;
-  if (unit.empty() || unit == "ms") return milliseconds(*n);
-  if (unit == "s") return milliseconds(*n * 1000);
-  if (unit == "m" || unit == "min") return milliseconds(*n * 60'000);
-  if (unit == "us" && *n % 1000 == 0) return milliseconds(*n / 1000);
-  return std::nullopt;
+  std::uint64_t ms_per_unit = 0;
+  if (unit.empty() || unit == "ms")
+    ms_per_unit = 1;
+  else if (unit == "s")
+    ms_per_unit = 1000;
+  else if (unit == "m" || unit == "min")
+    ms_per_unit = 60'000;
+  else if (unit == "us" && *n % 1000 == 0)
+    return checked_duration(*n / 1000, 1);
+  else
+    return std::nullopt;
+  return checked_duration(*n, ms_per_unit);
 }
 
 option_set::option_set(std::string program, std::string summary)
@@ -156,7 +170,7 @@ option_set& option_set::add(std::string name, std::chrono::milliseconds* target,
   return add_custom(std::move(name), std::to_string(target->count()) + "ms", std::move(help),
                     [target](std::string_view v) -> std::optional<std::string> {
                       auto d = parse_duration_ms(v);
-                      if (!d) return "expected a duration such as 10s or 500ms";
+                      if (!d) return "expected a duration such as 10s or 500ms (at most 365 days)";
                       *target = *d;
                       return std::nullopt;
                     });

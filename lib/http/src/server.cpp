@@ -121,7 +121,11 @@ namespace {
 
 using impl_ptr = std::shared_ptr<server::impl>;
 
-task<void> write_response(server::impl& s, beast::tcp_stream& stream, response& res, bool keep_alive) {
+/// Writes `res`. `head`: the request was HEAD, so the header is the one GET
+/// would get (its Content-Length too) and no body follows (RFC 9110 9.3.2; a
+/// body would be read as the start of the next response on the connection).
+task<void> write_response(server::impl& s, beast::tcp_stream& stream, response& res, bool keep_alive,
+                          bool head = false) {
   if (res.blob && res.blob_size > res.blob_capacity) {
     // A handler bug (or a size that came from a peer unchecked): never read
     // past the buffer.
@@ -137,6 +141,11 @@ task<void> write_response(server::impl& s, beast::tcp_stream& stream, response& 
     msg.body() = {res.text.data(), res.text.size()};
   msg.keep_alive(keep_alive);
   msg.prepare_payload();
+  if (head) {
+    const auto length = msg.body().size();
+    msg.body() = {};
+    msg.content_length(length);
+  }
   s.count_status(res.status);
   stream.expires_after(s.opts.write_timeout);
   error_code ec;
@@ -210,7 +219,7 @@ task<auth_verdict> enforce_auth(server::impl& s, beast::tcp_stream& stream, cons
     co_await answer_and_close(s, stream, res);
     co_return auth_verdict::close;
   }
-  co_await write_response(s, stream, res, req.keep_alive);
+  co_await write_response(s, stream, res, req.keep_alive, req.verb == method::head);
   co_return req.keep_alive ? auth_verdict::answered : auth_verdict::close;
 }
 
@@ -293,7 +302,7 @@ task<void> serve_connection(server::impl& s, beast::tcp_stream& stream) {
         res = detail::json_response(500, {{"error", "INTERNAL_ERROR"}, {"message", detail::json_string(e.what())}});
       }
     }
-    co_await write_response(s, stream, res, req.keep_alive);
+    co_await write_response(s, stream, res, req.keep_alive, req.verb == method::head);
     if (!req.keep_alive) co_return;
   }
 }

@@ -16,7 +16,13 @@ namespace mc::config {
 /// of 1024 (K/KB/KiB, M/MB/MiB, G/GB/GiB, T/TB/TiB), as Mooncake and the tier
 /// configuration read them. nullopt if invalid.
 std::optional<std::uint64_t> parse_size(std::string_view text);
+/// The longest duration parse_duration_ms() accepts: 365 days. Every
+/// deadline or timeout a node derives from a duration option (now() + it,
+/// a multiple of it, in steady_clock nanoseconds) then stays far inside
+/// 64 bits; a larger number was silently wrapped before.
+inline constexpr std::chrono::milliseconds max_duration = std::chrono::hours(24 * 365);
 /// Parses "10s", "500ms", "2m", "250us" (a bare number means milliseconds).
+/// nullopt if invalid or longer than max_duration.
 std::optional<std::chrono::milliseconds> parse_duration_ms(std::string_view text);
 
 struct outcome {
