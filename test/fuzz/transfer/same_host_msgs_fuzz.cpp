@@ -66,7 +66,7 @@ int connect_control(const std::string& endpoint) {
   a.sun_family = AF_UNIX;
   std::memcpy(a.sun_path + 1, name.data(), name.size());  // abstract: sun_path[0] = 0
   const auto len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
-  mc::fuzz::require(::connect(fd, reinterpret_cast<sockaddr*>(&a), len) == 0, "connect to the control socket");
+  connect_or_abort(fd, reinterpret_cast<sockaddr*>(&a), len);
   return fd;
 }
 

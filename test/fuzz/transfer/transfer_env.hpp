@@ -21,7 +21,11 @@
 // own threads).
 #pragma once
 
+#include <poll.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+
+#include <cerrno>
 
 #include <array>
 #include <cstddef>
@@ -193,6 +197,19 @@ class env {
   std::string endpoint_;
   std::uint16_t port_ = 0;
 };
+
+/// connect() that survives EINTR (libFuzzer's -timeout alarm interrupts
+/// system calls): an interrupted connect completes in the background, so
+/// wait for writability and read its result.
+inline void connect_or_abort(int fd, const sockaddr* a, socklen_t len) {
+  if (::connect(fd, a, len) == 0) return;
+  require(errno == EINTR || errno == EINPROGRESS, "connect to the engine");
+  pollfd p{fd, POLLOUT, 0};
+  while (::poll(&p, 1, -1) < 0) require(errno == EINTR, "poll for connect");
+  int err = 0;
+  socklen_t el = sizeof err;
+  require(::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) == 0 && err == 0, "connect to the engine (completion)");
+}
 
 /// Little-endian field access on a 48-byte header in a byte buffer.
 inline std::uint64_t get_le(const std::byte* p, std::size_t n) {

@@ -113,7 +113,7 @@ int connect_engine(std::uint16_t port) {
   a.sin_family = AF_INET;
   a.sin_port = htons(port);
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  mc::fuzz::require(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0, "connect to the engine");
+  connect_or_abort(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
   int one = 1;
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   return fd;
