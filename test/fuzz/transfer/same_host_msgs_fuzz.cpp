@@ -26,7 +26,8 @@
 // ends between the send and the answer, both outcomes are accepted (only
 // under an extreme stall; the fuzzer's leases are either in the past or 1 s).
 // After every input (the server has closed): blocks equal their shadows,
-// canaries intact, and the engine holds no grant any more.
+// canaries intact, the engine holds no grant any more and its served_*
+// counters grew by exactly the grants given and refused.
 // Seeds: gen_corpus.cpp (see README.md).
 #include <poll.h>
 #include <sys/socket.h>
@@ -93,6 +94,8 @@ void recv_bytes(int fd, std::byte* p, std::size_t n) {
 
 struct grant_model {
   std::map<std::uint64_t, std::uint64_t> held;  // request id -> lease end (server clock)
+  // What the engine's served_* counters must grow by (from the answers).
+  std::uint64_t rejects = 0, read_ops = 0, read_bytes = 0, write_ops = 0, write_bytes = 0;
   void forget_ended(std::uint64_t now) {
     std::erase_if(held, [&](auto& kv) { return kv.second <= now; });
   }
@@ -152,19 +155,23 @@ void grant(env& e, int fd, const raw_header& h, bool has_lease, std::uint64_t re
     expect_header(want, 8, denied, h.id);
   }
   check(std::memcmp(rb, want.data(), 48) == 0, "a grant answer that is not the exact expected header");
-  if (status != 0) return;
+  if (status != 0) {
+    ++g.rejects;
+    return;
+  }
+  ++(write ? g.write_ops : g.read_ops);
+  (write ? g.write_bytes : g.read_bytes) += h.length;
   g.held[h.id] = lease;
   use_grant(e, write, h.address, h.length, h.id);
 }
 
 /// Plays `in` (rewritten in place) against the control server.
-void play(env& e, int fd, std::vector<std::byte>& in) {
+void play(env& e, int fd, std::vector<std::byte>& in, grant_model& g) {
   static const std::pair<std::uint64_t, std::uint64_t> pid_ns = [] {
     struct stat st {};
     mc::fuzz::require(::stat("/proc/self/ns/pid", &st) == 0, "stat /proc/self/ns/pid");
     return std::pair<std::uint64_t, std::uint64_t>(st.st_dev, st.st_ino);
   }();
-  grant_model g;
   std::size_t pos = 0;
   const std::size_t size = in.size();
   while (size - pos >= 48) {
@@ -214,8 +221,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   auto& e = env::get();
   e.reset_memory();
   std::vector<std::byte> in(reinterpret_cast<const std::byte*>(data), reinterpret_cast<const std::byte*>(data) + size);
+  const auto before = e.engine().stats();
   const int fd = connect_control(e.endpoint());
-  play(e, fd, in);
+  grant_model g;
+  play(e, fd, in, g);
   ::shutdown(fd, SHUT_WR);
   std::byte extra[64];
   ssize_t r;
@@ -223,6 +232,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   check(r == 0, "the control server sent more than the model expects (or reset)");
   ::close(fd);
   e.check_memory();
-  check(e.engine().stats().same_host_grants_held == 0, "grants outlived their connection");
+  const auto after = e.engine().stats();
+  check(after.same_host_grants_held == 0, "grants outlived their connection");
+  check(after.served_rejects - before.served_rejects == g.rejects &&
+            after.served_read_ops - before.served_read_ops == g.read_ops &&
+            after.served_read_bytes - before.served_read_bytes == g.read_bytes &&
+            after.served_write_ops - before.served_write_ops == g.write_ops &&
+            after.served_write_bytes - before.served_write_bytes == g.write_bytes,
+        "served_* counters differ from the grants answered");
   return 0;
 }

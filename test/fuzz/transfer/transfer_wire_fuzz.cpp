@@ -21,7 +21,8 @@
 //     were applied - a prefix for a payload cut short by the end of input;
 //   - the canaries around every block are intact (and every block sits
 //     between PROT_NONE pages: a read or write one byte outside faults);
-//   - the engine counts no inbound connection any more.
+//   - the engine counts no inbound connection any more, and its served_*
+//     counters grew by exactly the requests served / refused.
 // Seeds: gen_corpus.cpp (see README.md).
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -45,7 +46,12 @@ constexpr auto unsupported = static_cast<std::int32_t>(mc::errc::unsupported);
 
 /// Walks `in` (rewritten in place) and returns how many bytes the target
 /// consumes before it closes; `expect` gets its replies.
-std::size_t model(env& e, std::vector<std::byte>& in, std::vector<std::byte>& expect) {
+/// What the target's served_* counters must grow by.
+struct tally {
+  std::uint64_t rejects = 0, read_ops = 0, read_bytes = 0, write_ops = 0, write_bytes = 0;
+};
+
+std::size_t model(env& e, std::vector<std::byte>& in, std::vector<std::byte>& expect, tally& t) {
   const std::size_t size = in.size();
   std::size_t pos = 0;
   while (size - pos >= 48) {
@@ -55,19 +61,23 @@ std::size_t model(env& e, std::vector<std::byte>& in, std::vector<std::byte>& ex
     const std::size_t avail = size - pos;
     switch (h.op) {
       case 1: {  // read_req
-        const auto* t = e.allowed(h.token, h.address, h.length, ra::remote_read);
-        if (!t) {
+        const auto* r = e.allowed(h.token, h.address, h.length, ra::remote_read);
+        if (!r) {
+          ++t.rejects;
           expect_header(expect, 2, denied, h.id);
           break;
         }
+        ++t.read_ops;
+        t.read_bytes += h.length;
         expect_header(expect, 2, 0, h.id, 0, h.length);
         const std::byte* src = e.shadow_of(h.address, h.length);
         expect.insert(expect.end(), src, src + h.length);
         break;
       }
       case 3: {  // write_req: `length` payload bytes follow, refused or not
-        const auto* t = e.allowed(h.token, h.address, h.length, ra::remote_write);
-        if (!t) {
+        const auto* w = e.allowed(h.token, h.address, h.length, ra::remote_write);
+        if (!w) {
+          ++t.rejects;
           if (avail < h.length) return size;  // drained until the end of input, then closed
           pos += h.length;
           expect_header(expect, 4, denied, h.id);
@@ -77,6 +87,8 @@ std::size_t model(env& e, std::vector<std::byte>& in, std::vector<std::byte>& ex
         std::memcpy(e.shadow_of(h.address, h.length), in.data() + pos, n);  // the prefix that arrived
         pos += n;
         if (n < h.length) return pos;
+        ++t.write_ops;
+        t.write_bytes += h.length;
         expect_header(expect, 4, 0, h.id);
         break;
       }
@@ -91,8 +103,8 @@ std::size_t model(env& e, std::vector<std::byte>& in, std::vector<std::byte>& ex
         expect_header(expect, 11, unsupported, h.id);
         break;
       case 12: {  // rdma_check: the registry's answer, nothing else
-        const auto* t = e.allowed(h.token, h.address, h.length, h.flags ? ra::remote_write : ra::remote_read);
-        expect_header(expect, 13, t ? 0 : denied, h.id);
+        const auto* c = e.allowed(h.token, h.address, h.length, h.flags ? ra::remote_write : ra::remote_read);
+        expect_header(expect, 13, c ? 0 : denied, h.id);
         break;
       }
       case 14:  // rdma_rkey: protocol "tcp" has no device
@@ -161,7 +173,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   e.reset_memory();
   std::vector<std::byte> in(reinterpret_cast<const std::byte*>(data), reinterpret_cast<const std::byte*>(data) + size);
   std::vector<std::byte> expect;
-  const std::size_t consumed = model(e, in, expect);
+  tally t;
+  const std::size_t consumed = model(e, in, expect, t);
+  const auto before = e.engine().stats();
   const int fd = connect_engine(e.port());
   const auto got = exchange(fd, in.data(), consumed);
   ::close(fd);
@@ -176,6 +190,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     std::abort();
   }
   e.check_memory();
-  check(e.engine().stats().inbound_connections == 0, "a served connection outlived its peer's close");
+  const auto after = e.engine().stats();
+  check(after.inbound_connections == 0, "a served connection outlived its peer's close");
+  check(after.served_rejects - before.served_rejects == t.rejects &&
+            after.served_read_ops - before.served_read_ops == t.read_ops &&
+            after.served_read_bytes - before.served_read_bytes == t.read_bytes &&
+            after.served_write_ops - before.served_write_ops == t.write_ops &&
+            after.served_write_bytes - before.served_write_bytes == t.write_bytes,
+        "served_* counters differ from the requests the model served and refused");
   return 0;
 }
