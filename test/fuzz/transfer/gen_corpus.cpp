@@ -92,11 +92,13 @@ void to_placeholders(env& e, std::vector<std::byte>& s, bool shm) {
     const auto op = std::to_integer<std::uint8_t>(h[5]);
     const auto flags = get_le(h + 6, 2);
     const auto token = get_le(h + 40, 8), address = get_le(h + 24, 8), length = get_le(h + 32, 8);
-    for (std::size_t i = 0; i < 8; ++i)
+    for (std::size_t i = 0; i < n_tokens; ++i)
       if (e.token(i).token == token && token != 0) {
         put_le(h + 40, 8, i);
-        const auto off = static_cast<std::int64_t>(address - e.token(i).base);
-        if (off >= INT32_MIN && off <= INT32_MAX) put_le(h + 24, 8, (std::uint64_t(i) << 32) | std::uint32_t(off));
+        const std::size_t anchor = i < 8 ? i : 0;  // unregistered tokens: offsets from registration 0
+        const auto off = static_cast<std::int64_t>(address - e.token(anchor).base);
+        if (off >= INT32_MIN && off <= INT32_MAX) put_le(h + 24, 8, (std::uint64_t(anchor) << 32) | std::uint32_t(off));
+        break;
       }
     pos += 48;
     if (!shm && op == 3) pos += length;  // write_req payload
@@ -167,6 +169,10 @@ void capture_batches(env& e, mc::transfer::engine& client, mc::runtime::runtime&
     auto res = rt.block_on(client.batch(std::move(sc.reqs), std::chrono::seconds(10)));
     std::size_t ok = 0;
     for (auto& r : res) ok += static_cast<bool>(r);
+    // Same-host releases may still be on their way through the proxy when the
+    // batch returns: let them arrive (a generator, not a test: no assertion
+    // depends on this pause, only which bytes end up in the seed).
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
     auto bytes = take();
     to_placeholders(e, bytes, shm);
     std::printf("%s (%zu of %zu requests ok) ", sc.name, ok, res.size());
@@ -227,6 +233,37 @@ void encoder_seeds(const fs::path& root) {
     h.request_id = 4;
     put_header(s, h);  // READ check of a write-only child: refused
     write_seed(root / "transfer_wire", "rdma_ops", s);
+  }
+  // same_host_msgs: the per-connection grant bounds, which a real initiator
+  // never reaches (it keeps at most 16 grants and never repeats an id):
+  // 17 outstanding 1 s grants, then a repeated id after a release.
+  {
+    std::vector<std::byte> s;
+    tx::header h;
+    h.op = wire_op::shm_hello;
+    h.length = tx::shm_identity_size;
+    put_header(s, h);
+    auto grant = [&](std::uint64_t id, std::uint64_t off) {
+      tx::header g;
+      g.op = wire_op::shm_grant;
+      g.flags = tx::grant_lease;
+      g.request_id = id;
+      g.address = off;  // registration 0 + off
+      g.length = 100;
+      g.token = 0;  // registration 0 (read-write)
+      put_header(s, g);
+      std::byte lease[8];
+      put_le(lease, 8, ~0ull);
+      s.insert(s.end(), lease, lease + 8);
+    };
+    for (std::uint64_t id = 1; id <= 17; ++id) grant(id, id * 100);  // the 17th is refused
+    grant(3, 0);                                                     // id 3 is held: refused
+    h = {};
+    h.op = wire_op::shm_release;
+    h.request_id = 3;
+    put_header(s, h);
+    grant(3, 0);  // released: granted again
+    write_seed(root / "same_host_msgs", "grant_bounds", s);
   }
   // rdma_handshake: first byte = which message (see rdma_handshake_fuzz.cpp).
   auto seed = [&](const char* name, std::uint8_t kind, const std::vector<std::byte>& msg) {
