@@ -6,6 +6,7 @@
 // calls rdma_connect(), and server_negotiate() checks the frame before it
 // reads a hello and calls rdma_accept(). So no queue pair is created, and no
 // QP number is revealed, for a peer that has not presented an accepted token.
+#include "rdma_hello.hpp"
 #include "rdma_stream.hpp"
 
 #include <boost/asio/as_tuple.hpp>
@@ -61,23 +62,10 @@ std::string rdma_rpc_device_name() {
 
 namespace {
 
-void encode_tail(std::byte* p, const mc::verbs::qp_info& q) {
-  mc::verbs::encode_qp_info(q, p);
-  put32(p + mc::verbs::qp_info_size, rdma_data_credits);
-  put32(p + mc::verbs::qp_info_size + 4, rdma_chunk_bytes);
-}
-
-/// Checks the peer's credits/chunk against ours (same constants both sides).
-bool tail_ok(const std::byte* p) {
-  return get32(p + mc::verbs::qp_info_size) == rdma_data_credits &&
-         get32(p + mc::verbs::qp_info_size + 4) == rdma_chunk_bytes;
-}
-
 mc::task<bool> send_reply(tcp::socket& s, std::uint32_t status, const rdma_stream* st) {
-  std::byte out[hello_reply_size] = {};
-  std::memcpy(out, reply_magic, 8);
-  put32(out + 8, status);
-  if (st) encode_tail(out + 12, st->local_info());
+  std::byte out[hello_reply_size];
+  const auto q = st ? st->local_info() : mc::verbs::qp_info{};
+  encode_hello_reply(out, status, st ? &q : nullptr);
   auto [ec, n] = co_await asio::async_write(s, asio::buffer(out), asio::as_tuple(asio::use_awaitable));
   co_return !ec && n == sizeof out;
 }
@@ -88,15 +76,17 @@ std::atomic<bool> warned_server_setup{false};
 
 mc::task<mc::result<kj::Own<stream_base>>> rdma_accept(tcp::socket& s, const std::byte* hello, bool enabled) {
   auto dev = enabled ? current_device() : nullptr;
-  if (!dev || !tail_ok(hello + 8)) {
+  const parsed_hello h = parse_hello(hello);
+  if (!dev || h.verdict != hello_verdict::ok) {
     // status 1: this server has no RDMA control plane (or another framing):
-    // continue over TCP.
-    if (!co_await send_reply(s, 1, nullptr)) co_return mc::fail(mc::errc::rpc_fail);
+    // continue over TCP. status 2: the client's qp_info is invalid.
+    const std::uint32_t status = dev && h.verdict == hello_verdict::bad_qp ? 2 : 1;
+    if (!co_await send_reply(s, status, nullptr)) co_return mc::fail(mc::errc::rpc_fail);
     co_return kj::Own<stream_base>();
   }
   std::string why;
   auto st = rdma_stream::create(dev, s.get_executor(), &why);
-  if (st && !(*st)->connect(mc::verbs::decode_qp_info(hello + 8), &why)) st = mc::fail(mc::errc::rpc_fail);
+  if (st && !(*st)->connect(h.qp, &why)) st = mc::fail(mc::errc::rpc_fail);
   if (!st) {
     if (!warned_server_setup.exchange(true))
       std::fprintf(stderr, "mc::rpc: cannot set up RPC over RDMA for a client (%s); serving it over TCP\n",
@@ -117,9 +107,8 @@ mc::task<mc::result<kj::Own<stream_base>>> rdma_connect(tcp::socket& s, std::str
   }
   auto st = rdma_stream::create(dev, s.get_executor(), message);
   if (!st) co_return st.error();
-  std::byte hello[hello_size] = {};
-  std::memcpy(hello, hello_magic, 8);
-  encode_tail(hello + 8, (*st)->local_info());
+  std::byte hello[hello_size];
+  encode_hello(hello, (*st)->local_info());
   auto [wec, wn] = co_await asio::async_write(s, asio::buffer(hello), asio::as_tuple(asio::use_awaitable));
   if (wec || wn != sizeof hello) {
     *message = "sending the RDMA hello: " + wec.message();
@@ -135,17 +124,18 @@ mc::task<mc::result<kj::Own<stream_base>>> rdma_connect(tcp::socket& s, std::str
                    : "bad or missing RDMA handshake reply" + (rec ? ": " + rec.message() : std::string());
     co_return mc::fail(rec == asio::error::operation_aborted ? mc::errc::cancelled : mc::errc::rpc_fail);
   }
-  const auto status = get32(reply + 8);
-  if (status == 1 || status == 2) {
-    *message = status == 1 ? "the server has no RDMA control plane (MC_RPC_PROTOCOL is not rdma there)"
-                           : "the server could not set up RDMA for this connection";
+  const parsed_reply r = parse_hello_reply(reply);
+  if (r.verdict == reply_verdict::fallback) {
+    *message = r.status == 1 ? "the server has no RDMA control plane (MC_RPC_PROTOCOL is not rdma there)"
+                             : "the server could not set up RDMA for this connection";
     co_return kj::Own<stream_base>();
   }
-  if (status != 0 || !tail_ok(reply + 12)) {
-    *message = "RDMA handshake reply with status " + std::to_string(status) + " or incompatible buffer sizes";
+  if (r.verdict != reply_verdict::ok) {
+    *message = "RDMA handshake reply with status " + std::to_string(r.status) +
+               ", incompatible buffer sizes or an invalid queue pair description";
     co_return mc::fail(mc::errc::rpc_fail);
   }
-  if (!(*st)->connect(mc::verbs::decode_qp_info(reply + 12), message)) co_return mc::fail(mc::errc::rpc_fail);
+  if (!(*st)->connect(r.qp, message)) co_return mc::fail(mc::errc::rpc_fail);
   (*st)->start(std::move(s));
   co_return kj::Own<stream_base>(kj::mv(*st));
 }

@@ -6,12 +6,14 @@
 #include "io.hpp"
 #include "rdma.hpp"
 #include "rdma_verbs.hpp"
+#include "rdma_wire.hpp"
 #include "wire.hpp"
 
 #include <array>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <span>
 #include <string>
 
 namespace mc::transfer::detail {
@@ -66,32 +68,30 @@ task<bool> rdma_serve(engine_impl& eng, tcp_socket& s, const header& h, std::sha
     co_return co_await respond(s, wire_op::rdma_rkey_resp, h.request_id, rk ? errc::ok : errc::access_denied, nullptr,
                                h.address, rk.value_or(0));
   }
-  if (h.op != wire_op::rdma_connect || h.length < qp_info_size || h.length > qp_info_size + max_announced_endpoint ||
-      slot)
-    co_return false;
-  std::array<std::byte, qp_info_size> pb;
-  if (!co_await recv_all(s, pb.data(), pb.size())) co_return false;
-  // The initiator's own engine endpoint (engine::fence matches on it); an
-  // initiator that announces none is fenced by every fence.
-  std::string announced(h.length - qp_info_size, '\0');
-  if (!announced.empty() && !co_await recv_all(s, reinterpret_cast<std::byte*>(announced.data()), announced.size()))
-    co_return false;
+  if (!rdma_connect_header_ok(h) || slot) co_return false;
+  // The initiator's qp_info, then its own engine endpoint (engine::fence
+  // matches on it); an initiator that announces none is fenced by every fence.
+  std::array<std::byte, qp_info_size + max_announced_endpoint> pb;
+  const auto payload = std::span<const std::byte>(pb.data(), static_cast<std::size_t>(h.length));
+  if (!co_await recv_all(s, pb.data(), payload.size())) co_return false;
   if (!eng.rdma_ctx_) co_return co_await respond(s, wire_op::rdma_connect_resp, h.request_id, errc::unsupported);
+  auto req = parse_rdma_connect(h, payload);
+  if (!req) co_return co_await respond(s, wire_op::rdma_connect_resp, h.request_id, errc::transfer_fail);
   auto p = std::make_shared<passive_qp>();
   p->ctx = eng.rdma_ctx_;
   // Rail pairing: the initiator's device k -> our device k (modulo our count).
   const std::size_t n = p->ctx->device_count();
-  const std::size_t k = h.address % n;
+  const std::size_t k = req->device % n;
   mc::verbs::device& dev = p->ctx->dev(k);
   p->qp = dev.create_qp(dev.passive_cq(), 1);
   const auto psn = random_psn();
-  if (!p->qp || !dev.connect_qp(p->qp, psn, decode_qp_info(pb.data()))) {
+  if (!p->qp || !dev.connect_qp(p->qp, psn, req->qp)) {
     std::fprintf(stderr, "transfer: rdma: cannot set up a QP for a peer: %s\n", std::strerror(errno));
     co_return co_await respond(s, wire_op::rdma_connect_resp, h.request_id, errc::transfer_fail);
   }
   std::array<std::byte, qp_info_size> mine;
   encode_qp_info(dev.local_info(p->qp, psn), mine.data());
-  p->ctx->add_served(p.get(), p->qp, s.native_handle(), std::move(announced));
+  p->ctx->add_served(p.get(), p->qp, s.native_handle(), std::move(req->announced));
   slot = std::move(p);
   co_return co_await respond(s, wire_op::rdma_connect_resp, h.request_id, errc::ok, mine.data(), k, n);
 }

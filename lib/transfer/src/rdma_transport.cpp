@@ -17,6 +17,7 @@
 #include "rdma.hpp"
 #include "rdma_thread.hpp"
 #include "rdma_verbs.hpp"
+#include "rdma_wire.hpp"
 #include "wire.hpp"
 
 #include "mc/runtime/when_all.hpp"
@@ -484,16 +485,20 @@ class rdma_transport final : public transport {
     header_bytes rb;
     if (!co_await recv_all(st->ctrl, rb.data(), rb.size())) co_return closed();
     auto r = decode(rb);
-    if (!r || r->op != wire_op::rdma_connect_resp || r->request_id != h.request_id) co_return fail(errc::transfer_fail);
-    if (r->status == static_cast<std::int32_t>(errc::unsupported)) co_return fail(errc::unsupported);
-    if (r->status != 0 || r->length != qp_info_size) co_return fail(errc::transfer_fail);
-    // Older peers send 0 / 0: one device.
-    th.remote_devs[endpoint] = std::max<std::uint64_t>(r->token, 1);
+    if (!r) co_return fail(errc::transfer_fail);
+    auto devices = check_rdma_connect_resp(*r, h.request_id);  // older peers send 0 / 0: one device
+    if (!devices) co_return devices.error();
+    th.remote_devs[endpoint] = *devices;
     th.rdma_ok[endpoint] = std::chrono::steady_clock::now();
     if (r->address != rail) co_return fail(errc::transfer_fail);  // the peer has fewer devices now
     std::array<std::byte, qp_info_size> pb;
     if (!co_await recv_all(st->ctrl, pb.data(), pb.size())) co_return fail(errc::transfer_fail);
-    if (!dev.connect_qp(st->qp, psn, decode_qp_info(pb.data()))) {
+    auto peer_qp = mc::verbs::parse_qp_info(pb.data(), pb.size());
+    if (!peer_qp) {
+      std::fprintf(stderr, "transfer: rdma: the peer sent an invalid queue pair description\n");
+      co_return fail(errc::transfer_fail);
+    }
+    if (!dev.connect_qp(st->qp, psn, *peer_qp)) {
       std::fprintf(stderr, "transfer: rdma: connecting QP to the peer failed: %s\n", std::strerror(errno));
       co_return fail(errc::transfer_fail);
     }

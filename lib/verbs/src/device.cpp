@@ -73,6 +73,17 @@ qp_info decode_qp_info(const std::byte* in) noexcept {
   return q;
 }
 
+mc::result<qp_info> parse_qp_info(const std::byte* in, std::size_t n) noexcept {
+  if (n != qp_info_size) return mc::fail(mc::errc::invalid_params);
+  for (std::size_t i = 13; i < qp_info_size; ++i)  // reserved: 13..15 and 32..47
+    if ((i < 16 || i >= 32) && in[i] != std::byte{0}) return mc::fail(mc::errc::invalid_params);
+  const qp_info q = decode_qp_info(in);
+  if (q.qpn < 2 || q.qpn > 0xffffff || q.psn > 0xffffff || q.mtu > IBV_MTU_4096 ||
+      q.link_layer > IBV_LINK_LAYER_ETHERNET || q.max_rd_atomic > 16)
+    return mc::fail(mc::errc::invalid_params);
+  return q;
+}
+
 device::device(const device_options& opts) {
   int n = 0;
   errno = 0;

@@ -38,8 +38,18 @@ struct qp_info {
   std::array<std::uint8_t, 16> gid{};
 };
 inline constexpr std::size_t qp_info_size = 48;
+/// Writes the 48-byte wire form of `q` to `out` (reserved bytes 0).
 void encode_qp_info(const qp_info& q, std::byte* out) noexcept;
+/// Reads the 48 bytes at `in` without checking them (our own encodings).
 qp_info decode_qp_info(const std::byte* in) noexcept;
+/// Reads a peer's qp_info from the `n` bytes at `in`: exactly qp_info_size
+/// bytes that encode_qp_info could have written (reserved bytes 13..15 and
+/// 32..47 zero) with every field in range - QP number 2 .. 2^24-1 (0 and 1
+/// are the special QPs), PSN < 2^24, MTU 0 (unknown) .. IBV_MTU_4096, link
+/// layer at most IBV_LINK_LAYER_ETHERNET, max_rd_atomic at most 16. Errors:
+/// invalid_params.
+/// Pure, thread-safe.
+mc::result<qp_info> parse_qp_info(const std::byte* in, std::size_t n) noexcept;
 
 /// A random 24-bit packet sequence number.
 std::uint32_t random_psn() noexcept;
