@@ -54,8 +54,9 @@ TEST_SUITE("data manager") {
     CHECK(mc::store::check_key(std::string(mc::store::max_key_bytes, 'x')).has_value());
     CHECK(mc::is(mc::store::check_key("").error(), mc::errc::invalid_key));
     CHECK(mc::is(mc::store::check_key(std::string(mc::store::max_key_bytes + 1, 'x')).error(), mc::errc::invalid_key));
-    // Found by the client_rpc fuzz target: "s1\0x" was served as "s1" (the
-    // Text -> std::string conversion stopped at the NUL).
+    // The store side of the master_rpc fuzz target's finding: a peer's
+    // "s1\0x" was served as "s1" (the Text -> std::string conversion stopped
+    // at the NUL).
     CHECK(mc::is(mc::store::check_key(std::string("s1\0x", 4)).error(), mc::errc::invalid_key));
   }
 

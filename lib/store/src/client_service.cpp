@@ -24,8 +24,8 @@ namespace {
 using clock = std::chrono::steady_clock;
 
 /// Text by length: KJ's std::string interop stops at the first NUL, so a
-/// peer's "k\0x" would otherwise be served as "k" (found by the client_rpc
-/// fuzz target); whole, it is refused by check_key.
+/// peer's "k\0x" would otherwise be served as "k" (the store side of what the
+/// master_rpc fuzz target found); whole, it is refused by check_key.
 std::string str(capnp::Text::Reader t) { return std::string(t.begin(), t.size()); }
 
 mc::transfer::remote_buffer to_remote(RemoteBuffer::Reader r) {
