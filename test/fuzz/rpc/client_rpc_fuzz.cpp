@@ -261,6 +261,18 @@ void setup() {
 
 handler_stats stats("client_rpc");
 
+/// Stops both nodes, the master and the runtimes (at exit; see codec.hpp).
+void teardown() {
+  E->region.reset();
+  E->req->stop();
+  E->owner->stop();
+  E->master->stop();
+  for (auto* rt : {&E->req_rt, &E->owner_rt, &E->master_rt}) {
+    mc::rpc::shutdown(*rt);
+    rt->stop();
+  }
+}
+
 capnp::Text::Reader text(const std::string& s) { return capnp::Text::Reader(s.data(), s.size()); }
 
 mc::transfer::remote_buffer to_buffer(const desc& d) {
@@ -676,5 +688,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     ops.push_back(std::move(o));
   }
   run(ops);
+  stop_threads_at_exit(teardown);
   return 0;
 }

@@ -179,6 +179,26 @@ inline void without_entropic(int* argc, char*** argv) {
   *argv = args.data();
 }
 
+/// Targets that run threads (runtimes, servers) must stop them before the
+/// process's static destructors run, or a thread still serving may touch a
+/// destroyed static (seen once at exit: heap-use-after-free from a runtime
+/// thread). atexit handlers and static destructors run in reverse order of
+/// registration, and function-local statics of the code under test are
+/// registered when first reached, so the target calls this after every input:
+/// the latest registration runs first, before every static created so far.
+/// `stop` runs once.
+inline void stop_threads_at_exit(void (*stop)()) {
+  static void (*fn)() = nullptr;
+  static bool done = false;
+  fn = stop;
+  std::atexit([] {
+    if (!done && fn) {
+      done = true;
+      fn();
+    }
+  });
+}
+
 [[noreturn]] inline void violated(const char* what) {
   std::fprintf(stderr, "invariant violated: %s\n", what);
   std::abort();

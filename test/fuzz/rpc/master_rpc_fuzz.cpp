@@ -279,6 +279,13 @@ void reset_server() {
 
 handler_stats stats("master_rpc");
 
+/// Stops the master and the runtime (at exit; see codec.hpp).
+void teardown() {
+  E->server->stop();
+  mc::rpc::shutdown(E->rt);
+  E->rt.stop();
+}
+
 capnp::Text::Reader text(const std::string& s) { return capnp::Text::Reader(s.data(), s.size()); }
 std::string str(capnp::Text::Reader t) { return std::string(t.begin(), t.size()); }
 std::int32_t code(const mc::result<void>& r) { return r ? 0 : r.error().value(); }
@@ -812,5 +819,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     ops.push_back(std::move(o));
   }
   run(ops);
+  stop_threads_at_exit(teardown);
   return 0;
 }
