@@ -372,6 +372,26 @@ TEST_SUITE("master metadata") {
     CHECK(m.clients()[0].keys == 2);
     CHECK(mc::is(m.finish_republish("ghost", 1).error(), mc::errc::client_not_found));
   }
+
+  TEST_CASE("a client that leaves takes every entry with it, whatever epoch it was published with") {
+    // Found by the master_model fuzz target: entries of epoch UINT64_MAX
+    // survived unregister_client (and a sweep), so a re-registered client
+    // had live routes its key count did not know about.
+    metadata m;
+    REQUIRE(m.register_client(client("a")));
+    using mc::master::publish_kind;
+    REQUIRE(m.add_replica("top", "a", 1, 1, publish_kind::republish, UINT64_MAX));
+    REQUIRE(m.add_replica("low", "a", 1, 1, publish_kind::put, 3));
+    CHECK(*m.finish_republish("a", UINT64_MAX) == 1);  // "low" only: "top" is not older
+    CHECK(m.exists("top"));
+    REQUIRE(m.unregister_client("a"));
+    CHECK_FALSE(m.exists("top"));
+    CHECK(m.key_count() == 0);
+    CHECK(m.replica_count() == 0);
+    REQUIRE(m.register_client(client("a")));
+    CHECK(m.clients()[0].keys == 0);
+    CHECK(m.key_count() == 0);
+  }
 }
 
 TEST_SUITE("master http endpoint") {

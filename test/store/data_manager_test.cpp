@@ -49,6 +49,17 @@ TEST_SUITE("data manager") {
     CHECK(mc::store::parse_lock_shard_count("99999999999").has_error());
   }
 
+  TEST_CASE("a key is non-empty, at most max_key_bytes and has no NUL byte") {
+    CHECK(mc::store::check_key("k").has_value());
+    CHECK(mc::store::check_key(std::string(mc::store::max_key_bytes, 'x')).has_value());
+    CHECK(mc::is(mc::store::check_key("").error(), mc::errc::invalid_key));
+    CHECK(mc::is(mc::store::check_key(std::string(mc::store::max_key_bytes + 1, 'x')).error(), mc::errc::invalid_key));
+    // The store side of the master_rpc fuzz target's finding: a peer's
+    // "s1\0x" was served as "s1" (the Text -> std::string conversion stopped
+    // at the NUL).
+    CHECK(mc::is(mc::store::check_key(std::string("s1\0x", 4)).error(), mc::errc::invalid_key));
+  }
+
   TEST_CASE("remote read writes the exact value into the requester's registered buffer") {
     dm_fixture f;
     auto v = random_bytes(123457, 5);

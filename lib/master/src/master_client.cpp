@@ -7,13 +7,18 @@
 namespace mc::master {
 namespace {
 
+using detail::str;
+using detail::text;
+
 result<void> from_status(Status::Reader s) {
   if (s.getCode() == 0) return {};
   auto e = errc_from_value(s.getCode());  // an unknown code from the wire is RPC_FAIL
   return make_error_code(e && *e != errc::ok ? *e : errc::rpc_fail);
 }
 
-replica read_replica(Replica::Reader r) { return {r.getClientId(), r.getRpcEndpoint(), r.getTransferEndpoint()}; }
+replica read_replica(Replica::Reader r) {
+  return {str(r.getClientId()), str(r.getRpcEndpoint()), str(r.getTransferEndpoint())};
+}
 
 using detail::read_info;
 
@@ -38,7 +43,7 @@ task<result<holder_notices>> master_client::heartbeat(std::string client_id, std
   auto m = co_await connect_master(address_);
   if (!m) co_return m.error();
   auto req = m->heartbeatRequest();
-  req.setClientId(client_id);
+  req.setClientId(text(client_id));
   req.setUsed(used);
   req.setCapacity(capacity);
   auto r = co_await mc::rpc::call(req.send(), timeout_);
@@ -48,7 +53,7 @@ task<result<holder_notices>> master_client::heartbeat(std::string client_id, std
   if (drops.size() > max_drops_per_heartbeat) co_return fail(errc::rpc_fail);  // not what a master sends
   holder_notices out;
   out.resync = r->getResync();
-  for (auto d : drops) out.drops.push_back({d.getKey(), d.getVersion()});
+  for (auto d : drops) out.drops.push_back({str(d.getKey()), d.getVersion()});
   co_return out;
 }
 
@@ -56,7 +61,7 @@ task<result<void>> master_client::unregister_client(std::string client_id) {
   auto m = co_await connect_master(address_);
   if (!m) co_return m.error();
   auto req = m->unregisterClientRequest();
-  req.setClientId(client_id);
+  req.setClientId(text(client_id));
   auto r = co_await mc::rpc::call(req.send(), timeout_);
   if (!r) co_return r.error();
   co_return from_status(r->getStatus());
@@ -68,12 +73,12 @@ task<result<std::vector<result<void>>>> master_client::add_replicas(std::string 
   auto m = co_await connect_master(address_);
   if (!m) co_return m.error();
   auto req = m->addReplicasRequest();
-  req.setClientId(client_id);
+  req.setClientId(text(client_id));
   req.setRepublish(kind == publish_kind::republish);
   req.setEpoch(epoch);
   auto list = req.initItems(static_cast<unsigned>(items.size()));
   for (unsigned i = 0; i < items.size(); ++i) {
-    list[i].setKey(items[i].key);
+    list[i].setKey(text(items[i].key));
     list[i].setSize(items[i].size);
     list[i].setVersion(items[i].version);
   }
@@ -90,10 +95,10 @@ task<result<std::vector<result<void>>>> master_client::remove_replicas(std::stri
   auto m = co_await connect_master(address_);
   if (!m) co_return m.error();
   auto req = m->removeReplicasRequest();
-  req.setClientId(client_id);
+  req.setClientId(text(client_id));
   auto list = req.initItems(static_cast<unsigned>(items.size()));
   for (unsigned i = 0; i < items.size(); ++i) {
-    list[i].setKey(items[i].key);
+    list[i].setKey(text(items[i].key));
     list[i].setVersion(items[i].version);
   }
   auto r = co_await mc::rpc::call(req.send(), timeout_);
@@ -108,7 +113,7 @@ task<result<std::uint64_t>> master_client::finish_republish(std::string client_i
   auto m = co_await connect_master(address_);
   if (!m) co_return m.error();
   auto req = m->finishRepublishRequest();
-  req.setClientId(client_id);
+  req.setClientId(text(client_id));
   req.setEpoch(epoch);
   auto r = co_await mc::rpc::call(req.send(), timeout_);
   if (!r) co_return r.error();
@@ -121,7 +126,7 @@ task<result<std::vector<result<key_info>>>> master_client::lookup(std::vector<st
   if (!m) co_return m.error();
   auto req = m->getReplicaListRequest();
   auto list = req.initKeys(static_cast<unsigned>(keys.size()));
-  for (unsigned i = 0; i < keys.size(); ++i) list.set(i, keys[i]);
+  for (unsigned i = 0; i < keys.size(); ++i) list.set(i, text(keys[i]));
   auto r = co_await mc::rpc::call(req.send(), timeout_);
   if (!r) co_return r.error();
   std::vector<result<key_info>> out;
@@ -151,7 +156,7 @@ task<result<replica>> master_client::write_route(std::uint64_t size, std::string
   if (!m) co_return m.error();
   auto req = m->writeRouteRequest();
   req.setSize(size);
-  req.setExclude(exclude);
+  req.setExclude(text(exclude));
   auto r = co_await mc::rpc::call(req.send(), timeout_);
   if (!r) co_return r.error();
   if (auto st = from_status(r->getStatus()); !st) co_return st.error();
@@ -162,7 +167,7 @@ task<result<std::vector<replica>>> master_client::remove_key(std::string key) {
   auto m = co_await connect_master(address_);
   if (!m) co_return m.error();
   auto req = m->removeKeyRequest();
-  req.setKey(key);
+  req.setKey(text(key));
   auto r = co_await mc::rpc::call(req.send(), timeout_);
   if (!r) co_return r.error();
   if (auto st = from_status(r->getStatus()); !st) co_return st.error();
@@ -177,7 +182,7 @@ task<result<master_client::removal_page>> master_client::remove_matching(std::st
   auto m = co_await connect_master(address_);
   if (!m) co_return m.error();
   auto req = m->removeMatchingRequest();
-  req.setPattern(pattern);
+  req.setPattern(text(pattern));
   req.setAll(all);
   req.setLimit(limit);
   req.setFromShard(from_shard);
@@ -190,7 +195,7 @@ task<result<master_client::removal_page>> master_client::remove_matching(std::st
   page.removed.reserve(list.size());
   for (auto k : list) {
     metadata::removed_key rk;
-    rk.key = k.getKey();
+    rk.key = str(k.getKey());
     for (auto rep : k.getReplicas()) rk.holders.push_back(read_replica(rep));
     page.removed.push_back(std::move(rk));
   }
@@ -225,7 +230,7 @@ task<result<client_info>> master_client::get_client(std::string client_id) {
   auto m = co_await connect_master(address_);
   if (!m) co_return m.error();
   auto req = m->getClientRequest();
-  req.setClientId(client_id);
+  req.setClientId(text(client_id));
   auto r = co_await mc::rpc::call(req.send(), timeout_);
   if (!r) co_return r.error();
   if (auto st = from_status(r->getStatus()); !st) co_return st.error();

@@ -20,6 +20,9 @@
 namespace mc::master {
 namespace {
 
+using detail::str;
+using detail::text;
+
 /// Keys one removeMatching page carries at most.
 constexpr std::size_t max_remove_page = 4096;
 
@@ -33,9 +36,9 @@ void set_status(Status::Builder b, const result<void>& r) {
 }
 
 void set_replica(Replica::Builder b, const replica& r) {
-  b.setClientId(r.client_id);
-  b.setRpcEndpoint(r.rpc_endpoint);
-  b.setTransferEndpoint(r.transfer_endpoint);
+  b.setClientId(text(r.client_id));
+  b.setRpcEndpoint(text(r.rpc_endpoint));
+  b.setTransferEndpoint(text(r.transfer_endpoint));
 }
 
 using detail::read_info;
@@ -53,7 +56,7 @@ class master_impl final : public Master::Server {
   }
   kj::Promise<void> heartbeat(HeartbeatContext ctx) override {
     auto p = ctx.getParams();
-    std::string id = p.getClientId();
+    std::string id = str(p.getClientId());
     auto res = ctx.getResults();
     auto hb = md_.heartbeat(id, p.getUsed(), p.getCapacity());
     set_status(res.initStatus(), hb);
@@ -62,38 +65,38 @@ class master_impl final : public Master::Server {
     res.setResync(notices.resync);
     auto drops = res.initDrops(static_cast<unsigned>(notices.drops.size()));
     for (unsigned i = 0; i < notices.drops.size(); ++i) {
-      drops[i].setKey(notices.drops[i].key);
+      drops[i].setKey(text(notices.drops[i].key));
       drops[i].setVersion(notices.drops[i].version);
     }
     return kj::READY_NOW;
   }
   kj::Promise<void> unregisterClient(UnregisterClientContext ctx) override {
-    set_status(ctx.getResults().initStatus(), md_.unregister_client(ctx.getParams().getClientId()));
+    set_status(ctx.getResults().initStatus(), md_.unregister_client(str(ctx.getParams().getClientId())));
     return kj::READY_NOW;
   }
   kj::Promise<void> addReplicas(AddReplicasContext ctx) override {
     auto p = ctx.getParams();
-    std::string id = p.getClientId();
+    std::string id = str(p.getClientId());
     auto items = p.getItems();
     auto kind = p.getRepublish() ? publish_kind::republish : publish_kind::put;
     auto out = ctx.getResults().initResults(items.size());
     for (unsigned i = 0; i < items.size(); ++i)
-      set_status(out[i],
-                 md_.add_replica(items[i].getKey(), id, items[i].getSize(), items[i].getVersion(), kind, p.getEpoch()));
+      set_status(out[i], md_.add_replica(str(items[i].getKey()), id, items[i].getSize(), items[i].getVersion(), kind,
+                                         p.getEpoch()));
     return kj::READY_NOW;
   }
   kj::Promise<void> removeReplicas(RemoveReplicasContext ctx) override {
     auto p = ctx.getParams();
-    std::string id = p.getClientId();
+    std::string id = str(p.getClientId());
     auto items = p.getItems();
     auto out = ctx.getResults().initResults(items.size());
     for (unsigned i = 0; i < items.size(); ++i)
-      set_status(out[i], md_.remove_replica(items[i].getKey(), id, items[i].getVersion()));
+      set_status(out[i], md_.remove_replica(str(items[i].getKey()), id, items[i].getVersion()));
     return kj::READY_NOW;
   }
   kj::Promise<void> finishRepublish(FinishRepublishContext ctx) override {
     auto p = ctx.getParams();
-    auto r = md_.finish_republish(p.getClientId(), p.getEpoch());
+    auto r = md_.finish_republish(str(p.getClientId()), p.getEpoch());
     auto res = ctx.getResults();
     if (!r) {
       set_status(res.initStatus(), r.error());
@@ -107,7 +110,7 @@ class master_impl final : public Master::Server {
     auto keys = ctx.getParams().getKeys();
     auto out = ctx.getResults().initResults(keys.size());
     for (unsigned i = 0; i < keys.size(); ++i) {
-      auto r = md_.lookup(keys[i]);
+      auto r = md_.lookup(str(keys[i]));
       if (!r) {
         set_status(out[i].initStatus(), r.error());
         continue;
@@ -121,7 +124,7 @@ class master_impl final : public Master::Server {
   }
   kj::Promise<void> writeRoute(WriteRouteContext ctx) override {
     auto p = ctx.getParams();
-    auto r = md_.write_route(p.getSize(), p.getExclude());
+    auto r = md_.write_route(p.getSize(), str(p.getExclude()));
     auto res = ctx.getResults();
     if (!r) {
       set_status(res.initStatus(), r.error());
@@ -132,7 +135,7 @@ class master_impl final : public Master::Server {
     return kj::READY_NOW;
   }
   kj::Promise<void> removeKey(RemoveKeyContext ctx) override {
-    auto r = md_.remove_key(ctx.getParams().getKey());
+    auto r = md_.remove_key(str(ctx.getParams().getKey()));
     auto res = ctx.getResults();
     if (!r) {
       set_status(res.initStatus(), r.error());
@@ -152,7 +155,7 @@ class master_impl final : public Master::Server {
       set_status(res.initStatus(), fail(errc::invalid_params));
       return kj::READY_NOW;
     }
-    auto r = md_.remove_matching(p.getPattern(), p.getAll(), limit, p.getFromShard());
+    auto r = md_.remove_matching(str(p.getPattern()), p.getAll(), limit, p.getFromShard());
     if (!r) {
       set_status(res.initStatus(), r.error());
       return kj::READY_NOW;
@@ -161,7 +164,7 @@ class master_impl final : public Master::Server {
     auto& keys = r->removed;
     auto out = res.initRemoved(static_cast<unsigned>(keys.size()));
     for (unsigned i = 0; i < keys.size(); ++i) {
-      out[i].setKey(keys[i].key);
+      out[i].setKey(text(keys[i].key));
       auto reps = out[i].initReplicas(static_cast<unsigned>(keys[i].holders.size()));
       for (unsigned j = 0; j < keys[i].holders.size(); ++j) set_replica(reps[j], keys[i].holders[j]);
     }
@@ -182,7 +185,7 @@ class master_impl final : public Master::Server {
     return kj::READY_NOW;
   }
   kj::Promise<void> getClient(GetClientContext ctx) override {
-    auto r = md_.find_client(ctx.getParams().getClientId());
+    auto r = md_.find_client(str(ctx.getParams().getClientId()));
     auto res = ctx.getResults();
     set_status(res.initStatus(), r ? result<void>{} : result<void>{r.error()});
     if (r) set_info(res.initInfo(), *r);

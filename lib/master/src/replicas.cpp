@@ -11,7 +11,6 @@
 namespace mc::master {
 namespace {
 constexpr auto relaxed = std::memory_order_relaxed;
-constexpr std::uint64_t all_epochs = std::numeric_limits<std::uint64_t>::max();
 }  // namespace
 
 void metadata::queue_drop(const std::string& holder, const std::string& key, std::uint64_t version) {
@@ -196,14 +195,14 @@ result<metadata::removal_page> metadata::remove_matching(const std::string& patt
 }
 
 std::pair<std::uint64_t, std::uint64_t> metadata::drop_holder_entries(const std::string& client_id,
-                                                                      std::uint64_t below_epoch) {
+                                                                      std::optional<std::uint64_t> below_epoch) {
   std::uint64_t removed = 0, live = 0;
   for (auto& s : shards_) {
     std::lock_guard lk(s->mu);
     for (auto it = s->map.begin(); it != s->map.end();) {
       auto& h = it->second.holders;
       for (auto pos = h.begin(); pos != h.end();) {
-        if (pos->client_id != client_id || pos->epoch >= below_epoch) {
+        if (pos->client_id != client_id || (below_epoch && pos->epoch >= *below_epoch)) {
           ++pos;
           continue;
         }
@@ -217,7 +216,11 @@ std::pair<std::uint64_t, std::uint64_t> metadata::drop_holder_entries(const std:
   return {removed, live};
 }
 
-void metadata::drop_client_replicas(const std::string& client_id) { (void)drop_holder_entries(client_id, all_epochs); }
+// Every entry, also those published with epoch UINT64_MAX (a bound of
+// "older than UINT64_MAX" left them behind for a client that was gone).
+void metadata::drop_client_replicas(const std::string& client_id) {
+  (void)drop_holder_entries(client_id, std::nullopt);
+}
 
 result<std::uint64_t> metadata::finish_republish(const std::string& client_id, std::uint64_t epoch) {
   std::shared_ptr<client_entry> c;

@@ -98,7 +98,9 @@ kj::Promise<size_t> asio_stream::read_loop(kj::byte* buf, size_t min_bytes, size
     // Serve from the read-ahead buffer first.
     if (rpos_ < rend_) {
       size_t n = std::min(rend_ - rpos_, max_bytes - done);
-      std::memcpy(buf + done, rbuf_.get() + rpos_, n);
+      // capnp reads a zero-length segment with a null buffer: memcpy(nullptr,
+      // ..., 0) is undefined (found by the master_rpc fuzz target, UBSan).
+      if (n > 0) std::memcpy(buf + done, rbuf_.get() + rpos_, n);
       rpos_ += n;
       done += n;
     }

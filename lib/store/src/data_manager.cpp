@@ -43,7 +43,8 @@ result<std::size_t> parse_lock_shard_count(std::string_view text) {
 }
 
 result<void> check_key(std::string_view key) {
-  if (key.empty() || key.size() > max_key_bytes) return fail(errc::invalid_key);
+  if (key.empty() || key.size() > max_key_bytes || key.find('\0') != std::string_view::npos)
+    return fail(errc::invalid_key);
   return {};
 }
 

@@ -225,9 +225,11 @@ class metadata {
   health health_of(const client_entry& c, clock::time_point now) const;
   result<void> check_key(const std::string& key) const;
   void drop_client_replicas(const std::string& client_id);
-  /// Removes `client_id`'s entries with epoch < `below_epoch`; returns
-  /// (entries removed, live entries among them).
-  std::pair<std::uint64_t, std::uint64_t> drop_holder_entries(const std::string& client_id, std::uint64_t below_epoch);
+  /// Removes `client_id`'s entries with epoch < `below_epoch` (every entry
+  /// when nullopt, whatever its epoch); returns (entries removed, live
+  /// entries among them).
+  std::pair<std::uint64_t, std::uint64_t> drop_holder_entries(const std::string& client_id,
+                                                              std::optional<std::uint64_t> below_epoch);
   void queue_drop(const std::string& holder, const std::string& key, std::uint64_t version);
   /// The endpoints of removed entries' holders; live ones leave their
   /// client's key count. Takes clients_mu_ (no shard lock may be held).

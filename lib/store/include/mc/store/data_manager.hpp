@@ -225,7 +225,10 @@ class data_manager {
   std::unique_ptr<async_semaphore> pipelines_;
 };
 
-/// Validates a key: non-empty and at most max_key_bytes (invalid_key otherwise).
+/// Validates a key: non-empty, at most max_key_bytes, no NUL byte
+/// (invalid_key otherwise). Keys travel between nodes as Cap'n Proto Text,
+/// and KJ's std::string interop cuts a Text at its first NUL: "k\0x" would
+/// reach its owner as "k" (another key's value).
 result<void> check_key(std::string_view key);
 
 }  // namespace mc::store
