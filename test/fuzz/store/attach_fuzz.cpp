@@ -90,7 +90,8 @@ struct harness {
     mo.metrics_port = 0;  // no HTTP server (a fixed port could be taken)
     master = std::make_unique<mc::master::master_server>(master_rt, mo);
     auto started = master->start();
-    mc::fuzz::require(started.has_value(), ("master start: " + started.error().message() + ": " + master->message()).c_str());
+    mc::fuzz::require(started.has_value(),
+                      ("master start: " + started.error().message() + ": " + master->message()).c_str());
     mc::store::client_options o;
     o.client_id = "fuzz-node";
     o.master_server_address = "127.0.0.1:" + std::to_string(master->port());
@@ -176,9 +177,9 @@ bool known_code(std::int32_t code) {
 struct input_state {
   explicit input_state(FuzzedDataProvider& p) : in(p) {}
   FuzzedDataProvider& in;
-  std::size_t cursor = 0;                          // next free offset for valid pieces
+  std::size_t cursor = 0;                               // next free offset for valid pieces
   std::map<std::string, std::vector<std::byte>> model;  // key -> bytes of its last successful put
-  std::set<std::string> unknown;                   // keys whose value this input cannot predict
+  std::set<std::string> unknown;                        // keys whose value this input cannot predict
   std::set<std::string> used;
 };
 
