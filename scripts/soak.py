@@ -250,7 +250,7 @@ class Soak:
                 "--client_rpc_port", str(NODE_RPC), "--http_port", str(NODE_HTTP), "--client_id", f"node{i}",
                 "--heartbeat_interval", "500ms", "--rpc_timeout", f"{a.rpc_timeout_ms}ms",
                 "--tiered_backend_config", json.dumps(tiers),
-                "--max_inflight_keys_per_connection", "128", "--max_inflight_keys_per_peer", "256",
+                "--max_inflight_keys_per_connection", "32", "--max_inflight_keys_per_peer", "64",
                 "--max_inflight_bytes_per_connection", "256MiB", "--max_inflight_bytes_per_peer", "512MiB"], "node")
         for p in self.nodes.values():
             p.start()
@@ -530,7 +530,12 @@ class Soak:
             v.stop()
         self.sample()
         self.check_deaths()
-        log("verification done")
+        log("verification done; stopping the cluster")
+        self.stops = []
+        for p in [*self.nodes.values(), self.master]:
+            t = now()
+            rc = p.stop(timeout=30)
+            self.stops.append((p.name, rc, now() - t))
 
     def cleanup(self):
         if self.cleaned:

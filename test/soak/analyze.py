@@ -99,6 +99,11 @@ class Analyzer:
                                           f"(bound {self.op_bound:.0f} s + {OP_BOUND_SLACK:.0f} s), rc {r['rc']}")
                 for b in r.get("bad", []):
                     self.viol("integrity", f"w{w} op {r['i']} {op}: {b}")
+                # Read buffers hold the largest value ever written: no overflow may be reported.
+                for k, rc in zip(r["k"], r["rc"]):
+                    if op in ("get", "batch_get") and rc in (-10, -1106):
+                        self.viol("overflow", f"w{w} op {r['i']} {op} {k}: {code_name(rc)} into a "
+                                              f"{worker.SLOT}-byte buffer (no value is larger)")
                 if op in WRITES:
                     for k, v, n, rc in zip(r["k"], r["v"], r["n"], r["rc"]):
                         ok = rc == 0 or ("remove" in op and rc == -704)
@@ -256,6 +261,10 @@ class Report:
                                f"{d['tail'][-600:]!r}")
         if self.err:
             an.viol("harness", self.err)
+        for name, rc, secs in getattr(s, "stops", []):
+            if rc != 0:
+                an.viol("shutdown", f"{name}: SIGTERM -> exit status {rc} after {secs:.1f} s "
+                                    f"(README: a node stops within max(2 s, rpc_timeout); the watchdog exits 1)")
         # Overload phase.
         over = []
         for path in sorted(glob.glob(os.path.join(out, "overload-*.jsonl"))):
@@ -384,6 +393,9 @@ class Report:
                 oc = ", ".join(f"{code_name(int(c)) if c != 'ok' else 'ok'}: {n}" for c, n in sorted(r["codes"].items()))
                 L.append(f"| {os.path.basename(path)} | {r['threads']} | {r['ops']} | {oc} | {r['max_s']:.2f} |")
             L.append("")
+        if getattr(s, "stops", None):
+            L.append("## Final stop (SIGTERM)\n")
+            L.append(", ".join(f"{n}: status {rc} in {t:.1f} s" for n, rc, t in s.stops) + "\n")
         L.append("## Resident memory (rss.csv" + (", rss.png" if plot else "") + ")\n")
         L.append("| process | samples | first MiB | max MiB | last MiB |")
         L.append("|---|---|---|---|---|")

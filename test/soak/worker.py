@@ -274,7 +274,7 @@ def overload(args):
         return
     nk = 32
     keys = [f"ov/{args.id}/k{i}" for i in range(nk)]
-    sizes = [(i * 37_171) % (1 << 20) + 1 for i in range(nk)]
+    sizes = [(i * 37_171) % (1 << 19) + 1 for i in range(nk)]
     for k, n in zip(keys, sizes):
         a.upsert(k, values.make_value(k, 1, n))
     a.close()
@@ -287,16 +287,16 @@ def overload(args):
 
     def requester(t):
         rng = random.Random(f"ov-{args.seed}-{args.id}-{t}")
-        slot = (1 << 20) + 64  # the seeded values are at most 1 MiB
-        buf = bytearray(slot * 4)
+        slot = (1 << 19) + 64  # the seeded values are at most 512 KiB
+        buf = bytearray(slot * 8)
         base = addr_of(buf)
         while time.monotonic() < end and not STOP:
             bad = []
             t0 = time.monotonic()
             r = rng.random()
             if r < 0.6:
-                ks = rng.sample(keys, 4)
-                rcs = s.batch_get_into(ks, [base + i * slot for i in range(4)], [slot] * 4)
+                ks = rng.sample(keys, 8)
+                rcs = s.batch_get_into(ks, [base + i * slot for i in range(8)], [slot] * 8)
                 for i, (k, rc) in enumerate(zip(ks, rcs)):
                     if rc > 0:
                         got = check_read(k, memoryview(buf)[i * slot:i * slot + rc], bad)
