@@ -531,11 +531,22 @@ class Soak:
         self.sample()
         self.check_deaths()
         log("verification done; stopping the cluster")
+        # Every node at once (none waits for a peer that already left), then the master.
         self.stops = []
-        for p in [*self.nodes.values(), self.master]:
-            t = now()
-            rc = p.stop(timeout=30)
+        t = now()
+        for p in self.nodes.values():
+            p.expected_exit = True
+            p.signal(signal.SIGTERM)
+        for p in self.nodes.values():
+            try:
+                rc = p.p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                p.signal(signal.SIGKILL)
+                rc = p.p.wait()
             self.stops.append((p.name, rc, now() - t))
+        t = now()
+        rc = self.master.stop(timeout=30)
+        self.stops.append(("master", rc, now() - t))
 
     def cleanup(self):
         if self.cleaned:
