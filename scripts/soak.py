@@ -580,10 +580,11 @@ def main():
     ap.add_argument("--print-schedule", action="store_true", help="print the schedule of SEED and MINUTES and exit")
     ap.add_argument("--quick", action="store_true",
                     help="the short deterministic run: 2 minutes, seed 1 (every fault kind), one workload per node, "
-                         "32 keys each, 16 overload requesters per node for 15 s")
+                         "32 keys each, 16 overload requesters per node for 15 s, 15 s to recover")
     a = ap.parse_args()
     if a.quick:
         a.minutes, a.workers_per_node, a.keys, a.overload_threads, a.overload_seconds = 2, 1, 32, 16, 15
+        a.recover_seconds = 15
         if a.seed is None:
             a.seed = 1
     if a.seed is None:
