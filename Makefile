@@ -90,6 +90,7 @@ test-rdma: build
 # 2-minute deterministic run (seed 1, every fault kind once or more).
 MINUTES ?= 10
 soak: build
+	/usr/bin/python3 test/soak/analyze_selftest.py >/dev/null
 	/usr/bin/python3 scripts/soak.py --build $(BUILD) $(if $(QUICK),--quick,--minutes $(MINUTES)) $(if $(SEED),--seed $(SEED))
 
 run: build
