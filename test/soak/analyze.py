@@ -173,10 +173,22 @@ class Analyzer:
             return
         lag = t0 - bound.t1
         self.max_stale_lag = max(self.max_stale_lag, lag) if lag <= STALE_WINDOW else self.max_stale_lag
+        # The old holder is told to drop its copy in its next heartbeat reply:
+        # by bound.t1 + STALE_WINDOW, later only if a fault delayed it.
+        notice_by = bound.t1 + STALE_WINDOW
+        for f in self.faults_in(bound.t0, notice_by, kinds=("stop", "partition", "loss", "rate")):
+            notice_by = max(notice_by, min(f.get("end", 1e18), t0) + STALE_WINDOW)
+        restarts = self.faults_in(bound.t0, t1, kinds=("master",))
         if lag <= STALE_WINDOW:
             excuse = "within the stale window"
-        elif self.faults_in(bound.t0, t1, kinds=("master",)):
-            excuse = "master restart (re-publish race)"
+        elif any(f["start"] <= notice_by for f in restarts):
+            excuse = "master restart before the old copy's drop notice (re-publish race)"
+        elif restarts:
+            self.viol("resurrected", f"{where} {key}: read version {v} at {t0:.3f}; {bound.op} of version "
+                                     f"{bound.version} completed at {bound.t1:.3f}, its old copy should have been "
+                                     f"dropped by {notice_by:.3f}, yet a master restart at "
+                                     f"{restarts[0]['start']:.3f} brought it back")
+            return
         elif self.faults_in(bound.t0, t0, kinds=("stop", "partition", "loss", "rate", "kill")):
             excuse = "drop notice possibly lost (fault overlapped)"
         else:
@@ -353,6 +365,8 @@ class Report:
             if len(an.violations) > 200:
                 L.append(f"- ... {len(an.violations) - 200} more (violations.json)")
             L.append("")
+        with open(os.path.join(out, "faults.json"), "w") as ff:
+            json.dump({"w0": w0, "faults": faults}, ff, indent=1)
         with open(os.path.join(out, "violations.json"), "w") as fv:
             json.dump(an.violations, fv, indent=1)
         L.append("## Allowed stale reads (documented behaviour)\n")

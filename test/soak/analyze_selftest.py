@@ -66,6 +66,8 @@ expect(run("stale without excuse", [read(8.0, 1)]), ["stale"])
 expect(run("stale inside the window", [read(4.0, 1)]), [])
 expect(run("stale after a master restart", [read(8.0, 1)],
            faults=[{"kind": "master", "node": 0, "start": 5.0, "end": 6.0}]), [])
+expect(run("old version back after a late master restart", [read(9.0, 1)],
+           faults=[{"kind": "master", "node": 0, "start": 8.0, "end": 8.5}]), ["resurrected"])
 expect(run("resurrected after remove", [read(15.0, 2)]), ["stale"])
 expect(run("phantom version", [read(2.0, 2)]), ["phantom"])
 expect(run("failed write may be read", [read(20.05, 4)]), [])
