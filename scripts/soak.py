@@ -537,13 +537,16 @@ class Soak:
         for p in self.nodes.values():
             p.expected_exit = True
             p.signal(signal.SIGTERM)
-        for p in self.nodes.values():
-            try:
-                rc = p.p.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                p.signal(signal.SIGKILL)
-                rc = p.p.wait()
-            self.stops.append((p.name, rc, now() - t))
+        left = dict(self.nodes)
+        while left and now() - t < 30:
+            for i, p in list(left.items()):
+                if p.p.poll() is not None:
+                    self.stops.append((p.name, p.p.returncode, now() - t))
+                    del left[i]
+            time.sleep(0.02)
+        for p in left.values():
+            p.signal(signal.SIGKILL)
+            self.stops.append((p.name, p.p.wait(), now() - t))
         t = now()
         rc = self.master.stop(timeout=30)
         self.stops.append(("master", rc, now() - t))
