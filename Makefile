@@ -18,7 +18,7 @@ TARGETS = python3 scripts/test-targets.py
 # unit suites and the fuzz targets share it.
 SAN_ENV = ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 
-.PHONY: all deps build test check format fuzz test-asan test-tsan test-release test-rdma run bench install clean
+.PHONY: all deps build test check format fuzz test-asan test-tsan test-release test-rdma run bench install clean soak
 
 all: build
 
@@ -83,6 +83,15 @@ test-release: deps
 # The rdma suite inside the Soft-RoCE VM (scripts/rxe-vm.sh) on the main build.
 test-rdma: build
 	@bash scripts/test-rdma.sh $(BUILD)
+
+# make soak [MINUTES=N] [SEED=S] [QUICK=1]: the chaos soak (root; test/soak/README.md): a master and
+# four nodes in network namespaces under workload and a seeded fault schedule; report, RSS CSV/plot
+# and logs in $(BUILD)/soak/<date>-seed<S>/; fails on any invariant violation. QUICK=1: the
+# 2-minute deterministic run (seed 1, every fault kind once or more).
+MINUTES ?= 10
+soak: build
+	/usr/bin/python3 test/soak/analyze_selftest.py >/dev/null
+	/usr/bin/python3 scripts/soak.py --build $(BUILD) $(if $(QUICK),--quick,--minutes $(MINUTES)) $(if $(SEED),--seed $(SEED))
 
 run: build
 	@bash scripts/run-cluster.sh $(BUILD)

@@ -10,6 +10,7 @@ pkgs=(
   libboost1.81-dev libboost-json1.81-dev liburing-dev capnproto libcapnp-dev
   doctest-dev libtomlplusplus-dev libibverbs-dev librdmacm-dev
   iproute2 procps
+  nftables        # packet loss on the chaos soak's links (scripts/soak.py: no netem here); rates use tc (iproute2)
   prometheus curl
   pybind11-dev python3-dev python3-pytest  # the Python API (python/) and its tests
   systemd         # systemd-analyze verify of conf/systemd (test/install/systemd_test.sh)

@@ -147,6 +147,15 @@ task<void> attach_core::get_staged(std::vector<attach_item>& items, std::vector<
     total += s;
   }
   if (!group.empty()) co_await stage_group(items, std::move(group), std::move(stage), out, deadline);
+  // A value replaced by a larger one between the size query and the read
+  // overflowed our staging, not the caller's room (too_large above): once
+  // more, each such key staged at the caller's whole room (within the bound).
+  for (auto i : which) {
+    if (out[i] || !mc::is(out[i].error(), errc::too_large) || items[i].room > cap) continue;
+    std::vector<std::size_t> one(1, i);
+    std::vector<std::uint64_t> whole(1, items[i].room);
+    co_await stage_group(items, std::move(one), std::move(whole), out, deadline);
+  }
 }
 
 task<void> attach_core::stage_group(std::vector<attach_item>& items, std::vector<std::size_t> group,

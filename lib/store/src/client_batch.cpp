@@ -164,7 +164,10 @@ task<void> client::impl::fetch_routes(std::vector<get_item*>& items) {
   std::vector<get_item*> ask;
   for (auto* it : items) {
     if (it->route) continue;
-    if (auto c = cached_route(it->key)) {
+    // A cached size above the caller's room may be stale (the value was
+    // replaced by a smaller one on the same owner, which never invalidates
+    // the route): ask the master rather than fail with buffer_overflow.
+    if (auto c = cached_route(it->key); c && c->size <= it->room) {
       stats.route_cache_hits.fetch_add(1, relaxed);
       it->route = std::move(*c);
     } else {
