@@ -370,7 +370,15 @@ TEST_SUITE("store attach") {
       // Cancel as soon as the node works on the call (or after it finished:
       // the node must be clean either way).
       (void)eventually([&] { return a.server->stats().calls_in_flight > 0 || a.server->stats().get_keys > 0; });
-      boost::asio::post(ex, [&cancel] { cancel.emit(boost::asio::cancellation_type::terminal); });
+      // The signal lives on this stack frame: wait for the posted emit to have
+      // run, not only for the call to finish (it may finish first; an emit
+      // still queued would then touch a destroyed signal).
+      std::promise<void> emitted;
+      boost::asio::post(ex, [&cancel, &emitted] {
+        cancel.emit(boost::asio::cancellation_type::terminal);
+        emitted.set_value();
+      });
+      emitted.get_future().wait();
       fut.wait();
     }
     CHECK(eventually([&] { return drained(*a.server); }));
