@@ -1,6 +1,7 @@
 // mooncake_cli: the human entry point; itself a real peer client (it has its
 // own TransferEngine so owners can WRITE into / READ from its buffers).
 #include "mc/config/version.hpp"
+#include "mc/master/etcd.hpp"
 #include "mc/master/master_client.hpp"
 #include "mc/rpc/client.hpp"
 #include "mc/rpc/protocol.hpp"
@@ -39,7 +40,9 @@ constexpr const char* usage_text =
     "\n"
     "options:\n"
     "  --version                              print \"mooncake_cli <version> (<git revision>)\" and exit\n"
-    "  --master_server_address HOST:PORT      the master [127.0.0.1:50051]\n"
+    "  --master_server_address HOST:PORT      the master [127.0.0.1:50051], or etcd://H:P[,H:P...]\n"
+    "                                         (the elected leader of --cluster_id)\n"
+    "  --cluster_id NAME                      cluster in etcd [mooncake_cluster]\n"
     "  --rpc_timeout MS                       deadline of each RPC in milliseconds [10000]\n"
     "  --local_hostname ADDR                  address peers use to reach this CLI's TransferEngine\n"
     "                                         [127.0.0.1 if the master is on loopback, else\n"
@@ -68,6 +71,7 @@ constexpr const char* usage_text =
 
 struct cli_options {
   std::string master = "127.0.0.1:50051";
+  std::string cluster_id = "mooncake_cluster";
   std::chrono::milliseconds timeout{10000};
   std::string local_hostname;
   std::string transport = "auto";
@@ -134,6 +138,8 @@ std::optional<int> parse(int argc, char** argv, cli_options& o) {
     try {
       if (name == "master_server_address")
         o.master = value;
+      else if (name == "cluster_id")
+        o.cluster_id = value;
       else if (name == "rpc_timeout")
         o.timeout = std::chrono::milliseconds(std::stoull(value));
       else if (name == "local_hostname")
@@ -168,7 +174,7 @@ struct session {
   mc::runtime::runtime& rt;
   cli_options& o;
   mc::transfer::engine& engine;
-  mc::master::master_client master{o.master, o.timeout};
+  mc::master::master_client master{o.master, o.timeout, o.cluster_id};
   mc::store::peer_client peers{o.timeout};
 
   mc::task<int> put() {
@@ -318,7 +324,10 @@ int main(int argc, char** argv) {
     mc::transfer::engine_options eo;
     eo.port = 0;
     eo.advertise_host = o.local_hostname;
-    if (eo.advertise_host.empty() && mc::store::is_loopback_endpoint(o.master)) eo.advertise_host = "127.0.0.1";
+    auto master_host = o.master;
+    if (auto eps = mc::master::parse_etcd_endpoints(o.master); o.master.starts_with("etcd://") && eps)
+      master_host = eps->front();
+    if (eo.advertise_host.empty() && mc::store::is_loopback_endpoint(master_host)) eo.advertise_host = "127.0.0.1";
     if (o.transport == "tcp") eo.force = mc::transfer::transport_kind::tcp;
     eo.protocol = o.protocol;
     eo.device_names = o.device_names;

@@ -1,5 +1,12 @@
 #include "mc/master/master_client.hpp"
 
+#include "mc/master/etcd.hpp"
+#include "mc/master/ha.hpp"
+#include "mc/runtime/endpoint.hpp"
+
+#include <algorithm>
+#include <mutex>
+
 #include "client_info_wire.hpp"
 #include "master.capnp.h"
 #include "mc/rpc/capnp.hpp"
@@ -28,26 +35,109 @@ task<result<Master::Client>> connect_master(const std::string& address) {
 
 }  // namespace
 
+/// Pause between two attempts of a call retried across a failover.
+constexpr auto retry_pause = std::chrono::milliseconds(100);
+
+struct master_client::locator {
+  locator(std::vector<std::string> eps, mc::duration timeout, std::string cluster)
+      : etcd(std::move(eps), timeout), key(ha_leader_key(cluster)) {}
+  etcd_client etcd;
+  std::string key;
+  std::mutex m;
+  std::string leader;  ///< guarded by m; "" = not resolved
+};
+
+result<void> check_master_address(std::string_view address, std::string* why) {
+  if (address.starts_with("etcd://")) {
+    auto eps = parse_etcd_endpoints(address, why);
+    if (!eps) return eps.error();
+    return {};
+  }
+  std::string_view w;
+  if (mc::endpoint::parse(address, &w)) return {};
+  if (why) *why = std::string(w);
+  return fail(errc::invalid_params);
+}
+
+master_client::master_client(std::string address, mc::duration timeout, std::string cluster_id)
+    : address_(std::move(address)), timeout_(timeout) {
+  if (address_.starts_with("etcd://")) {
+    auto eps = parse_etcd_endpoints(address_);
+    // A bad locator keeps no endpoints: every call fails invalid_params.
+    locator_ =
+        std::make_shared<locator>(eps ? std::move(*eps) : std::vector<std::string>{}, timeout, std::move(cluster_id));
+  }
+}
+
+std::string master_client::current_master() const {
+  if (!locator_) return address_;
+  std::lock_guard lk(locator_->m);
+  return locator_->leader;
+}
+
+task<result<std::string>> master_client::resolve() {
+  if (!locator_) co_return address_;
+  {
+    std::lock_guard lk(locator_->m);
+    if (!locator_->leader.empty()) co_return locator_->leader;
+  }
+  if (locator_->etcd.endpoints().empty()) co_return fail(errc::invalid_params);
+  auto kv = co_await locator_->etcd.get(locator_->key);
+  if (!kv) co_return kv.error();
+  if (!*kv) co_return fail(errc::unavailable_in_current_status);           // no leader elected now
+  if (!mc::endpoint::parse((*kv)->value)) co_return fail(errc::rpc_fail);  // not what a master writes
+  std::lock_guard lk(locator_->m);
+  locator_->leader = (*kv)->value;
+  co_return locator_->leader;
+}
+
+task<result<bool>> master_client::refresh_leader() {
+  auto error = [](boost::system::error_code ec) { return result<bool>(boost::system::in_place_error, ec); };
+  if (!locator_) co_return false;
+  if (locator_->etcd.endpoints().empty()) co_return error(fail(errc::invalid_params));
+  auto kv = co_await locator_->etcd.get(locator_->key);
+  if (!kv) co_return error(kv.error());
+  if (!*kv) co_return error(fail(errc::unavailable_in_current_status));
+  if (!mc::endpoint::parse((*kv)->value)) co_return error(fail(errc::rpc_fail));
+  std::lock_guard lk(locator_->m);
+  bool changed = locator_->leader != (*kv)->value;
+  locator_->leader = (*kv)->value;
+  co_return changed;
+}
+
+boost::system::error_code master_client::note(boost::system::error_code e) {
+  if (locator_ &&
+      (mc::is(e, errc::rpc_fail) || mc::is(e, errc::timeout) || mc::is(e, errc::unavailable_in_current_status))) {
+    std::lock_guard lk(locator_->m);
+    locator_->leader.clear();
+  }
+  return e;
+}
+
 task<result<void>> master_client::register_client(client_info info) {
-  auto m = co_await connect_master(address_);
-  if (!m) co_return m.error();
+  auto where = co_await resolve();
+  if (!where) co_return where.error();
+  auto m = co_await connect_master(*where);
+  if (!m) co_return note(m.error());
   auto req = m->registerClientRequest();
   detail::set_info(req.initInfo(), info);
   auto r = co_await mc::rpc::call(req.send(), timeout_);
-  if (!r) co_return r.error();
+  if (!r) co_return note(r.error());
   co_return from_status(r->getStatus());
 }
 
 task<result<holder_notices>> master_client::heartbeat(std::string client_id, std::uint64_t used,
                                                       std::uint64_t capacity) {
-  auto m = co_await connect_master(address_);
-  if (!m) co_return m.error();
+  auto where = co_await resolve();
+  if (!where) co_return where.error();
+  auto m = co_await connect_master(*where);
+  if (!m) co_return note(m.error());
   auto req = m->heartbeatRequest();
   req.setClientId(text(client_id));
   req.setUsed(used);
   req.setCapacity(capacity);
   auto r = co_await mc::rpc::call(req.send(), timeout_);
-  if (!r) co_return r.error();
+  if (!r) co_return note(r.error());
   if (auto st = from_status(r->getStatus()); !st) co_return st.error();
   auto drops = r->getDrops();
   if (drops.size() > max_drops_per_heartbeat) co_return fail(errc::rpc_fail);  // not what a master sends
@@ -58,20 +148,24 @@ task<result<holder_notices>> master_client::heartbeat(std::string client_id, std
 }
 
 task<result<void>> master_client::unregister_client(std::string client_id) {
-  auto m = co_await connect_master(address_);
-  if (!m) co_return m.error();
+  auto where = co_await resolve();
+  if (!where) co_return where.error();
+  auto m = co_await connect_master(*where);
+  if (!m) co_return note(m.error());
   auto req = m->unregisterClientRequest();
   req.setClientId(text(client_id));
   auto r = co_await mc::rpc::call(req.send(), timeout_);
-  if (!r) co_return r.error();
+  if (!r) co_return note(r.error());
   co_return from_status(r->getStatus());
 }
 
 task<result<std::vector<result<void>>>> master_client::add_replicas(std::string client_id,
                                                                     std::vector<publish_item> items, publish_kind kind,
                                                                     std::uint64_t epoch) {
-  auto m = co_await connect_master(address_);
-  if (!m) co_return m.error();
+  auto where = co_await resolve();
+  if (!where) co_return where.error();
+  auto m = co_await connect_master(*where);
+  if (!m) co_return note(m.error());
   auto req = m->addReplicasRequest();
   req.setClientId(text(client_id));
   req.setRepublish(kind == publish_kind::republish);
@@ -83,7 +177,7 @@ task<result<std::vector<result<void>>>> master_client::add_replicas(std::string 
     list[i].setVersion(items[i].version);
   }
   auto r = co_await mc::rpc::call(req.send(), timeout_);
-  if (!r) co_return r.error();
+  if (!r) co_return note(r.error());
   std::vector<result<void>> out;
   for (auto s : r->getResults()) out.push_back(from_status(s));
   if (out.size() != items.size()) co_return fail(errc::rpc_fail);
@@ -92,8 +186,10 @@ task<result<std::vector<result<void>>>> master_client::add_replicas(std::string 
 
 task<result<std::vector<result<void>>>> master_client::remove_replicas(std::string client_id,
                                                                        std::vector<key_version> items) {
-  auto m = co_await connect_master(address_);
-  if (!m) co_return m.error();
+  auto where = co_await resolve();
+  if (!where) co_return where.error();
+  auto m = co_await connect_master(*where);
+  if (!m) co_return note(m.error());
   auto req = m->removeReplicasRequest();
   req.setClientId(text(client_id));
   auto list = req.initItems(static_cast<unsigned>(items.size()));
@@ -102,7 +198,7 @@ task<result<std::vector<result<void>>>> master_client::remove_replicas(std::stri
     list[i].setVersion(items[i].version);
   }
   auto r = co_await mc::rpc::call(req.send(), timeout_);
-  if (!r) co_return r.error();
+  if (!r) co_return note(r.error());
   std::vector<result<void>> out;
   for (auto s : r->getResults()) out.push_back(from_status(s));
   if (out.size() != items.size()) co_return fail(errc::rpc_fail);
@@ -110,25 +206,29 @@ task<result<std::vector<result<void>>>> master_client::remove_replicas(std::stri
 }
 
 task<result<std::uint64_t>> master_client::finish_republish(std::string client_id, std::uint64_t epoch) {
-  auto m = co_await connect_master(address_);
-  if (!m) co_return m.error();
+  auto where = co_await resolve();
+  if (!where) co_return where.error();
+  auto m = co_await connect_master(*where);
+  if (!m) co_return note(m.error());
   auto req = m->finishRepublishRequest();
   req.setClientId(text(client_id));
   req.setEpoch(epoch);
   auto r = co_await mc::rpc::call(req.send(), timeout_);
-  if (!r) co_return r.error();
+  if (!r) co_return note(r.error());
   if (auto st = from_status(r->getStatus()); !st) co_return st.error();
   co_return r->getRemoved();
 }
 
-task<result<std::vector<result<key_info>>>> master_client::lookup(std::vector<std::string> keys) {
-  auto m = co_await connect_master(address_);
-  if (!m) co_return m.error();
+task<result<std::vector<result<key_info>>>> master_client::lookup_once(const std::vector<std::string>& keys) {
+  auto where = co_await resolve();
+  if (!where) co_return where.error();
+  auto m = co_await connect_master(*where);
+  if (!m) co_return note(m.error());
   auto req = m->getReplicaListRequest();
   auto list = req.initKeys(static_cast<unsigned>(keys.size()));
   for (unsigned i = 0; i < keys.size(); ++i) list.set(i, text(keys[i]));
   auto r = co_await mc::rpc::call(req.send(), timeout_);
-  if (!r) co_return r.error();
+  if (!r) co_return note(r.error());
   std::vector<result<key_info>> out;
   for (auto kr : r->getResults()) {
     if (auto st = from_status(kr.getStatus()); !st) {
@@ -144,6 +244,24 @@ task<result<std::vector<result<key_info>>>> master_client::lookup(std::vector<st
   co_return out;
 }
 
+task<result<std::vector<result<key_info>>>> master_client::lookup(std::vector<std::string> keys) {
+  if (!locator_) co_return co_await lookup_once(keys);
+  // HA: while no leader answers (failover) or the new one is rebuilding its
+  // table (unavailable_in_current_status per key), retry within the deadline.
+  auto deadline = std::chrono::steady_clock::now() + timeout_;
+  for (;;) {
+    auto r = co_await lookup_once(keys);
+    bool again = !r ? (mc::is(r.error(), errc::rpc_fail) || mc::is(r.error(), errc::timeout) ||
+                       mc::is(r.error(), errc::unavailable_in_current_status))
+                    : std::any_of(r->begin(), r->end(), [](const result<key_info>& k) {
+                        return !k && mc::is(k.error(), errc::unavailable_in_current_status);
+                      });
+    if (!again || std::chrono::steady_clock::now() + retry_pause >= deadline) co_return r;
+    auto slept = co_await mc::sleep_for(retry_pause);
+    if (!slept) co_return slept.error();
+  }
+}
+
 task<result<key_info>> master_client::lookup(std::string key) {
   std::vector<std::string> keys{std::move(key)};
   auto r = co_await lookup(std::move(keys));
@@ -152,24 +270,28 @@ task<result<key_info>> master_client::lookup(std::string key) {
 }
 
 task<result<replica>> master_client::write_route(std::uint64_t size, std::string exclude) {
-  auto m = co_await connect_master(address_);
-  if (!m) co_return m.error();
+  auto where = co_await resolve();
+  if (!where) co_return where.error();
+  auto m = co_await connect_master(*where);
+  if (!m) co_return note(m.error());
   auto req = m->writeRouteRequest();
   req.setSize(size);
   req.setExclude(text(exclude));
   auto r = co_await mc::rpc::call(req.send(), timeout_);
-  if (!r) co_return r.error();
+  if (!r) co_return note(r.error());
   if (auto st = from_status(r->getStatus()); !st) co_return st.error();
   co_return read_replica(r->getReplica());
 }
 
 task<result<std::vector<replica>>> master_client::remove_key(std::string key) {
-  auto m = co_await connect_master(address_);
-  if (!m) co_return m.error();
+  auto where = co_await resolve();
+  if (!where) co_return where.error();
+  auto m = co_await connect_master(*where);
+  if (!m) co_return note(m.error());
   auto req = m->removeKeyRequest();
   req.setKey(text(key));
   auto r = co_await mc::rpc::call(req.send(), timeout_);
-  if (!r) co_return r.error();
+  if (!r) co_return note(r.error());
   if (auto st = from_status(r->getStatus()); !st) co_return st.error();
   std::vector<replica> out;
   for (auto rep : r->getReplicas()) out.push_back(read_replica(rep));
@@ -179,15 +301,17 @@ task<result<std::vector<replica>>> master_client::remove_key(std::string key) {
 task<result<master_client::removal_page>> master_client::remove_matching(std::string pattern, bool all,
                                                                          std::uint32_t limit,
                                                                          std::uint32_t from_shard) {
-  auto m = co_await connect_master(address_);
-  if (!m) co_return m.error();
+  auto where = co_await resolve();
+  if (!where) co_return where.error();
+  auto m = co_await connect_master(*where);
+  if (!m) co_return note(m.error());
   auto req = m->removeMatchingRequest();
   req.setPattern(text(pattern));
   req.setAll(all);
   req.setLimit(limit);
   req.setFromShard(from_shard);
   auto r = co_await mc::rpc::call(req.send(), timeout_);
-  if (!r) co_return r.error();
+  if (!r) co_return note(r.error());
   if (auto st = from_status(r->getStatus()); !st) co_return st.error();
   auto list = r->getRemoved();
   if (list.size() > limit) co_return fail(errc::rpc_fail);  // more than asked for: not a master we trust
@@ -208,10 +332,12 @@ task<result<master_client::removal_page>> master_client::remove_matching(std::st
 }
 
 task<result<std::vector<client_status>>> master_client::clients() {
-  auto m = co_await connect_master(address_);
-  if (!m) co_return m.error();
+  auto where = co_await resolve();
+  if (!where) co_return where.error();
+  auto m = co_await connect_master(*where);
+  if (!m) co_return note(m.error());
   auto r = co_await mc::rpc::call(m->listClientsRequest().send(), timeout_);
-  if (!r) co_return r.error();
+  if (!r) co_return note(r.error());
   std::vector<client_status> out;
   for (auto c : r->getClients()) {
     client_status s;
@@ -227,12 +353,14 @@ task<result<std::vector<client_status>>> master_client::clients() {
 }
 
 task<result<client_info>> master_client::get_client(std::string client_id) {
-  auto m = co_await connect_master(address_);
-  if (!m) co_return m.error();
+  auto where = co_await resolve();
+  if (!where) co_return where.error();
+  auto m = co_await connect_master(*where);
+  if (!m) co_return note(m.error());
   auto req = m->getClientRequest();
   req.setClientId(text(client_id));
   auto r = co_await mc::rpc::call(req.send(), timeout_);
-  if (!r) co_return r.error();
+  if (!r) co_return note(r.error());
   if (auto st = from_status(r->getStatus()); !st) co_return st.error();
   co_return read_info(r->getInfo());
 }

@@ -1,6 +1,7 @@
 #include "mc/master/master_server.hpp"
 #include "mc/runtime/blocking.hpp"
 
+#include "mc/master/ha.hpp"
 #include "mc/master/master_client.hpp"  // max_drops_per_heartbeat
 
 #include "mc/rpc/protocol.hpp"
@@ -16,6 +17,8 @@
 
 #include <cstdio>
 #include <future>
+#include <mutex>
+#include <set>
 
 namespace mc::master {
 namespace {
@@ -44,17 +47,44 @@ void set_replica(Replica::Builder b, const replica& r) {
 using detail::read_info;
 using detail::set_info;
 
+/// Whether this master answers (HA: only while it leads), and the rebuild
+/// after an election: until every client registered in etcd has re-published
+/// to this leader (or its registration lapsed), a lookup miss is "not known
+/// yet" (unavailable_in_current_status), never a false object_not_found.
+struct ha_gate {
+  const leader_elector* elector = nullptr;  ///< null: no HA, always serving
+  std::atomic<bool> rebuilding{false};
+  std::function<void(const std::string&)> on_register;    ///< HA: record the client in etcd
+  std::function<void(const std::string&)> on_unregister;  ///< HA: forget it
+  std::function<void(const std::string&)> on_republished;
+  bool serving() const { return elector == nullptr || elector->leading(); }
+};
+
+kj::Promise<void> not_leader() {
+  auto name = mc::error_name(errc::unavailable_in_current_status);
+  return kj::Exception(kj::Exception::Type::FAILED, __FILE__, __LINE__,
+                       kj::str("mc:", kj::StringPtr(name.data(), name.size()), ": this master is not the leader"));
+}
+
+#define MC_MASTER_GATE() \
+  if (!gate_.serving()) return not_leader()
+
 /// The metadata calls are short and synchronous: answered inline on the
 /// serving thread, no coroutine needed.
 class master_impl final : public Master::Server {
  public:
-  explicit master_impl(metadata& md) : md_(md) {}
+  master_impl(metadata& md, ha_gate& gate) : md_(md), gate_(gate) {}
 
   kj::Promise<void> registerClient(RegisterClientContext ctx) override {
-    set_status(ctx.getResults().initStatus(), md_.register_client(read_info(ctx.getParams().getInfo())));
+    MC_MASTER_GATE();
+    auto info = read_info(ctx.getParams().getInfo());
+    auto r = md_.register_client(info);
+    if (r && gate_.on_register) gate_.on_register(info.client_id);
+    set_status(ctx.getResults().initStatus(), r);
     return kj::READY_NOW;
   }
   kj::Promise<void> heartbeat(HeartbeatContext ctx) override {
+    MC_MASTER_GATE();
     auto p = ctx.getParams();
     std::string id = str(p.getClientId());
     auto res = ctx.getResults();
@@ -71,10 +101,15 @@ class master_impl final : public Master::Server {
     return kj::READY_NOW;
   }
   kj::Promise<void> unregisterClient(UnregisterClientContext ctx) override {
-    set_status(ctx.getResults().initStatus(), md_.unregister_client(str(ctx.getParams().getClientId())));
+    MC_MASTER_GATE();
+    std::string id = str(ctx.getParams().getClientId());
+    auto r = md_.unregister_client(id);
+    if (r && gate_.on_unregister) gate_.on_unregister(id);
+    set_status(ctx.getResults().initStatus(), r);
     return kj::READY_NOW;
   }
   kj::Promise<void> addReplicas(AddReplicasContext ctx) override {
+    MC_MASTER_GATE();
     auto p = ctx.getParams();
     std::string id = str(p.getClientId());
     auto items = p.getItems();
@@ -86,6 +121,7 @@ class master_impl final : public Master::Server {
     return kj::READY_NOW;
   }
   kj::Promise<void> removeReplicas(RemoveReplicasContext ctx) override {
+    MC_MASTER_GATE();
     auto p = ctx.getParams();
     std::string id = str(p.getClientId());
     auto items = p.getItems();
@@ -95,8 +131,11 @@ class master_impl final : public Master::Server {
     return kj::READY_NOW;
   }
   kj::Promise<void> finishRepublish(FinishRepublishContext ctx) override {
+    MC_MASTER_GATE();
     auto p = ctx.getParams();
-    auto r = md_.finish_republish(str(p.getClientId()), p.getEpoch());
+    std::string id = str(p.getClientId());
+    auto r = md_.finish_republish(id, p.getEpoch());
+    if (r && gate_.on_republished) gate_.on_republished(id);
     auto res = ctx.getResults();
     if (!r) {
       set_status(res.initStatus(), r.error());
@@ -107,11 +146,16 @@ class master_impl final : public Master::Server {
     return kj::READY_NOW;
   }
   kj::Promise<void> getReplicaList(GetReplicaListContext ctx) override {
+    MC_MASTER_GATE();
     auto keys = ctx.getParams().getKeys();
     auto out = ctx.getResults().initResults(keys.size());
     for (unsigned i = 0; i < keys.size(); ++i) {
       auto r = md_.lookup(str(keys[i]));
       if (!r) {
+        if (mc::is(r.error(), errc::object_not_found) && gate_.rebuilding.load()) {
+          set_status(out[i].initStatus(), fail(errc::unavailable_in_current_status));  // not known yet
+          continue;
+        }
         set_status(out[i].initStatus(), r.error());
         continue;
       }
@@ -123,6 +167,7 @@ class master_impl final : public Master::Server {
     return kj::READY_NOW;
   }
   kj::Promise<void> writeRoute(WriteRouteContext ctx) override {
+    MC_MASTER_GATE();
     auto p = ctx.getParams();
     auto r = md_.write_route(p.getSize(), str(p.getExclude()));
     auto res = ctx.getResults();
@@ -135,6 +180,7 @@ class master_impl final : public Master::Server {
     return kj::READY_NOW;
   }
   kj::Promise<void> removeKey(RemoveKeyContext ctx) override {
+    MC_MASTER_GATE();
     auto r = md_.remove_key(str(ctx.getParams().getKey()));
     auto res = ctx.getResults();
     if (!r) {
@@ -147,6 +193,7 @@ class master_impl final : public Master::Server {
     return kj::READY_NOW;
   }
   kj::Promise<void> removeMatching(RemoveMatchingContext ctx) override {
+    MC_MASTER_GATE();
     auto p = ctx.getParams();
     // A page is bounded whatever the caller asks (each entry carries holders).
     std::size_t limit = std::min<std::size_t>(p.getLimit(), max_remove_page);
@@ -173,6 +220,7 @@ class master_impl final : public Master::Server {
     return kj::READY_NOW;
   }
   kj::Promise<void> listClients(ListClientsContext ctx) override {
+    MC_MASTER_GATE();
     auto cl = md_.clients();
     auto out = ctx.getResults().initClients(static_cast<unsigned>(cl.size()));
     for (unsigned i = 0; i < cl.size(); ++i) {
@@ -185,6 +233,7 @@ class master_impl final : public Master::Server {
     return kj::READY_NOW;
   }
   kj::Promise<void> getClient(GetClientContext ctx) override {
+    MC_MASTER_GATE();
     auto r = md_.find_client(str(ctx.getParams().getClientId()));
     auto res = ctx.getResults();
     set_status(res.initStatus(), r ? result<void>{} : result<void>{r.error()});
@@ -194,6 +243,7 @@ class master_impl final : public Master::Server {
 
  private:
   metadata& md_;
+  ha_gate& gate_;
 };
 
 metadata_options to_metadata_options(const master_options& o) {
@@ -220,14 +270,126 @@ struct master_server::impl {
   std::string message;
   std::shared_ptr<boost::asio::steady_timer> sweeper;
   bool started = false;
+  ha_gate gate;
+  std::shared_ptr<struct ha_members> members;  ///< HA only
+  std::unique_ptr<leader_elector> elector;     ///< HA only
 };
+
+/// HA: the leader records each registered client under
+/// mooncake-store/<cluster>/clients/<id>, attached to one "members" lease it
+/// renews while it leads (TTL: client_ttl, at least 3 leader leases). When
+/// the leader dies the records outlive it by that TTL: the next leader reads
+/// them as the set of clients that must re-publish before a lookup miss may
+/// say object_not_found; a record that lapses (its client died too) ends the
+/// wait for that client.
+struct ha_members {
+  ha_members(mc::runtime::runtime& r, etcd_client e, std::string p, std::int64_t ttl, metadata& m, ha_gate& g)
+      : rt(r), etcd(std::move(e)), prefix(std::move(p)), ttl_s(ttl), md(m), gate(g) {}
+  mc::runtime::runtime& rt;
+  etcd_client etcd;
+  std::string prefix;
+  std::int64_t ttl_s;
+  metadata& md;
+  ha_gate& gate;
+  std::atomic<std::int64_t> lease{0};
+  std::atomic<std::uint64_t> term{0};  ///< the term the lease belongs to (0: not leading)
+  std::atomic<bool> stopping{false};
+  std::mutex m;
+  std::set<std::string> republished;  ///< guarded by m: ids re-published to this term's leader
+};
+
+namespace {
+
+task<void> record_member(std::shared_ptr<ha_members> h, std::string id, std::uint64_t term) {
+  // The lease is granted right after the election: wait for it (bounded).
+  for (int i = 0; i < 100 && h->lease.load() == 0 && h->term.load() == term; ++i) {
+    auto slept = co_await mc::sleep_for(std::chrono::milliseconds(50));
+    if (!slept) co_return;
+  }
+  auto lease = h->lease.load();
+  if (lease == 0 || h->term.load() != term) co_return;
+  (void)co_await h->etcd.put(h->prefix + id, id, lease);
+}
+
+task<void> forget_member(std::shared_ptr<ha_members> h, std::string id) { (void)co_await h->etcd.del(h->prefix + id); }
+
+/// One term's membership lease and rebuild: runs while `term` leads.
+task<void> lead_term(std::shared_ptr<ha_members> h, std::uint64_t term, mc::duration poll) {
+  auto t0 = std::chrono::steady_clock::now();
+  auto leading = [&] { return h->term.load() == term && !h->stopping.load(); };
+  // The records of the previous leader's clients, read before our own lease
+  // exists (so none of ours is mistaken for an old one; ours re-publish anyway).
+  std::set<std::string> waiting;
+  for (;;) {
+    if (!leading()) co_return;
+    auto listed = co_await h->etcd.get_prefix(h->prefix, 1'000'000);
+    if (listed) {
+      for (auto& kv : *listed) waiting.insert(kv.key.substr(h->prefix.size()));
+      break;
+    }
+    auto slept = co_await mc::sleep_for(poll);
+    if (!slept) co_return;
+  }
+  std::fprintf(stderr, "mooncake_master: term %llu: waiting for %zu registered clients to re-publish\n",
+               static_cast<unsigned long long>(term), waiting.size());
+  std::int64_t lease = 0;
+  auto renewed = std::chrono::steady_clock::now();
+  while (leading()) {
+    if (lease == 0) {
+      if (auto g = co_await h->etcd.grant(h->ttl_s); g) {
+        lease = g->id;
+        h->lease.store(lease);
+        renewed = std::chrono::steady_clock::now();
+      }
+    } else if (std::chrono::steady_clock::now() - renewed > std::chrono::seconds(h->ttl_s) / 3) {
+      auto k = co_await h->etcd.keepalive(lease);
+      if (k && *k > 0) renewed = std::chrono::steady_clock::now();
+      if (k && *k == 0) {  // lapsed (etcd unreachable too long): a new lease, records re-put
+        lease = 0;
+        h->lease.store(0);
+        for (auto& c : h->md.clients())
+          boost::asio::co_spawn(h->rt.executor(0), record_member(h, c.info.client_id, term), boost::asio::detached);
+      }
+    }
+    if (h->gate.rebuilding.load()) {
+      {
+        std::lock_guard lk(h->m);
+        for (auto& id : h->republished) waiting.erase(id);
+      }
+      if (!waiting.empty()) {
+        // A record that lapsed (its client is gone too) ends the wait for it.
+        if (auto listed = co_await h->etcd.get_prefix(h->prefix, 1'000'000); listed) {
+          std::set<std::string> still;
+          for (auto& kv : *listed) still.insert(kv.key.substr(h->prefix.size()));
+          std::erase_if(waiting, [&](const std::string& id) { return !still.contains(id); });
+        }
+      }
+      if (waiting.empty() && leading()) {
+        h->gate.rebuilding.store(false);
+        std::fprintf(
+            stderr, "mooncake_master: term %llu: table rebuilt in %lld ms\n", static_cast<unsigned long long>(term),
+            static_cast<long long>(
+                std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count()));
+      }
+    }
+    auto slept = co_await mc::sleep_for(poll);
+    if (!slept) co_return;
+  }
+}
+
+}  // namespace
 
 master_server::master_server(mc::runtime::runtime& rt, const master_options& opts)
     : impl_(std::make_unique<impl>(rt, opts)) {
-  impl_->server.add_service("master", mc::rpc::service_factory([md = &impl_->md](mc::executor) {
-                              return capnp::Capability::Client(kj::heap<master_impl>(*md));
+  impl_->server.add_service("master", mc::rpc::service_factory([md = &impl_->md, g = &impl_->gate](mc::executor) {
+                              return capnp::Capability::Client(kj::heap<master_impl>(*md, *g));
                             }));
 }
+
+bool master_server::leading() const noexcept { return impl_->gate.serving(); }
+bool master_server::rebuilding() const noexcept { return impl_->gate.rebuilding.load(); }
+std::uint64_t master_server::term() const noexcept { return impl_->elector ? impl_->elector->term() : 0; }
+std::string master_server::leader() const { return impl_->elector ? impl_->elector->leader() : std::string{}; }
 
 master_server::~master_server() { stop(); }
 
@@ -253,15 +415,70 @@ result<void> master_server::start() {
     return r;
   }
   impl_->started = true;
+  if (impl_->opts.ha_backend == "etcd") start_ha();
   impl_->sweeper = std::make_shared<boost::asio::steady_timer>(impl_->rt.executor(0));
   auto every = std::max<mc::duration>(std::chrono::milliseconds(20), impl_->opts.client_ttl / 4);
   boost::asio::co_spawn(impl_->rt.executor(0), sweep_loop(impl_->sweeper, &impl_->md, every), boost::asio::detached);
   return {};
 }
 
+void master_server::start_ha() {
+  auto& p = *impl_;
+  auto eps = parse_etcd_endpoints(p.opts.etcd_endpoints);
+  ha_options ho;
+  ho.etcd_endpoints = eps ? *eps : std::vector<std::string>{};
+  ho.cluster_id = p.opts.cluster_id;
+  ho.advertise = ha_advertise(p.opts);
+  ho.lease_ttl = p.opts.ha_lease_ttl;
+  ho.etcd_timeout = std::min<std::chrono::milliseconds>(std::chrono::milliseconds(1000), p.opts.ha_lease_ttl / 2);
+  auto ttl = std::max<std::int64_t>(std::chrono::ceil<std::chrono::seconds>(p.opts.client_ttl).count(),
+                                    3 * std::chrono::ceil<std::chrono::seconds>(p.opts.ha_lease_ttl).count());
+  p.members = std::make_shared<ha_members>(p.rt, etcd_client(ho.etcd_endpoints, ho.etcd_timeout),
+                                           ha_clients_prefix(p.opts.cluster_id), ttl, p.md, p.gate);
+  auto h = p.members;
+  auto poll = std::chrono::duration_cast<mc::duration>(ho.poll);
+  p.gate.on_register = [h](const std::string& id) {
+    auto term = h->term.load();
+    if (term != 0) boost::asio::co_spawn(h->rt.executor(0), record_member(h, id, term), boost::asio::detached);
+  };
+  p.gate.on_unregister = [h](const std::string& id) {
+    boost::asio::co_spawn(h->rt.executor(0), forget_member(h, id), boost::asio::detached);
+  };
+  p.gate.on_republished = [h](const std::string& id) {
+    std::lock_guard lk(h->m);
+    if (h->republished.size() < 1'000'000) h->republished.insert(id);
+  };
+  p.elector = std::make_unique<leader_elector>(
+      p.rt, ho,
+      [h, poll](std::uint64_t term) {
+        {
+          std::lock_guard lk(h->m);
+          h->republished.clear();
+        }
+        h->lease.store(0);
+        h->gate.rebuilding.store(true);
+        h->term.store(term);
+        boost::asio::co_spawn(h->rt.executor(0), lead_term(h, term, poll), boost::asio::detached);
+      },
+      [h] {
+        // Not the leader any more: forget every client (they re-register
+        // with the next leader, which may be us again).
+        h->term.store(0);
+        h->lease.store(0);
+        h->gate.rebuilding.store(false);
+        for (auto& c : h->md.clients()) (void)h->md.unregister_client(c.info.client_id);
+      });
+  p.gate.elector = p.elector.get();
+  p.elector->start();
+}
+
 void master_server::stop() {
   if (!impl_->started) return;
   impl_->started = false;
+  if (impl_->elector) {
+    impl_->members->stopping.store(true);
+    impl_->elector->stop();  // resigns: a standby takes over now
+  }
   impl_->server.stop();
   std::promise<void> done;
   boost::asio::post(impl_->rt.executor(0), [&] {

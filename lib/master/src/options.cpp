@@ -1,5 +1,9 @@
 #include "mc/master/options.hpp"
 
+#include "mc/master/etcd.hpp"
+#include "mc/master/ha.hpp"
+#include "mc/runtime/endpoint.hpp"
+
 namespace mc::master {
 
 mc::config::option_set make_option_set(master_options& o) {
@@ -16,8 +20,22 @@ mc::config::option_set make_option_set(master_options& o) {
       .add("drain_grace", &o.drain_grace,
            "on SIGTERM, /health answers 503 (draining) this long before the server stops; a second signal "
            "skips the wait");
+  s.add("ha_backend", &o.ha_backend,
+        "high availability: '' = one master; 'etcd' = masters elect a leader in etcd (standbys take over)")
+      .add("etcd_endpoints", &o.etcd_endpoints, "etcd client endpoints host:port[,host:port...] (ha_backend etcd)")
+      .add("cluster_id", &o.cluster_id, "cluster name: the etcd keys live under mooncake-store/<cluster_id>/")
+      .add("ha_lease_ttl", &o.ha_lease_ttl,
+           "the leader's etcd lease (whole seconds): a dead leader is replaced after about this long")
+      .add("ha_advertise_address", &o.ha_advertise_address,
+           "host:port clients dial for this master when it leads (default rpc_address:rpc_port)");
   mc::config::add_auth_options(s, o.auth);
   return s;
+}
+
+std::string ha_advertise(const master_options& o) {
+  if (!o.ha_advertise_address.empty()) return o.ha_advertise_address;
+  auto host = o.rpc_address.find(':') != std::string::npos ? "[" + o.rpc_address + "]" : o.rpc_address;
+  return host + ":" + std::to_string(o.rpc_port);
 }
 
 std::string validate(const master_options& o) {
@@ -25,6 +43,18 @@ std::string validate(const master_options& o) {
     return "deployment_mode '" + o.deployment_mode + "' is not supported: this master implements only P2P";
   if (o.client_drop_ttl <= o.client_ttl) return "client_drop_ttl must be longer than client_ttl";
   if (o.client_ttl.count() == 0) return "client_ttl must be positive";
+  if (o.ha_backend.empty()) return {};
+  if (o.ha_backend != "etcd") return "ha_backend '" + o.ha_backend + "' is not supported: '' or 'etcd'";
+  std::string why;
+  if (!parse_etcd_endpoints(o.etcd_endpoints, &why)) return "etcd_endpoints: " + why;
+  if (!check_cluster_id(o.cluster_id)) return "cluster_id must be 1-128 characters of A-Z a-z 0-9 . _ -";
+  if (o.ha_lease_ttl < std::chrono::seconds(1) || o.ha_lease_ttl > std::chrono::seconds(60))
+    return "ha_lease_ttl must be between 1 s and 60 s";
+  auto adv = ha_advertise(o);
+  std::string_view w;
+  if (!mc::endpoint::parse(adv, &w)) return "ha_advertise_address '" + adv + "': " + std::string(w);
+  if (adv.starts_with("0.0.0.0:") || adv.starts_with("[::]:"))
+    return "ha_backend etcd needs the address clients dial: set ha_advertise_address (rpc_address is a wildcard)";
   return {};
 }
 

@@ -15,7 +15,10 @@
 
 namespace mc::store {
 client::impl::impl(mc::runtime::runtime& r, client_options o)
-    : rt(r), opts(std::move(o)), master(opts.master_server_address, opts.rpc_timeout), peers(opts.rpc_timeout) {}
+    : rt(r),
+      opts(std::move(o)),
+      master(opts.master_server_address, opts.rpc_timeout, opts.cluster_id),
+      peers(opts.rpc_timeout) {}
 
 client::client(std::unique_ptr<impl> p) : impl_(std::move(p)) {}
 client::~client() { stop(); }
@@ -196,8 +199,21 @@ task<void> client::impl::heartbeat_loop() {
       cap += u.capacity;
       used += u.used;
     }
+    if (master.uses_etcd()) {
+      // HA: follow the leader key; a new leader means registering with it
+      // (and re-publishing) now, not after a heartbeat to the old one fails.
+      auto changed = co_await master.refresh_leader();
+      if (changed && *changed && registered) registered = false;
+    }
     if (registered) {
-      auto r = co_await master.heartbeat(id, used, cap);
+      // HA: a frozen or partitioned leader is noticed within two periods,
+      // not after a whole rpc_timeout (one master: wait it out; a slow
+      // master must not cause a full re-publish).
+      mc::duration hb_deadline = opts.rpc_timeout;
+      if (master.uses_etcd())
+        hb_deadline = std::min<mc::duration>(
+            hb_deadline, std::max<mc::duration>(std::chrono::seconds(1), 2 * opts.heartbeat_interval));
+      auto r = co_await mc::with_deadline(master.heartbeat(id, used, cap), hb_deadline);
       if (r) {
         apply_drops(r->drops);
         if (r->resync) resync_needed = true;

@@ -1,5 +1,8 @@
 #include "mc/store/client_options.hpp"
 
+#include "mc/master/etcd.hpp"
+#include "mc/master/ha.hpp"
+#include "mc/master/master_client.hpp"
 #include "mc/runtime/endpoint.hpp"
 #include "mc/store/data_manager.hpp"
 
@@ -10,7 +13,10 @@ mc::config::option_set make_option_set(client_options& o) {
                            "A P2P client node: stores KV blocks in its own tiers, serves them to peers.");
   s.add("deployment_mode", &o.deployment_mode, "deployment mode; only P2P is supported")
       .add("client_id", &o.client_id, "unique client id (\"\" = <advertised host>:<client_rpc_port>)")
-      .add("master_server_address", &o.master_server_address, "master RPC address host:port")
+      .add("master_server_address", &o.master_server_address,
+           "the master: host:port, or etcd://h1:2379[,h2:2379...] to follow the elected leader of cluster_id "
+           "(masters started with --ha_backend etcd)")
+      .add("cluster_id", &o.cluster_id, "cluster name in etcd (etcd:// master addresses only)")
       .add("host", &o.host, "bind host of the RPC server and the TransferEngine")
       .add("local_hostname", &o.local_hostname, "address advertised to peers (\"\" = derived from host)")
       .add("port", &o.port, "TransferEngine port (data plane; 0 = ephemeral)")
@@ -125,8 +131,10 @@ std::string resolve(client_options& o, const mc::config::option_set& parsed) {
   }
   if (std::string_view why; !o.local_hostname.empty() && !mc::endpoint::make(o.local_hostname, 1, &why))
     return refused("local_hostname", o.local_hostname, "is not a host name or IP address", why);
-  if (std::string_view why; !mc::endpoint::parse(o.master_server_address, &why))
-    return refused("master_server_address", o.master_server_address, "must be host:port (IPv6 in brackets)", why);
+  if (std::string why; !mc::master::check_master_address(o.master_server_address, &why))
+    return refused("master_server_address", o.master_server_address,
+                   "must be host:port (IPv6 in brackets) or etcd://host:port[,host:port...]", why);
+  if (!mc::master::check_cluster_id(o.cluster_id)) return "cluster_id must be 1-128 characters of A-Z a-z 0-9 . _ -";
   if (o.transfer_transport != "auto" && o.transfer_transport != "tcp" && o.transfer_transport != "same_host" &&
       o.transfer_transport != "rdma")
     return "transfer_transport '" + o.transfer_transport + "' is unknown (expected auto, tcp, same_host or rdma)";
@@ -158,7 +166,10 @@ std::string resolve(client_options& o, const mc::config::option_set& parsed) {
   }
   // A master reached over loopback means a single-host cluster: advertise
   // loopback too, rather than whichever interface address comes first.
-  if (o.local_hostname.empty() && is_loopback_endpoint(o.master_server_address)) o.local_hostname = "127.0.0.1";
+  auto master_host = o.master_server_address;
+  if (auto eps = mc::master::parse_etcd_endpoints(master_host); master_host.starts_with("etcd://") && eps)
+    master_host = eps->front();  // a loopback etcd: a single-host cluster too
+  if (o.local_hostname.empty() && is_loopback_endpoint(master_host)) o.local_hostname = "127.0.0.1";
   if (o.tiers.empty())
     o.tiers.push_back(tiered::tier_config{tiered::tier_type::dram, 512ull << 20, 100, "OFFSET", {}, false});
   return {};

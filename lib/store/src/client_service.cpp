@@ -51,7 +51,7 @@ void set_result(ItemResult::Builder b, const item_outcome& o) {
 class registration_cache {
  public:
   explicit registration_cache(const client_service_options& o)
-      : master_(o.master_address, o.master_timeout),
+      : master_(o.master_address, o.master_timeout, o.cluster_id),
         enabled_(!o.master_address.empty()),
         ttl_(o.registration_ttl),
         max_(std::max<std::size_t>(o.registration_cache_max, 1)) {}
@@ -491,6 +491,7 @@ class client_service_impl final : public mc::rpc::service<ClientService> {
 client_service_options service_options_of(const client_options& o) {
   client_service_options s;
   s.master_address = o.master_server_address;
+  s.cluster_id = o.cluster_id;
   s.master_timeout = o.rpc_timeout;
   s.limits = o.limits;
   return s;

@@ -3,10 +3,22 @@
 /// on the calling runtime thread and use its RPC connection cache; each call
 /// has the given deadline. Errors: the master's mc::errc, or rpc_fail /
 /// timeout when the master cannot be reached.
+///
+/// The address is either the master's "host:port", or Mooncake's HA locator
+/// "etcd://h1:2379,h2:2379,...": then every call goes to the master that
+/// holds the cluster's leader key in etcd (mc/master/ha.hpp), read once and
+/// cached; a call that fails to reach it (rpc_fail, timeout) or that it
+/// refuses as not the leader (unavailable_in_current_status) forgets the
+/// cached leader, so the next call reads etcd again. No leader in etcd:
+/// unavailable_in_current_status. Retrying is the caller's decision.
+///
+/// Thread-safety: a master_client may be used from several runtime threads
+/// at once (copies share the cached leader).
 #include "mc/master/metadata.hpp"
 #include "mc/runtime/deadline.hpp"
 #include "mc/runtime/task.hpp"
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -19,11 +31,25 @@ inline constexpr std::size_t max_drops_per_heartbeat = 1024;
 
 class master_client {
  public:
-  /// `address` is "host:port" of the master's RPC server.
-  explicit master_client(std::string address, mc::duration timeout = std::chrono::seconds(10))
-      : address_(std::move(address)), timeout_(timeout) {}
+  /// `address` is "host:port" of the master's RPC server, or
+  /// "etcd://host:port[,host:port...]" (the leader of `cluster_id`). An
+  /// address that is neither is accepted here and fails each call with
+  /// invalid_params (validate with is_master_address first).
+  explicit master_client(std::string address, mc::duration timeout = std::chrono::seconds(10),
+                         std::string cluster_id = "mooncake_cluster");
 
+  /// The address as given (the locator, for an etcd address).
   const std::string& address() const noexcept { return address_; }
+  /// The master calls go to now: the address, or the cached leader ("" when
+  /// not resolved yet).
+  std::string current_master() const;
+  /// etcd addresses: reads the leader key now; returns true when the leader
+  /// differs from the one calls went to (the cache now holds the new one).
+  /// Without etcd: false. Errors: rpc_fail, timeout (etcd unreachable),
+  /// unavailable_in_current_status (no leader elected now).
+  task<result<bool>> refresh_leader();
+  /// True for "etcd://..." addresses.
+  bool uses_etcd() const noexcept { return locator_ != nullptr; }
 
   task<result<void>> register_client(client_info info);
   /// Heartbeat; returns the holder's queued drop notices (at most
@@ -41,6 +67,10 @@ class master_client {
   task<result<std::vector<result<void>>>> remove_replicas(std::string client_id, std::vector<key_version> items);
   /// Ends a full re-publish (metadata::finish_republish); returns entries removed.
   task<result<std::uint64_t>> finish_republish(std::string client_id, std::uint64_t epoch);
+  /// One result per key. With an etcd address, retried within the deadline
+  /// while no leader answers or the new leader rebuilds its table (a key
+  /// then reports unavailable_in_current_status, never a false
+  /// object_not_found).
   task<result<std::vector<result<key_info>>>> lookup(std::vector<std::string> keys);
   task<result<key_info>> lookup(std::string key);
   task<result<replica>> write_route(std::uint64_t size, std::string exclude);
@@ -64,8 +94,18 @@ class master_client {
   task<result<client_info>> get_client(std::string client_id);
 
  private:
+  struct locator;
+  task<result<std::string>> resolve();
+  task<result<std::vector<result<key_info>>>> lookup_once(const std::vector<std::string>& keys);
+  boost::system::error_code note(boost::system::error_code e);
+
   std::string address_;
   mc::duration timeout_;
+  std::shared_ptr<locator> locator_;
 };
+
+/// A master address a client accepts: "host:port" or "etcd://" followed by
+/// 1..16 comma-separated "host:port". Errors: invalid_params, reason in *why.
+result<void> check_master_address(std::string_view address, std::string* why = nullptr);
 
 }  // namespace mc::master

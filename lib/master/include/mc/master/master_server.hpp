@@ -24,10 +24,23 @@ class master_server {
   master_server(const master_server&) = delete;
   master_server& operator=(const master_server&) = delete;
 
-  /// Binds the RPC port and starts the TTL sweeper. Error message in message().
+  /// Binds the RPC port and starts the TTL sweeper; with ha_backend "etcd",
+  /// also campaigns for the leadership (mc/master/ha.hpp): until elected,
+  /// and whenever its lease may have lapsed, every call is refused with
+  /// unavailable_in_current_status ("not the leader"). Error message in
+  /// message().
   result<void> start();
-  /// Stops serving (drains in-flight calls) and the sweeper. Idempotent.
+  /// Stops serving (drains in-flight calls) and the sweeper; an HA leader
+  /// resigns first. Idempotent.
   void stop();
+  /// True when this master answers calls (always, without HA).
+  bool leading() const noexcept;
+  /// HA: true while a new leader waits for its clients to re-publish.
+  bool rebuilding() const noexcept;
+  /// HA: the leader's term (etcd revision of its election); 0 otherwise.
+  std::uint64_t term() const noexcept;
+  /// HA: the leader's address as last seen in etcd ("" without HA).
+  std::string leader() const;
   std::uint16_t port() const;
   const std::string& message() const;
   metadata& state() noexcept;
@@ -35,6 +48,7 @@ class master_server {
   struct impl;
 
  private:
+  void start_ha();
   std::unique_ptr<impl> impl_;
 };
 

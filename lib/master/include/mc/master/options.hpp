@@ -21,10 +21,21 @@ struct master_options {
   std::uint16_t metrics_port = 9003;         ///< HTTP port: /metrics, /health, admin JSON (0 = off)
   std::chrono::milliseconds drain_grace{0};  ///< on SIGTERM: /health answers 503 this long before stopping
   mc::config::auth_options auth = {};        ///< --auth_token / --auth_token_file (off when both empty)
+  /// High availability (mc/master/ha.hpp): "" = off (one master), "etcd".
+  std::string ha_backend;
+  std::string etcd_endpoints;  ///< "h1:2379,h2:2379" (also etcd://...)
+  std::string cluster_id = "mooncake_cluster";
+  std::chrono::milliseconds ha_lease_ttl = std::chrono::seconds(2);
+  /// The RPC address clients dial, written to etcd when elected; default
+  /// rpc_address:rpc_port (which then must not be a wildcard address).
+  std::string ha_advertise_address;
 };
 
 /// Binds `o` to a fresh option set (for parse() and --help).
 mc::config::option_set make_option_set(master_options& o);
+/// The address an HA master advertises (ha_advertise_address, else
+/// rpc_address:rpc_port).
+std::string ha_advertise(const master_options& o);
 /// Cross-field validation after parsing; an error message or empty.
 std::string validate(const master_options& o);
 

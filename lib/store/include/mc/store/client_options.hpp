@@ -40,9 +40,10 @@ struct service_limits {
 
 struct client_options {
   std::string deployment_mode = "P2P";
-  std::string client_id;  ///< "" = derived from host and ports
-  std::string master_server_address = "127.0.0.1:50051";
-  std::string host = "0.0.0.0";           ///< bind host of the RPC server and the TransferEngine
+  std::string client_id;                                  ///< "" = derived from host and ports
+  std::string master_server_address = "127.0.0.1:50051";  ///< host:port, or etcd://h1:2379,... (HA)
+  std::string cluster_id = "mooncake_cluster";            ///< etcd:// addresses: the cluster to follow
+  std::string host = "0.0.0.0";                           ///< bind host of the RPC server and the TransferEngine
   std::string local_hostname;             ///< advertised address ("" = derived: 127.0.0.1 when the master
                                           ///< is on loopback, else from `host` or the interfaces)
   std::uint16_t port = 50052;             ///< TransferEngine port (0 = ephemeral)
