@@ -90,6 +90,7 @@ if [[ $quick == 1 ]]; then
   done
   add python python/python_bench.py "--quick" 6  # Python API vs C++ API, 3 cases x put/get
   add master master/master_bench "--keys 1000000 --clients 1000 --runs 3" 5
+  add master master/failover_bench.py "--kills 3" 1
 else
   limit=900
   inflight=1,4,16,64,256
@@ -109,6 +110,7 @@ else
   done
   add python python/python_bench.py "" 6
   add master master/master_bench "--keys 10000000 --clients 1000 --runs 3" 5
+  add master master/failover_bench.py "--kills 10" 1
 fi
 
 sel=()

@@ -16,6 +16,7 @@ pkgs=(
   systemd         # systemd-analyze verify of conf/systemd (test/install/systemd_test.sh)
   clang-format    # `make check` verifies the tree is formatted (scripts/check-format.sh)
   clang libclang-rt-14-dev  # the sanitizer build (ASan, UBSan) and its libFuzzer targets (test/fuzz)
+  etcd-server etcd-client  # master HA on etcd (test/ha, bench/master/failover_bench.py)
   chromium        # headless browser of test/integration/status_page_test.sh (the master's status page)
 )
 if [[ "${1:-}" == "--bench" ]]; then

@@ -289,15 +289,14 @@ task<result<void>> etcd_client::revoke(std::int64_t lease_id) {
 }
 
 task<result<etcd_client::campaign_result>> etcd_client::create_if_absent(std::string key, std::string value,
-                                                                        std::int64_t lease_id) {
+                                                                         std::int64_t lease_id) {
   auto k = etcd_base64(key);
   json::object put{{"key", k}, {"value", etcd_base64(value)}};
   if (lease_id != 0) put["lease"] = std::to_string(lease_id);
-  json::object req{
-      {"compare", json::array{json::object{
-                      {"key", k}, {"target", "CREATE"}, {"result", "EQUAL"}, {"create_revision", "0"}}}},
-      {"success", json::array{json::object{{"request_put", put}}}},
-      {"failure", json::array{json::object{{"request_range", json::object{{"key", k}}}}}}};
+  json::object req{{"compare", json::array{json::object{
+                                   {"key", k}, {"target", "CREATE"}, {"result", "EQUAL"}, {"create_revision", "0"}}}},
+                   {"success", json::array{json::object{{"request_put", put}}}},
+                   {"failure", json::array{json::object{{"request_range", json::object{{"key", k}}}}}}};
   auto r = co_await call("/v3/kv/txn", json::serialize(req));
   if (!r) co_return r.error();
   auto o = parse_object(*r);

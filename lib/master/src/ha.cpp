@@ -36,7 +36,10 @@ result<void> check_cluster_id(const std::string& id) {
 
 struct leader_elector::state {
   state(mc::runtime::runtime& r, ha_options opts, std::function<void(std::uint64_t)> e, std::function<void()> l)
-      : rt(r), o(std::move(opts)), etcd(o.etcd_endpoints, o.etcd_timeout), on_elected(std::move(e)),
+      : rt(r),
+        o(std::move(opts)),
+        etcd(o.etcd_endpoints, o.etcd_timeout),
+        on_elected(std::move(e)),
         on_lost(std::move(l)) {}
 
   mc::runtime::runtime& rt;
@@ -65,7 +68,8 @@ struct leader_elector::state {
     leader = std::move(l);
   }
   mc::duration margin() const {
-    return std::max<mc::duration>(std::chrono::milliseconds(100), std::chrono::duration_cast<mc::duration>(o.lease_ttl) / 10);
+    return std::max<mc::duration>(std::chrono::milliseconds(100),
+                                  std::chrono::duration_cast<mc::duration>(o.lease_ttl) / 10);
   }
   std::int64_t ttl_s() const {
     auto ms = o.lease_ttl.count();
@@ -145,10 +149,9 @@ void leader_elector::start() {
   if (s_->started) return;
   s_->started = true;
   auto s = s_;
-  boost::asio::co_spawn(s->rt.executor(0), campaign(s),
-                        boost::asio::bind_cancellation_slot(s->cancel.slot(), [s](std::exception_ptr) {
-                          s->done.set_value();
-                        }));
+  boost::asio::co_spawn(
+      s->rt.executor(0), campaign(s),
+      boost::asio::bind_cancellation_slot(s->cancel.slot(), [s](std::exception_ptr) { s->done.set_value(); }));
 }
 
 void leader_elector::stop() {
@@ -177,9 +180,7 @@ void leader_elector::stop() {
   resigned.get_future().wait();
 }
 
-bool leader_elector::leading() const noexcept {
-  return s_->term.load() != 0 && now_ns() < s_->valid_until.load();
-}
+bool leader_elector::leading() const noexcept { return s_->term.load() != 0 && now_ns() < s_->valid_until.load(); }
 std::uint64_t leader_elector::term() const noexcept { return leading() ? s_->term.load() : 0; }
 std::string leader_elector::leader() const {
   std::lock_guard lk(s_->m);

@@ -1,0 +1,124 @@
+#!/usr/bin/env python3
+"""Master HA on etcd, end to end with the real binaries (suite integration):
+ 1. two masters campaign; exactly one leads; a node registers through etcd://;
+    values of odd sizes round-trip through the CLI (checksums);
+ 2. kill -9 of the leader: a standby is elected and every existing key is
+    readable through it within a loose bound (15 s; the figure is the
+    benchmark's, bench/master/failover_bench.py), byte for byte;
+ 3. a frozen leader (SIGSTOP) is replaced; once woken (SIGCONT) it refuses a
+    write sent straight to it (fencing by its lease), and the values stay;
+ 4. a key that never existed is reported missing (no endless "rebuilding").
+Usage: ha_failover_test.py APPS_DIR. Exit 77 (skip) when etcd is missing.
+"""
+import hashlib
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ha_cluster import Cluster  # noqa: E402
+
+BOUND_S = 15.0
+
+
+def fail(msg, c=None):
+    print("FAIL:", msg)
+    if c:
+        for n in sorted(c.procs):
+            print("---- %s ----\n%s" % (n, c.log(n)[-3000:]))
+    sys.exit(1)
+
+
+def main():
+    apps = sys.argv[1]
+    if not shutil.which("etcd") or not shutil.which("etcdctl"):
+        print("SKIP: etcd/etcdctl not installed")
+        return 77
+    c = Cluster(apps, masters=2)
+    tmp = tempfile.mkdtemp(prefix="mc-ha-data-")
+    try:
+        c.start_etcd()
+        c.start_master(0)
+        c.start_master(1)
+        first = c.wait_leader()
+        c.start_node()
+        values = {}
+        for i, size in enumerate([1, 4097, 100003, (1 << 20) + 13]):
+            path = os.path.join(tmp, "v%d" % i)
+            with open(path, "wb") as f:
+                f.write(os.urandom(size))
+            values["ha-key-%d" % i] = path
+        deadline = time.time() + 20
+        for key, path in values.items():
+            while True:
+                r = c.cli("put", key, path)
+                if r.returncode == 0:
+                    break
+                if time.time() > deadline:
+                    fail("put %s: %s" % (key, r.stderr.decode(errors="replace")), c)
+                time.sleep(0.2)
+
+        def check_all(within, what):
+            t0 = time.time()
+            for key, path in values.items():
+                out = os.path.join(tmp, "out")
+                while True:
+                    r = c.cli("get", key, out)
+                    if r.returncode == 0:
+                        break
+                    if time.time() - t0 > within:
+                        fail("%s: get %s: %s" % (what, key, r.stderr.decode(errors="replace")), c)
+                    time.sleep(0.1)
+                with open(out, "rb") as a, open(path, "rb") as b:
+                    if hashlib.sha256(a.read()).digest() != hashlib.sha256(b.read()).digest():
+                        fail("%s: %s came back with other bytes" % (what, key), c)
+            return time.time() - t0
+
+        check_all(10, "before failover")
+        print("leader %s; %d values stored" % (first, len(values)))
+
+        # 2. kill -9 of the leader.
+        t0 = time.time()
+        c.kill(first)
+        took = check_all(BOUND_S, "after kill -9")
+        second = c.wait_leader(not_name=first)
+        print("kill -9 %s: %s leads; every key readable %.2f s after the kill" % (first, second, time.time() - t0))
+        if took > BOUND_S:
+            fail("failover took %.1f s" % took, c)
+        c.start_master(int(first[-1]))  # back as a standby
+
+        # 3. a frozen leader is replaced, and refuses writes once woken.
+        c.signal(second, signal.SIGSTOP)
+        third = c.wait_leader(timeout=BOUND_S, not_name=second)
+        check_all(BOUND_S, "after SIGSTOP")
+        c.signal(second, signal.SIGCONT)
+        r = c.cli("put", "ha-fenced", values["ha-key-1"], master="127.0.0.1:%d" % c.master_ports[int(second[-1])])
+        if r.returncode == 0:
+            fail("the woken old leader accepted a put", c)
+        err = r.stderr.decode(errors="replace")
+        if "UNAVAILABLE_IN_CURRENT_STATUS" not in err:
+            fail("the woken old leader answered: %s" % err, c)
+        print("SIGSTOP %s: %s leads; the woken one refuses writes" % (second, third))
+        check_all(BOUND_S, "after SIGCONT")
+
+        # 4. a key that never existed is missing, not "rebuilding" forever.
+        deadline = time.time() + BOUND_S
+        while True:
+            r = c.cli("exists", "ha-never-put")
+            if r.returncode == 1 and b"no" in r.stdout:
+                break
+            if time.time() > deadline:
+                fail("exists of a missing key: rc %d %s %s" % (r.returncode, r.stdout, r.stderr), c)
+            time.sleep(0.2)
+        print("PASS")
+        return 0
+    finally:
+        c.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
