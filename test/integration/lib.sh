@@ -53,6 +53,13 @@ wait_port() {
     sleep 0.05
   done
   echo "timed out waiting for $host:$port" >&2
+  # What the processes said (a port taken by another socket, a crash, ...).
+  local f
+  for f in "$WORK"/*.log; do
+    [[ -f $f ]] || continue
+    echo "--- ${f##*/} (last lines)" >&2
+    tail -n 15 "$f" >&2
+  done
   return 1
 }
 

@@ -219,10 +219,9 @@ result<std::vector<std::string>> parse_etcd_endpoints(std::string_view list, std
   };
   if (list.starts_with("etcd://")) list.remove_prefix(7);
   std::vector<std::string> out;
-  while (!list.empty() || out.empty()) {
+  for (;;) {
     auto comma = list.find(',');
     auto item = list.substr(0, comma);
-    list = comma == std::string_view::npos ? std::string_view{} : list.substr(comma + 1);
     if (item.starts_with("http://")) item.remove_prefix(7);
     while (!item.empty() && item.back() == '/') item.remove_suffix(1);
     std::string_view w;
@@ -230,6 +229,7 @@ result<std::vector<std::string>> parse_etcd_endpoints(std::string_view list, std
     if (out.size() == max_endpoints) return refuse("more than 16 etcd endpoints");
     out.emplace_back(item);
     if (comma == std::string_view::npos) break;
+    list = list.substr(comma + 1);  // "a," leaves an empty item: refused above
   }
   return out;
 }

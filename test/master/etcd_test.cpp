@@ -1,0 +1,58 @@
+// etcd client pieces that take untrusted text: endpoint lists, base64 from
+// etcd's replies, cluster ids, master addresses. (The exchange with a real
+// etcd is tested end to end by test/ha/ha_failover_test.py.)
+#include "mc/master/etcd.hpp"
+#include "mc/master/ha.hpp"
+
+#include <doctest/doctest.h>
+
+#include <random>
+#include <string>
+
+TEST_SUITE("master etcd") {
+  TEST_CASE("base64 round-trips every length and byte, and refuses malformed text") {
+    std::mt19937 rng(7);
+    for (std::size_t n = 0; n < 300; ++n) {
+      std::string s(n, '\0');
+      for (auto& c : s) c = static_cast<char>(rng());
+      auto e = mc::master::etcd_base64(s);
+      CHECK(e.size() == (n + 2) / 3 * 4);
+      auto d = mc::master::etcd_unbase64(e);
+      REQUIRE(d);
+      CHECK(*d == s);
+    }
+    CHECK(mc::master::etcd_base64("k") == "aw==");
+    CHECK(mc::master::etcd_unbase64("aw==").value() == "k");
+    for (const char* bad : {"a", "aw=", "aw=a", "a===", "=aaa", "a\x01==", "aw==aw==", "aGk*", "aG k"}) {
+      CAPTURE(std::string(bad));
+      CHECK(!mc::master::etcd_unbase64(bad));
+    }
+    CHECK(mc::master::etcd_unbase64("").value().empty());
+  }
+
+  TEST_CASE("endpoint lists: plain, http:// and etcd:// forms; bad ones refused with a reason") {
+    auto r = mc::master::parse_etcd_endpoints("etcd://h1:2379,http://10.0.0.2:2379/,[::1]:1");
+    REQUIRE(r.has_value());
+    CHECK(*r == std::vector<std::string>{"h1:2379", "10.0.0.2:2379", "[::1]:1"});
+    std::string why;
+    for (const char* bad : {"", "etcd://", "h1", "h1:2379,", ",h1:2379", "h1:0", "h 1:2379", "h1:2379,,h2:1",
+                            "https://h1:2379", "h1:2379/v3"}) {
+      CAPTURE(std::string(bad));
+      why.clear();
+      CHECK(mc::is(mc::master::parse_etcd_endpoints(bad, &why).error(), mc::errc::invalid_params));
+      CHECK(!why.empty());
+    }
+    std::string many;
+    for (int i = 0; i < 17; ++i) many += (i ? "," : "") + std::string("h:") + std::to_string(i + 1);
+    CHECK_FALSE(mc::master::parse_etcd_endpoints(many).has_value());
+  }
+
+  TEST_CASE("cluster ids and the keys derived from them") {
+    CHECK(mc::master::check_cluster_id("mooncake_cluster").has_value());
+    CHECK(mc::master::check_cluster_id("a.b-c_9").has_value());
+    for (const char* bad : {"", "a/b", "a b", "..\x01", "k\n"}) CHECK_FALSE(mc::master::check_cluster_id(bad).has_value());
+    CHECK_FALSE(mc::master::check_cluster_id(std::string(129, 'a')).has_value());
+    CHECK(mc::master::ha_leader_key("c1") == "mooncake-store/c1/master_view");
+    CHECK(mc::master::ha_clients_prefix("c1") == "mooncake-store/c1/clients/");
+  }
+}
