@@ -29,6 +29,7 @@ class Cluster:
         self.etcd_port = free_port()
         self.etcd_peer = free_port()
         self.master_ports = [free_port() for _ in range(masters)]
+        self.http_ports = [free_port() for _ in range(masters)]
         self.nodes = []
 
     # -- processes ---------------------------------------------------------
@@ -72,7 +73,8 @@ class Cluster:
     def start_master(self, i):
         return self._spawn("master%d" % i, [
             os.path.join(self.apps, "mooncake_master"), "--rpc_address", "127.0.0.1",
-            "--rpc_port", str(self.master_ports[i]), "--metrics_port", "0", "--ha_backend", "etcd",
+            "--rpc_port", str(self.master_ports[i]), "--http_host", "127.0.0.1",
+            "--metrics_port", str(self.http_ports[i]), "--ha_backend", "etcd",
             "--etcd_endpoints", "127.0.0.1:%d" % self.etcd_port, "--cluster_id", self.cluster_id,
             "--ha_lease_ttl", "%dms" % self.lease_ttl_ms])
 
@@ -131,6 +133,19 @@ class Cluster:
                 return n
             time.sleep(0.05)
         raise RuntimeError("no leader elected within %s s" % timeout)
+
+    def http(self, name, path):
+        """GET http://127.0.0.1:<master's HTTP port><path>: (status, body) or (None, error)."""
+        import urllib.error
+        import urllib.request
+        url = "http://127.0.0.1:%d%s" % (self.http_ports[int(name[-1])], path)
+        try:
+            with urllib.request.urlopen(url, timeout=5) as r:
+                return r.status, r.read().decode(errors="replace")
+        except urllib.error.HTTPError as e:
+            return e.code, e.read().decode(errors="replace")
+        except OSError as e:
+            return None, str(e)
 
     def cli(self, *args, master=None, timeout_ms=2000):
         argv = [os.path.join(self.apps, "mooncake_cli"), "--master_server_address", master or self.locator,

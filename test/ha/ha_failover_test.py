@@ -79,6 +79,21 @@ def main():
 
         check_all(10, "before failover")
         print("leader %s; %d values stored" % (first, len(values)))
+        # /health names each master's role; /metrics exports it.
+        standby = "master1" if first == "master0" else "master0"
+        deadline = time.time() + 10
+        while True:
+            hl, hs = c.http(first, "/health"), c.http(standby, "/health")
+            if hl[0] == 200 and '"role":"leader"' in hl[1] and hs[0] == 200 and '"role":"standby"' in hs[1]:
+                break
+            if time.time() > deadline:
+                fail("/health roles: leader %s, standby %s" % (hl, hs), c)
+            time.sleep(0.2)
+        m = c.http(first, "/metrics")
+        if m[0] != 200 or "mc_master_ha_leader 1" not in m[1] or "mc_master_ha_elections_total 1" not in m[1]:
+            fail("leader /metrics: %s" % (m,), c)
+        if "mc_master_ha_leader 0" not in c.http(standby, "/metrics")[1]:
+            fail("standby /metrics does not say it does not lead", c)
 
         # 2. kill -9 of the leader.
         t0 = time.time()

@@ -50,7 +50,8 @@ TEST_SUITE("master etcd") {
   TEST_CASE("cluster ids and the keys derived from them") {
     CHECK(mc::master::check_cluster_id("mooncake_cluster").has_value());
     CHECK(mc::master::check_cluster_id("a.b-c_9").has_value());
-    for (const char* bad : {"", "a/b", "a b", "..\x01", "k\n"}) CHECK_FALSE(mc::master::check_cluster_id(bad).has_value());
+    for (const char* bad : {"", "a/b", "a b", "..\x01", "k\n"})
+      CHECK_FALSE(mc::master::check_cluster_id(bad).has_value());
     CHECK_FALSE(mc::master::check_cluster_id(std::string(129, 'a')).has_value());
     CHECK(mc::master::ha_leader_key("c1") == "mooncake-store/c1/master_view");
     CHECK(mc::master::ha_clients_prefix("c1") == "mooncake-store/c1/clients/");

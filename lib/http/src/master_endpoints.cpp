@@ -48,9 +48,17 @@ void add_master_endpoints(server& s, mc::master::master_server& m, node_status& 
   auto* master = &m;
   auto* st = &status;
 
-  s.route("/health", [st](request& req) -> task<response> {
+  s.route("/health", [st, master](request& req) -> task<response> {
     if (req.verb != method::get) co_return method_not_allowed();
     auto state = st->state.load(std::memory_order_relaxed);
+    if (state == node_state::serving && master->ha_enabled()) {
+      // HA: a standby is a healthy process too; its role says it does not lead.
+      const char* role = !master->leading() ? "standby" : master->rebuilding() ? "rebuilding" : "leader";
+      co_return json_response(200, {{"status", "serving"},
+                                    {"role", role},
+                                    {"term", std::to_string(master->term())},
+                                    {"leader", master->leader()}});
+    }
     if (state == node_state::serving) co_return json_response(200, {{"status", "serving"}});
     co_return json_response(503, {{"status", state == node_state::starting ? "starting" : "draining"}});
   });
@@ -77,6 +85,17 @@ void add_master_endpoints(server& s, mc::master::master_server& m, node_status& 
     e.single("mc_master_cluster_capacity_bytes", "gauge", "Sum of the clients' reported capacity.",
              static_cast<double>(cap));
     e.single("mc_master_cluster_used_bytes", "gauge", "Sum of the clients' reported usage.", static_cast<double>(used));
+    if (master->ha_enabled()) {
+      e.single("mc_master_ha_leader", "gauge", "1 while this master leads (HA on etcd), else 0.",
+               master->leading() ? 1.0 : 0.0);
+      e.single("mc_master_ha_rebuilding", "gauge",
+               "1 while a new leader waits for its registered clients to re-publish.",
+               master->rebuilding() ? 1.0 : 0.0);
+      e.single("mc_master_ha_term", "gauge", "The leader's term (etcd revision of its election); 0 when not leading.",
+               static_cast<double>(master->term()));
+      e.single("mc_master_ha_elections_total", "counter", "Elections this master process has won.",
+               static_cast<double>(master->elections()));
+    }
     co_return response::make(200, e.take(), std::string(prometheus_content_type));
   });
 

@@ -51,11 +51,13 @@ struct ClientState {
 }
 
 interface Master {
-  registerClient @0 (info :ClientInfo) -> (status :Status);
+  # term: the HA leader's term (etcd revision of its election; 0 without
+  # HA). A client ignores a reply whose term is older than one it has seen.
+  registerClient @0 (info :ClientInfo) -> (status :Status, term :UInt64);
   # The reply carries drop notices for copies superseded by a newer publish
   # elsewhere (at most 1024 per reply) and `resync` when they overflowed.
   heartbeat @1 (clientId :Text, used :UInt64, capacity :UInt64)
-      -> (status :Status, drops :List(KeyVersion), resync :Bool);
+      -> (status :Status, drops :List(KeyVersion), resync :Bool, term :UInt64);
   unregisterClient @2 (clientId :Text) -> (status :Status);
   # republish: re-announcing held copies (never supersedes a live holder);
   # epoch: tags the entries for finishRepublish.

@@ -44,7 +44,8 @@ struct master_client::locator {
   etcd_client etcd;
   std::string key;
   std::mutex m;
-  std::string leader;  ///< guarded by m; "" = not resolved
+  std::string leader;          ///< guarded by m; "" = not resolved
+  std::uint64_t max_term = 0;  ///< guarded by m: the newest leader term seen in a reply
 };
 
 result<void> check_master_address(std::string_view address, std::string* why) {
@@ -105,6 +106,17 @@ task<result<bool>> master_client::refresh_leader() {
   co_return changed;
 }
 
+bool master_client::stale_term(std::uint64_t term) {
+  if (!locator_) return false;
+  std::lock_guard lk(locator_->m);
+  if (term < locator_->max_term) {
+    locator_->leader.clear();  // an old leader answered: read etcd again
+    return true;
+  }
+  locator_->max_term = term;
+  return false;
+}
+
 boost::system::error_code master_client::note(boost::system::error_code e) {
   if (locator_ &&
       (mc::is(e, errc::rpc_fail) || mc::is(e, errc::timeout) || mc::is(e, errc::unavailable_in_current_status))) {
@@ -123,6 +135,7 @@ task<result<void>> master_client::register_client(client_info info) {
   detail::set_info(req.initInfo(), info);
   auto r = co_await mc::rpc::call(req.send(), timeout_);
   if (!r) co_return note(r.error());
+  if (stale_term(r->getTerm())) co_return fail(errc::unavailable_in_current_status);
   co_return from_status(r->getStatus());
 }
 
@@ -138,6 +151,7 @@ task<result<holder_notices>> master_client::heartbeat(std::string client_id, std
   req.setCapacity(capacity);
   auto r = co_await mc::rpc::call(req.send(), timeout_);
   if (!r) co_return note(r.error());
+  if (stale_term(r->getTerm())) co_return fail(errc::unavailable_in_current_status);
   if (auto st = from_status(r->getStatus()); !st) co_return st.error();
   auto drops = r->getDrops();
   if (drops.size() > max_drops_per_heartbeat) co_return fail(errc::rpc_fail);  // not what a master sends

@@ -58,6 +58,7 @@ struct ha_gate {
   std::function<void(const std::string&)> on_unregister;  ///< HA: forget it
   std::function<void(const std::string&)> on_republished;
   bool serving() const { return elector == nullptr || elector->leading(); }
+  std::uint64_t term() const { return elector == nullptr ? 0 : elector->term(); }
 };
 
 kj::Promise<void> not_leader() {
@@ -81,6 +82,7 @@ class master_impl final : public Master::Server {
     auto r = md_.register_client(info);
     if (r && gate_.on_register) gate_.on_register(info.client_id);
     set_status(ctx.getResults().initStatus(), r);
+    ctx.getResults().setTerm(gate_.term());
     return kj::READY_NOW;
   }
   kj::Promise<void> heartbeat(HeartbeatContext ctx) override {
@@ -90,6 +92,7 @@ class master_impl final : public Master::Server {
     auto res = ctx.getResults();
     auto hb = md_.heartbeat(id, p.getUsed(), p.getCapacity());
     set_status(res.initStatus(), hb);
+    res.setTerm(gate_.term());
     if (!hb) return kj::READY_NOW;
     auto notices = md_.take_notices(id, max_drops_per_heartbeat);
     res.setResync(notices.resync);
@@ -386,6 +389,8 @@ master_server::master_server(mc::runtime::runtime& rt, const master_options& opt
                             }));
 }
 
+bool master_server::ha_enabled() const noexcept { return impl_->opts.ha_backend == "etcd"; }
+std::uint64_t master_server::elections() const noexcept { return impl_->elector ? impl_->elector->elections() : 0; }
 bool master_server::leading() const noexcept { return impl_->gate.serving(); }
 bool master_server::rebuilding() const noexcept { return impl_->gate.rebuilding.load(); }
 std::uint64_t master_server::term() const noexcept { return impl_->elector ? impl_->elector->term() : 0; }

@@ -51,8 +51,11 @@ class master_client {
   /// True for "etcd://..." addresses.
   bool uses_etcd() const noexcept { return locator_ != nullptr; }
 
+  /// Registers (or re-registers) the client. With an etcd address, a reply
+  /// from a leader older than one already seen is ignored:
+  /// unavailable_in_current_status.
   task<result<void>> register_client(client_info info);
-  /// Heartbeat; returns the holder's queued drop notices (at most
+  /// Heartbeat (the same rule for an older leader's reply); returns the holder's queued drop notices (at most
   /// max_drops_per_heartbeat; a longer list is rpc_fail) and resync flag.
   task<result<holder_notices>> heartbeat(std::string client_id, std::uint64_t used, std::uint64_t capacity);
   task<result<void>> unregister_client(std::string client_id);
@@ -98,6 +101,9 @@ class master_client {
   task<result<std::string>> resolve();
   task<result<std::vector<result<key_info>>>> lookup_once(const std::vector<std::string>& keys);
   boost::system::error_code note(boost::system::error_code e);
+  /// True (and the cached leader forgotten) when `term` is older than the
+  /// newest seen: the reply of a deposed leader, ignored.
+  bool stale_term(std::uint64_t term);
 
   std::string address_;
   mc::duration timeout_;

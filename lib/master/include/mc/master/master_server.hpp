@@ -33,6 +33,10 @@ class master_server {
   /// Stops serving (drains in-flight calls) and the sweeper; an HA leader
   /// resigns first. Idempotent.
   void stop();
+  /// True when started with ha_backend "etcd".
+  bool ha_enabled() const noexcept;
+  /// HA: elections this process has won.
+  std::uint64_t elections() const noexcept;
   /// True when this master answers calls (always, without HA).
   bool leading() const noexcept;
   /// HA: true while a new leader waits for its clients to re-publish.
