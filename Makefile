@@ -97,8 +97,9 @@ soak: build
 test-soak: build
 	@$(MAKE) --no-print-directory soak QUICK=1
 
+# make run [HA=1]: a local cluster from conf/ (HA=1: etcd and two masters with leader election).
 run: build
-	@bash scripts/run-cluster.sh $(BUILD)
+	@HA=$(HA) bash scripts/run-cluster.sh $(BUILD)
 
 # make bench [QUICK=1]: optimised build in $(BENCH_BUILD), every benchmark program,
 # report + plots in bench/results/<date>-<commit>/ (bench/README.md).
