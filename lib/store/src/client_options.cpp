@@ -94,6 +94,7 @@ mc::config::option_set make_option_set(client_options& o) {
            "attach listener port on 127.0.0.1 (0 = client_rpc_port + 1000, wrapped into 1024..65535)")
       .env("MOONCAKE_DM_LOCK_SHARD_COUNT", "dm_lock_shard_count")
       .allow_file_key("tiers");
+  s.env("MC_STORE_CLUSTER_ID", "cluster_id");
   return s;
 }
 
