@@ -56,4 +56,53 @@ TEST_SUITE("master etcd") {
     CHECK(mc::master::ha_leader_key("c1") == "mooncake-store/c1/master_view");
     CHECK(mc::master::ha_clients_prefix("c1") == "mooncake-store/c1/clients/");
   }
+
+  TEST_CASE("reply parsers read etcd 3.4's real replies and refuse inconsistent ones") {
+    namespace r = mc::master::etcd_reply;
+    const std::string h = R"({"header":{"cluster_id":"1","member_id":"2","revision":"7","raft_term":"2"})";
+    auto g = r::grant(h + R"(,"ID":"4111120379323307269","TTL":"2"})");
+    REQUIRE(g.has_value());
+    CHECK(g->id == 4111120379323307269LL);
+    CHECK(g->ttl_s == 2);
+    CHECK_FALSE(r::grant(h + R"(,"ID":"0","TTL":"2"})").has_value());
+    CHECK_FALSE(r::grant(h + R"(,"ID":"5","TTL":"-1"})").has_value());
+    CHECK_FALSE(r::grant(h + R"(,"ID":"99999999999999999999","TTL":"2"})").has_value());
+    CHECK(r::keepalive(R"({"result":{"header":{"revision":"3"},"ID":"5","TTL":"2"}})"
+                       "\n")
+              .value() == 2);
+    CHECK(r::keepalive(R"({"result":{"header":{"revision":"3"},"ID":"5"}})").value() == 0);  // expired
+    CHECK_FALSE(r::keepalive(R"({"error":{"grpc_code":14}})").has_value());
+    const std::string key = "mooncake-store/c/master_view";
+    const auto k64 = mc::master::etcd_base64(key);
+    auto won = r::create_if_absent(h + R"(,"succeeded":true,"responses":[{"response_put":{}}]})", key);
+    REQUIRE(won.has_value());
+    CHECK(won->created);
+    CHECK(won->revision == 7);
+    auto kv = R"({"key":")" + k64 + R"(","create_revision":"5","mod_revision":"5","value":")" +
+              mc::master::etcd_base64("10.0.0.1:50051") + R"(","lease":"9"})";
+    auto lost = r::create_if_absent(h + R"(,"responses":[{"response_range":{"kvs":[)" + kv + "]}}]}", key);
+    REQUIRE(lost.has_value());
+    CHECK_FALSE(lost->created);
+    CHECK(lost->holder.value == "10.0.0.1:50051");
+    CHECK(lost->holder.create_revision == 5);
+    CHECK_FALSE(
+        r::create_if_absent(h + R"(,"responses":[{"response_range":{"kvs":[)" + kv + "]}}]}", "other").has_value());
+    auto got = r::get(h + R"(,"kvs":[)" + kv + "]}", key);
+    REQUIRE(got.has_value());
+    REQUIRE(got->has_value());
+    CHECK((*got)->lease == 9);
+    CHECK_FALSE(r::get(h + R"(,"kvs":[)" + kv + "]}", "another-key").has_value());   // not what was asked
+    CHECK_FALSE(r::get(h + R"(,"kvs":[)" + kv + "," + kv + "]}", key).has_value());  // more than one
+    CHECK(r::get(h + "}", key).value() == std::nullopt);
+    CHECK_FALSE(r::get_prefix(h + R"(,"kvs":[)" + kv + "]}", "mooncake-store/c/clients/", 10).has_value());
+    CHECK(r::deleted(h + R"(,"deleted":"1"})").value() == 1);
+    CHECK_FALSE(r::deleted(h + R"(,"deleted":"2"})").has_value());
+    CHECK(r::succeeded(h + "}").value() == false);
+    CHECK_FALSE(r::succeeded(h + R"(,"succeeded":"yes"})").has_value());
+    for (const char* bad : {"", "[]", "{", "null", "{\"header\":[]}", "\xff\xfe"}) {
+      CAPTURE(std::string(bad));
+      CHECK_FALSE(r::grant(bad).has_value());
+      CHECK_FALSE(r::revision(bad).has_value());
+    }
+  }
 }

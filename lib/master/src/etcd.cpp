@@ -254,31 +254,121 @@ task<result<std::string>> etcd_client::call(std::string path, std::string body) 
   co_return fail(last);
 }
 
+// ---- reply parsers (untrusted text from etcd) -----------------------------
+
+namespace etcd_reply {
+
+result<etcd_client::lease> grant(std::string_view body) {
+  auto o = parse_object(body);
+  if (!o) return fail(errc::rpc_fail);
+  auto id = int_of(*o, "ID");
+  auto ttl = int_of(*o, "TTL");
+  if (!id || !ttl || *id == 0 || *ttl <= 0) return fail(errc::rpc_fail);
+  return etcd_client::lease{*id, *ttl};
+}
+
+result<std::int64_t> keepalive(std::string_view body) {
+  // A streaming endpoint: one JSON object per line, {"result": {...}}.
+  auto o = parse_object(body.substr(0, body.find('\n')));
+  if (!o) return fail(errc::rpc_fail);
+  auto it = o->find("result");
+  if (it == o->end() || !it->value().is_object()) return fail(errc::rpc_fail);
+  auto ttl = int_of(it->value().as_object(), "TTL");
+  if (!ttl || *ttl < 0) return fail(errc::rpc_fail);
+  return *ttl;
+}
+
+result<etcd_client::campaign_result> create_if_absent(std::string_view body, const std::string& key) {
+  auto o = parse_object(body);
+  if (!o) return fail(errc::rpc_fail);
+  etcd_client::campaign_result out;
+  auto s = o->find("succeeded");
+  if (s != o->end() && !s->value().is_bool()) return fail(errc::rpc_fail);
+  out.created = s != o->end() && s->value().as_bool();
+  if (out.created) {
+    auto rev = header_revision(*o);
+    if (!rev || *rev <= 0) return fail(errc::rpc_fail);
+    out.revision = *rev;
+    return out;
+  }
+  // The failure branch's range: responses[0].response_range.kvs[0]. The key
+  // may have vanished between the compare and now: then no holder (retry).
+  auto rs = o->find("responses");
+  if (rs == o->end() || !rs->value().is_array() || rs->value().as_array().size() != 1) return fail(errc::rpc_fail);
+  auto& first = rs->value().as_array()[0];
+  if (!first.is_object()) return fail(errc::rpc_fail);
+  auto rr = first.as_object().find("response_range");
+  if (rr == first.as_object().end() || !rr->value().is_object()) return fail(errc::rpc_fail);
+  auto kvs = kvs_of(rr->value().as_object(), 1);
+  if (!kvs) return fail(errc::rpc_fail);
+  if (!kvs->empty()) {
+    if (kvs->front().key != key) return fail(errc::rpc_fail);
+    out.holder = std::move(kvs->front());
+  }
+  return out;
+}
+
+result<std::int64_t> revision(std::string_view body) {
+  auto o = parse_object(body);
+  if (!o) return fail(errc::rpc_fail);
+  auto rev = header_revision(*o);
+  if (!rev || *rev < 0) return fail(errc::rpc_fail);
+  return *rev;
+}
+
+result<std::optional<etcd_kv>> get(std::string_view body, const std::string& key) {
+  auto o = parse_object(body);
+  if (!o) return fail(errc::rpc_fail);
+  auto kvs = kvs_of(*o, 1);
+  if (!kvs) return fail(errc::rpc_fail);
+  if (kvs->empty()) return std::optional<etcd_kv>{};
+  if (kvs->front().key != key) return fail(errc::rpc_fail);
+  return std::optional<etcd_kv>{std::move(kvs->front())};
+}
+
+result<std::vector<etcd_kv>> get_prefix(std::string_view body, const std::string& prefix, std::size_t limit) {
+  auto o = parse_object(body);
+  if (!o) return fail(errc::rpc_fail);
+  auto kvs = kvs_of(*o, limit);
+  if (!kvs) return fail(errc::rpc_fail);
+  for (auto& kv : *kvs)
+    if (!kv.key.starts_with(prefix)) return fail(errc::rpc_fail);
+  return std::move(*kvs);
+}
+
+result<std::int64_t> deleted(std::string_view body) {
+  auto o = parse_object(body);
+  if (!o) return fail(errc::rpc_fail);
+  auto n = int_of(*o, "deleted");
+  if (!n || *n < 0 || *n > 1) return fail(errc::rpc_fail);
+  return *n;
+}
+
+result<bool> succeeded(std::string_view body) {
+  auto o = parse_object(body);
+  if (!o) return result<bool>(boost::system::in_place_error, fail(errc::rpc_fail));
+  auto s = o->find("succeeded");
+  if (s == o->end()) return false;  // proto3 omits false
+  if (!s->value().is_bool()) return result<bool>(boost::system::in_place_error, fail(errc::rpc_fail));
+  return s->value().as_bool();
+}
+
+}  // namespace etcd_reply
+
+// ---- requests ----------------------------------------------------------------
+
 task<result<etcd_client::lease>> etcd_client::grant(std::int64_t ttl_s) {
   json::object req{{"TTL", std::to_string(ttl_s)}};
   auto r = co_await call("/v3/lease/grant", json::serialize(req));
   if (!r) co_return r.error();
-  auto o = parse_object(*r);
-  if (!o) co_return fail(errc::rpc_fail);
-  auto id = int_of(*o, "ID");
-  auto ttl = int_of(*o, "TTL");
-  if (!id || !ttl || *id == 0 || *ttl <= 0) co_return fail(errc::rpc_fail);
-  co_return lease{*id, *ttl};
+  co_return etcd_reply::grant(*r);
 }
 
 task<result<std::int64_t>> etcd_client::keepalive(std::int64_t lease_id) {
   json::object req{{"ID", std::to_string(lease_id)}};
   auto r = co_await call("/v3/lease/keepalive", json::serialize(req));
   if (!r) co_return r.error();
-  // A streaming endpoint: one JSON object per line, {"result": {...}}.
-  auto line = std::string_view(*r).substr(0, r->find('\n'));
-  auto o = parse_object(line);
-  if (!o) co_return fail(errc::rpc_fail);
-  auto it = o->find("result");
-  if (it == o->end() || !it->value().is_object()) co_return fail(errc::rpc_fail);
-  auto ttl = int_of(it->value().as_object(), "TTL");
-  if (!ttl || *ttl < 0) co_return fail(errc::rpc_fail);
-  co_return *ttl;
+  co_return etcd_reply::keepalive(*r);
 }
 
 task<result<void>> etcd_client::revoke(std::int64_t lease_id) {
@@ -299,29 +389,7 @@ task<result<etcd_client::campaign_result>> etcd_client::create_if_absent(std::st
                    {"failure", json::array{json::object{{"request_range", json::object{{"key", k}}}}}}};
   auto r = co_await call("/v3/kv/txn", json::serialize(req));
   if (!r) co_return r.error();
-  auto o = parse_object(*r);
-  if (!o) co_return fail(errc::rpc_fail);
-  campaign_result out;
-  auto s = o->find("succeeded");
-  out.created = s != o->end() && s->value().is_bool() && s->value().as_bool();
-  if (out.created) {
-    auto rev = header_revision(*o);
-    if (!rev || *rev <= 0) co_return fail(errc::rpc_fail);
-    out.revision = *rev;
-    co_return out;
-  }
-  // The failure branch's range: responses[0].response_range.kvs[0]. The key
-  // may have vanished between the compare and now: then no holder (retry).
-  auto rs = o->find("responses");
-  if (rs == o->end() || !rs->value().is_array() || rs->value().as_array().size() != 1) co_return fail(errc::rpc_fail);
-  auto& first = rs->value().as_array()[0];
-  if (!first.is_object()) co_return fail(errc::rpc_fail);
-  auto rr = first.as_object().find("response_range");
-  if (rr == first.as_object().end() || !rr->value().is_object()) co_return fail(errc::rpc_fail);
-  auto kvs = kvs_of(rr->value().as_object(), 1);
-  if (!kvs) co_return fail(errc::rpc_fail);
-  if (!kvs->empty()) out.holder = std::move(kvs->front());
-  co_return out;
+  co_return etcd_reply::create_if_absent(*r, key);
 }
 
 task<result<std::int64_t>> etcd_client::put(std::string key, std::string value, std::int64_t lease_id) {
@@ -329,24 +397,14 @@ task<result<std::int64_t>> etcd_client::put(std::string key, std::string value, 
   if (lease_id != 0) req["lease"] = std::to_string(lease_id);
   auto r = co_await call("/v3/kv/put", json::serialize(req));
   if (!r) co_return r.error();
-  auto o = parse_object(*r);
-  if (!o) co_return fail(errc::rpc_fail);
-  auto rev = header_revision(*o);
-  if (!rev) co_return fail(errc::rpc_fail);
-  co_return *rev;
+  co_return etcd_reply::revision(*r);
 }
 
 task<result<std::optional<etcd_kv>>> etcd_client::get(std::string key) {
   json::object req{{"key", etcd_base64(key)}};
   auto r = co_await call("/v3/kv/range", json::serialize(req));
   if (!r) co_return r.error();
-  auto o = parse_object(*r);
-  if (!o) co_return fail(errc::rpc_fail);
-  auto kvs = kvs_of(*o, 1);
-  if (!kvs) co_return fail(errc::rpc_fail);
-  if (kvs->empty()) co_return std::optional<etcd_kv>{};
-  if (kvs->front().key != key) co_return fail(errc::rpc_fail);
-  co_return std::optional<etcd_kv>{std::move(kvs->front())};
+  co_return etcd_reply::get(*r, key);
 }
 
 task<result<std::vector<etcd_kv>>> etcd_client::get_prefix(std::string prefix, std::int64_t limit) {
@@ -359,24 +417,14 @@ task<result<std::vector<etcd_kv>>> etcd_client::get_prefix(std::string prefix, s
   json::object req{{"key", etcd_base64(prefix)}, {"range_end", etcd_base64(end)}, {"limit", std::to_string(limit)}};
   auto r = co_await call("/v3/kv/range", json::serialize(req));
   if (!r) co_return r.error();
-  auto o = parse_object(*r);
-  if (!o) co_return fail(errc::rpc_fail);
-  auto kvs = kvs_of(*o, static_cast<std::size_t>(limit));
-  if (!kvs) co_return fail(errc::rpc_fail);
-  for (auto& kv : *kvs)
-    if (!kv.key.starts_with(prefix)) co_return fail(errc::rpc_fail);
-  co_return std::move(*kvs);
+  co_return etcd_reply::get_prefix(*r, prefix, static_cast<std::size_t>(limit));
 }
 
 task<result<std::int64_t>> etcd_client::del(std::string key) {
   json::object req{{"key", etcd_base64(key)}};
   auto r = co_await call("/v3/kv/deleterange", json::serialize(req));
   if (!r) co_return r.error();
-  auto o = parse_object(*r);
-  if (!o) co_return fail(errc::rpc_fail);
-  auto n = int_of(*o, "deleted");
-  if (!n || *n < 0 || *n > 1) co_return fail(errc::rpc_fail);
-  co_return *n;
+  co_return etcd_reply::deleted(*r);
 }
 
 task<result<bool>> etcd_client::del_if_created(std::string key, std::int64_t create_revision) {
@@ -388,10 +436,7 @@ task<result<bool>> etcd_client::del_if_created(std::string key, std::int64_t cre
                    {"success", json::array{json::object{{"request_delete_range", json::object{{"key", k}}}}}}};
   auto r = co_await call("/v3/kv/txn", json::serialize(req));
   if (!r) co_return result<bool>(boost::system::in_place_error, r.error());
-  auto o = parse_object(*r);
-  if (!o) co_return result<bool>(boost::system::in_place_error, fail(errc::rpc_fail));
-  auto s = o->find("succeeded");
-  co_return s != o->end() && s->value().is_bool() && s->value().as_bool();
+  co_return etcd_reply::succeeded(*r);
 }
 
 }  // namespace mc::master

@@ -28,7 +28,9 @@ mc::config::option_set make_option_set(master_options& o) {
            "the leader's etcd lease (whole seconds): a dead leader is replaced after about this long")
       .add("ha_advertise_address", &o.ha_advertise_address,
            "host:port clients dial for this master when it leads (default rpc_address:rpc_port)");
-  s.env("MC_HA_BACKEND", "ha_backend").env("MC_ETCD_ENDPOINTS", "etcd_endpoints").env("MC_STORE_CLUSTER_ID", "cluster_id");
+  s.env("MC_HA_BACKEND", "ha_backend")
+      .env("MC_ETCD_ENDPOINTS", "etcd_endpoints")
+      .env("MC_STORE_CLUSTER_ID", "cluster_id");
   mc::config::add_auth_options(s, o.auth);
   return s;
 }

@@ -103,6 +103,30 @@ class etcd_client {
   mc::duration timeout_;
 };
 
+/// The parsers of etcd's gateway replies, one per request kind (exposed for
+/// tests and the fuzz target test/fuzz/etcd). Each takes the reply body as
+/// received; anything malformed, out of range or inconsistent with the
+/// request is rpc_fail. Pure functions.
+namespace etcd_reply {
+/// /v3/lease/grant: {id != 0, ttl > 0}.
+result<etcd_client::lease> grant(std::string_view body);
+/// /v3/lease/keepalive: the remaining TTL (>= 0; 0 = expired).
+result<std::int64_t> keepalive(std::string_view body);
+/// The create-if-absent transaction on `key`: created with the put's
+/// revision (> 0), or the holder (whose key must be `key`), or no holder.
+result<etcd_client::campaign_result> create_if_absent(std::string_view body, const std::string& key);
+/// The header revision (>= 0) of a put.
+result<std::int64_t> revision(std::string_view body);
+/// A one-key range: nullopt (absent) or the key, which must be `key`.
+result<std::optional<etcd_kv>> get(std::string_view body, const std::string& key);
+/// A prefix range: at most `limit` keys, each starting with `prefix`.
+result<std::vector<etcd_kv>> get_prefix(std::string_view body, const std::string& prefix, std::size_t limit);
+/// A delete of one key: 0 or 1.
+result<std::int64_t> deleted(std::string_view body);
+/// A transaction's "succeeded" (absent = false).
+result<bool> succeeded(std::string_view body);
+}  // namespace etcd_reply
+
 /// base64 (standard alphabet, padded) as etcd's gateway encodes bytes.
 std::string etcd_base64(std::string_view in);
 /// Decodes base64; nullopt on a malformed input.
