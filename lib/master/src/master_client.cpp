@@ -38,6 +38,29 @@ task<result<Master::Client>> connect_master(const std::string& address) {
 /// Pause between two attempts of a call retried across a failover.
 constexpr auto retry_pause = std::chrono::milliseconds(100);
 
+/// An error a call may meet while the masters fail over (no leader answers,
+/// a deposed one refuses, the new one does not know this client yet).
+bool failover_error(const boost::system::error_code& e, bool client_unknown_too) {
+  return mc::is(e, errc::rpc_fail) || mc::is(e, errc::timeout) || mc::is(e, errc::unavailable_in_current_status) ||
+         (client_unknown_too && mc::is(e, errc::client_not_found));
+}
+
+/// HA: repeats `attempt()` while it fails with a failover error, until the
+/// deadline (an attempt already under way may end after it, by at most one
+/// call's timeout).
+template <class T, class F>
+task<result<T>> across_failover(F attempt, mc::duration timeout, bool client_unknown_too) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    result<T> r = co_await attempt();
+    if (r || !failover_error(r.error(), client_unknown_too) ||
+        std::chrono::steady_clock::now() + retry_pause >= deadline)
+      co_return r;
+    auto slept = co_await mc::sleep_for(retry_pause);
+    if (!slept) co_return slept.error();
+  }
+}
+
 struct master_client::locator {
   locator(std::vector<std::string> eps, mc::duration timeout, std::string cluster)
       : etcd(std::move(eps), timeout), key(ha_leader_key(cluster)) {}
@@ -173,9 +196,9 @@ task<result<void>> master_client::unregister_client(std::string client_id) {
   co_return from_status(r->getStatus());
 }
 
-task<result<std::vector<result<void>>>> master_client::add_replicas(std::string client_id,
-                                                                    std::vector<publish_item> items, publish_kind kind,
-                                                                    std::uint64_t epoch) {
+task<result<std::vector<result<void>>>> master_client::add_replicas_once(std::string client_id,
+                                                                         std::vector<publish_item> items,
+                                                                         publish_kind kind, std::uint64_t epoch) {
   auto where = co_await resolve();
   if (!where) co_return where.error();
   auto m = co_await connect_master(*where);
@@ -258,6 +281,32 @@ task<result<std::vector<result<key_info>>>> master_client::lookup_once(const std
   co_return out;
 }
 
+task<result<std::vector<result<void>>>> master_client::add_replicas(std::string client_id,
+                                                                    std::vector<publish_item> items, publish_kind kind,
+                                                                    std::uint64_t epoch) {
+  if (!locator_) co_return co_await add_replicas_once(std::move(client_id), std::move(items), kind, epoch);
+  // A publish is idempotent per (key, holder, version): safe to repeat. Until
+  // this client has re-registered with a new leader, that leader answers
+  // client_not_found: wait for the heartbeat loop's re-registration.
+  co_return co_await across_failover<std::vector<result<void>>>(
+      [&] { return add_replicas_once(client_id, items, kind, epoch); }, timeout_, true);
+}
+
+task<result<replica>> master_client::write_route(std::uint64_t size, std::string exclude) {
+  if (!locator_) co_return co_await write_route_once(size, std::move(exclude));
+  co_return co_await across_failover<replica>([&] { return write_route_once(size, exclude); }, timeout_, false);
+}
+
+task<result<std::vector<replica>>> master_client::remove_key(std::string key) {
+  if (!locator_) co_return co_await remove_key_once(std::move(key));
+  co_return co_await across_failover<std::vector<replica>>([&] { return remove_key_once(key); }, timeout_, false);
+}
+
+task<result<client_info>> master_client::get_client(std::string client_id) {
+  if (!locator_) co_return co_await get_client_once(std::move(client_id));
+  co_return co_await across_failover<client_info>([&] { return get_client_once(client_id); }, timeout_, false);
+}
+
 task<result<std::vector<result<key_info>>>> master_client::lookup(std::vector<std::string> keys) {
   if (!locator_) co_return co_await lookup_once(keys);
   // HA: while no leader answers (failover) or the new one is rebuilding its
@@ -283,7 +332,7 @@ task<result<key_info>> master_client::lookup(std::string key) {
   co_return std::move(r->front());
 }
 
-task<result<replica>> master_client::write_route(std::uint64_t size, std::string exclude) {
+task<result<replica>> master_client::write_route_once(std::uint64_t size, std::string exclude) {
   auto where = co_await resolve();
   if (!where) co_return where.error();
   auto m = co_await connect_master(*where);
@@ -297,7 +346,7 @@ task<result<replica>> master_client::write_route(std::uint64_t size, std::string
   co_return read_replica(r->getReplica());
 }
 
-task<result<std::vector<replica>>> master_client::remove_key(std::string key) {
+task<result<std::vector<replica>>> master_client::remove_key_once(std::string key) {
   auto where = co_await resolve();
   if (!where) co_return where.error();
   auto m = co_await connect_master(*where);
@@ -366,7 +415,7 @@ task<result<std::vector<client_status>>> master_client::clients() {
   co_return out;
 }
 
-task<result<client_info>> master_client::get_client(std::string client_id) {
+task<result<client_info>> master_client::get_client_once(std::string client_id) {
   auto where = co_await resolve();
   if (!where) co_return where.error();
   auto m = co_await connect_master(*where);

@@ -175,6 +175,12 @@ class master_impl final : public Master::Server {
     auto r = md_.write_route(p.getSize(), str(p.getExclude()));
     auto res = ctx.getResults();
     if (!r) {
+      // A new leader that has not heard from its clients yet knows no space:
+      // retriable, not "no space anywhere".
+      if (mc::is(r.error(), errc::no_available_handle) && gate_.rebuilding.load()) {
+        set_status(res.initStatus(), fail(errc::unavailable_in_current_status));
+        return kj::READY_NOW;
+      }
       set_status(res.initStatus(), r.error());
       return kj::READY_NOW;
     }

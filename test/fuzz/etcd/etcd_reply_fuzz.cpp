@@ -35,8 +35,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       break;
     case 2:
       if (auto c = r::create_if_absent(body, key)) {
-        if (c->created) require(c->revision > 0);
-        else require(c->holder.key.empty() || c->holder.key == key);
+        if (c->created)
+          require(c->revision > 0);
+        else
+          require(c->holder.key.empty() || c->holder.key == key);
       }
       break;
     case 3:

@@ -10,7 +10,12 @@
 /// cached; a call that fails to reach it (rpc_fail, timeout) or that it
 /// refuses as not the leader (unavailable_in_current_status) forgets the
 /// cached leader, so the next call reads etcd again. No leader in etcd:
-/// unavailable_in_current_status. Retrying is the caller's decision.
+/// unavailable_in_current_status. With an etcd address, lookup,
+/// add_replicas (publish), write_route, remove_key and get_client are
+/// retried within the call's deadline while the masters fail over (rpc_fail,
+/// timeout, unavailable_in_current_status; for a publish also
+/// client_not_found until this client re-registered); the other calls are
+/// the caller's (the store client's heartbeat loop) to retry.
 ///
 /// Thread-safety: a master_client may be used from several runtime threads
 /// at once (copies share the cached leader).
@@ -100,6 +105,11 @@ class master_client {
   struct locator;
   task<result<std::string>> resolve();
   task<result<std::vector<result<key_info>>>> lookup_once(const std::vector<std::string>& keys);
+  task<result<std::vector<result<void>>>> add_replicas_once(std::string client_id, std::vector<publish_item> items,
+                                                            publish_kind kind, std::uint64_t epoch);
+  task<result<replica>> write_route_once(std::uint64_t size, std::string exclude);
+  task<result<std::vector<replica>>> remove_key_once(std::string key);
+  task<result<client_info>> get_client_once(std::string client_id);
   boost::system::error_code note(boost::system::error_code e);
   /// True (and the cached leader forgotten) when `term` is older than the
   /// newest seen: the reply of a deposed leader, ignored.
