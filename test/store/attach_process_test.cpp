@@ -3,6 +3,7 @@
 // the node's transfers cross processes (same-host process_vm_* when the
 // kernel allows it, else TCP) and a SIGKILLed attacher really disappears.
 #include "attach_fixture.hpp"
+#include "mc/master/master_client.hpp"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -11,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -270,6 +272,16 @@ TEST_SUITE("store attach") {
       auto c = attach_when_up(rt, cat("127.0.0.1:", std::to_string(rpc)), &why);
       REQUIRE_MESSAGE(c, why);
       CHECK(c->attach_endpoint() == cat("127.0.0.1:", std::to_string(mc::store::derived_attach_port(rpc))));
+      // The node serves attachers before it is registered with the master (a
+      // slow machine may start the master last): a put publishes, so wait
+      // until the master knows the node.
+      mc::master::master_client m(cat("127.0.0.1:", mport), std::chrono::seconds(2));
+      const std::string node_rpc = cat("127.0.0.1:", std::to_string(rpc));
+      REQUIRE(eventually([&] {
+        auto cl = rt.block_on(m.clients());
+        return cl && std::any_of(cl->begin(), cl->end(),
+                                 [&](const mc::master::client_status& s) { return s.info.rpc_endpoint == node_rpc; });
+      }));
       auto v = random_bytes((1u << 20) + 77, 12);
       REQUIRE(rt.block_on(a_put(*c, "real", one(v))));
       std::vector<std::uint8_t> back(v.size());
