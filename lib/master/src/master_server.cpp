@@ -405,12 +405,18 @@ std::string master_server::leader() const { return impl_->elector ? impl_->elect
 master_server::~master_server() { stop(); }
 
 namespace {
-mc::task<void> sweep_loop(std::shared_ptr<boost::asio::steady_timer> t, metadata* md, mc::duration every) {
+mc::task<void> sweep_loop(std::shared_ptr<boost::asio::steady_timer> t, metadata* md, const ha_gate* gate,
+                          mc::duration every) {
   for (;;) {
     t->expires_after(every);
     auto [ec] = co_await t->async_wait(boost::asio::as_tuple(boost::asio::use_awaitable));
     if (ec) co_return;
-    for (auto& id : md->sweep()) std::fprintf(stderr, "mooncake_master: dropped silent client %s\n", id.c_str());
+    for (auto& id : md->sweep()) {
+      std::fprintf(stderr, "mooncake_master: dropped silent client %s\n", id.c_str());
+      // HA: its etcd record goes too (only while surely leading: a deposed
+      // leader must not delete what the next one recorded).
+      if (gate->on_unregister && gate->serving()) gate->on_unregister(id);
+    }
   }
 }
 }  // namespace
@@ -429,7 +435,8 @@ result<void> master_server::start() {
   if (impl_->opts.ha_backend == "etcd") start_ha();
   impl_->sweeper = std::make_shared<boost::asio::steady_timer>(impl_->rt.executor(0));
   auto every = std::max<mc::duration>(std::chrono::milliseconds(20), impl_->opts.client_ttl / 4);
-  boost::asio::co_spawn(impl_->rt.executor(0), sweep_loop(impl_->sweeper, &impl_->md, every), boost::asio::detached);
+  boost::asio::co_spawn(impl_->rt.executor(0), sweep_loop(impl_->sweeper, &impl_->md, &impl_->gate, every),
+                        boost::asio::detached);
   return {};
 }
 
