@@ -10,6 +10,7 @@ import hashlib
 import json
 import os
 import shutil
+import statistics
 import subprocess
 
 import values
@@ -535,11 +536,11 @@ class Report:
                  "first /health sample (every 100 ms) of a new term saying leader or rebuilding; **rebuilt**, saying "
                  "leader; **first write**, the return of the first successful upsert started after the fault (a put of "
                  "an existing key may succeed without the master); "
-                 "failed key-operations started from the fault until rebuilt (an outcome, not a violation). A "
+                 "failed key-operations started from the fault until rebuilt or resumed (outcomes, not violations). A "
                  "SIGSTOP shorter than the lease can leave the leader in place (no election: **resumed**, the "
                  "same leader and term answering again).\n")
         L.append("| t (s) | action | leader (term) | length (s) | new leader (term) | elected (s) | rebuilt (s) | "
-                 "resumed (s) | first write (s) | failed key-ops until rebuilt |")
+                 "resumed (s) | first write (s) | failed key-ops until rebuilt (or resumed) |")
         L.append("|---|---|---|---|---|---|---|---|---|---|")
 
         def fmt(x):
@@ -563,7 +564,7 @@ class Report:
                 xs = [r[key] for r in rows if r[key] is not None and action in (r["action"], "all")]
                 if xs:
                     L.append(f"| {label}, {action if action != 'all' else 'every leader fault'} | {len(xs)} | "
-                             f"{pct(xs, 50):.2f} | {max(xs):.2f} |")
+                             f"{statistics.median(xs):.2f} | {max(xs):.2f} |")
         L.append("")
         return L
 
