@@ -532,6 +532,8 @@ class Report:
                      f"kill -9 and restart of the only master.\n")
             return L
         rows = failover_rows(faults, getattr(s, "mhealth", {}), an.ok_writes, an.fails, 1e18)
+        with open(os.path.join(a.out, "masters-health.json"), "w") as fm:
+            json.dump({"w0": w0, "samples": getattr(s, "mhealth", {})}, fm)  # [t, role, term] per master
         L.append("From the fault (kill -9 or SIGSTOP of the master whose /health said leader): **elected**, the "
                  "first /health sample (every 100 ms) of a new term saying leader or rebuilding; **rebuilt**, saying "
                  "leader; **first write**, the return of the first successful upsert started after the fault (a put of "
