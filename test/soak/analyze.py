@@ -10,15 +10,24 @@ import hashlib
 import json
 import os
 import shutil
+import statistics
 import subprocess
 
 import values
 import worker
 
 CODES = {0: "ok", -704: "OBJECT_NOT_FOUND", -600: "INVALID_PARAMS", -800: "TRANSFER_FAIL", -900: "RPC_FAIL",
-         -200: "NO_AVAILABLE_HANDLE", -1100: "TIMEOUT", -1101: "CANCELLED", -1103: "UNSUPPORTED",
-         -1104: "ACCESS_DENIED", -1105: "OUT_OF_RANGE", -1106: "TOO_LARGE", -1107: "OVERLOADED",
+         -200: "NO_AVAILABLE_HANDLE", -1001: "CLIENT_NOT_FOUND", -1010: "UNAVAILABLE_IN_CURRENT_STATUS",
+         -1011: "UNAVAILABLE_IN_CURRENT_MODE", -1100: "TIMEOUT", -1101: "CANCELLED", -1102: "SHUTTING_DOWN",
+         -1103: "UNSUPPORTED", -1104: "ACCESS_DENIED", -1105: "OUT_OF_RANGE", -1106: "TOO_LARGE", -1107: "OVERLOADED",
          -10: "BUFFER_OVERFLOW", -1: "empty (missing or failed)"}
+# A failed operation is an outcome, not a violation (a client may fail while a
+# node or the leader is down: RPC_FAIL, TIMEOUT, UNAVAILABLE_IN_CURRENT_STATUS
+# during a failover, ...). What is checked is what succeeded: the bytes a read
+# returned (integrity, phantom, stale), the time taken (deadline), and after
+# the chaos that every key is readable again (liveness). The one failure code
+# that is a violation is BUFFER_OVERFLOW / TOO_LARGE on a get (overflow).
+VIOLATING_GET_CODES = (-10, -1106)
 STALE_WINDOW = 3.0       # s: a cached route / an undelivered drop notice (README "Consistency model")
 OP_BOUND_SLACK = 5.0     # s added to an operation's deadline
 WRITES = ("upsert", "put", "upsert_parts", "batch_upsert", "batch_put", "remove", "batch_remove")
@@ -79,6 +88,8 @@ class Analyzer:
         self.stale = {}               # excuse -> count
         self.max_stale_lag = 0.0
         self.outcomes = {}            # op -> {code -> count}
+        self.fails = []               # (t0, code) of every failed key-operation (OBJECT_NOT_FOUND is no failure)
+        self.ok_writes = []           # (t0, t1) of every successful upsert (a value stored through the master)
         self.lat = {}                 # op -> [seconds]
         self.max_lat = {}
         self.load()
@@ -105,9 +116,15 @@ class Analyzer:
                     self.viol("integrity", f"w{w} op {r['i']} {op}: {b}")
                 # Read buffers hold the largest value ever written: no overflow may be reported.
                 for k, rc in zip(r["k"], r["rc"]):
-                    if op in ("get", "batch_get") and rc in (-10, -1106):
+                    if op in ("get", "batch_get") and rc in VIOLATING_GET_CODES:
                         self.viol("overflow", f"w{w} op {r['i']} {op} {k}: {code_name(rc)} into a "
                                               f"{worker.SLOT}-byte buffer (no value is larger)")
+                for rc in r["rc"]:
+                    if isinstance(rc, int) and rc < 0 and rc not in (-704, -1):
+                        self.fails.append((r["t0"], rc))
+                # Upserts only: a put of a key that exists can succeed without the master.
+                if op in ("upsert", "upsert_parts", "batch_upsert") and all(rc == 0 for rc in r["rc"]):
+                    self.ok_writes.append((r["t0"], r["t1"]))
                 if op in WRITES:
                     for k, v, n, rc in zip(r["k"], r["v"], r["n"], r["rc"]):
                         ok = rc == 0 or ("remove" in op and rc == -704)
@@ -247,6 +264,64 @@ class Analyzer:
                                   f"yet not readable after the recovery time (last rc {r['rc'][0]})")
 
 
+def failover(f, mhealth, ok_writes, fails, until):
+    """Figures of one leader fault `f` (HA; f: start, end, action, victim_name,
+    term: the leader's term when it was hit) from the masters' /health samples
+    `mhealth` ({name: [(t, role or None, term)]}, in time order), the workload's
+    successful writes `ok_writes` [(t0, t1)] and failed key-operations `fails`
+    [(t0, code)], up to `until` (the next leader fault or the end):
+      elected   first sample of a term above f's naming itself leader or
+                rebuilding, seconds after the fault;
+      rebuilt   first sample of such a term saying leader (table rebuilt);
+      resumed   no new term: the hit leader answering leader again (it kept
+                its lease: a SIGSTOP shorter than the lease);
+      first_write  first successful upsert (upsert, upsert_parts,
+                batch_upsert: each needs the leader) started after the fault:
+                its return, seconds after the fault;
+      failed    {code: n} of the key-operations started from the fault until
+                rebuilt (or resumed; else `until`) that failed."""
+    t_f = f["start"]
+    old = f.get("term") or 0
+    row = {"t": t_f, "action": f.get("action"), "leader": f.get("victim_name"), "term": f.get("term"),
+           "length": f.get("end", t_f) - t_f, "elected": None, "rebuilt": None, "resumed": None,
+           "new_leader": None, "new_term": None, "first_write": None, "failed": {}}
+    for name, samples in mhealth.items():
+        for t, role, term in samples:
+            if t < t_f or t > until or term is None:
+                continue
+            if term > old and role in ("leader", "rebuilding") and (row["elected"] is None or t - t_f < row["elected"]):
+                row["elected"], row["new_leader"], row["new_term"] = t - t_f, name, term
+            if term > old and role == "leader" and (row["rebuilt"] is None or t - t_f < row["rebuilt"]):
+                row["rebuilt"] = t - t_f
+            # (after the SIGCONT: a reply received just after the SIGSTOP left before it)
+            if (name == f.get("victim_name") and term == old and role == "leader" and t >= f.get("end", t_f)
+                    and (row["resumed"] is None or t - t_f < row["resumed"])):
+                row["resumed"] = t - t_f
+    if row["elected"] is not None:
+        row["resumed"] = None  # a new term: the old leader did not come back as leader
+    for t0, t1 in ok_writes:
+        if t_f <= t0 <= until and (row["first_write"] is None or t1 - t_f < row["first_write"]):
+            row["first_write"] = t1 - t_f
+    back = row["rebuilt"] if row["rebuilt"] is not None else row["resumed"]
+    end = t_f + back if back is not None else until
+    for t0, code in fails:
+        if t_f <= t0 <= end:
+            n = code_name(code)
+            row["failed"][n] = row["failed"].get(n, 0) + 1
+    return row
+
+
+def failover_rows(faults, mhealth, ok_writes, fails, t_end):
+    """failover() of every leader fault (kind master with a victim), each up to
+    the next one's start or t_end."""
+    hits = sorted((f for f in faults if f["kind"] == "master" and f.get("victim_name")), key=lambda f: f["start"])
+    rows = []
+    for j, f in enumerate(hits):
+        until = hits[j + 1]["start"] if j + 1 < len(hits) else t_end
+        rows.append(failover(f, mhealth, ok_writes, fails, until))
+    return rows
+
+
 def pct(xs, p):
     if not xs:
         return float("nan")
@@ -309,6 +384,9 @@ class Report:
             if f["end"] >= 1e17:
                 continue
             target = 0 if f["kind"] == "master" else f["node"]
+            if f["kind"] == "master" and f.get("action") in ("kill", "stop") and not f.get("victim_name"):
+                rec_rows.append((f, 0.0, "no leader was known: nothing done"))
+                continue
             if f["kind"] == "fill":
                 rec_rows.append((f, f["end"] - f["start"], "fill written and removed"))
                 continue
@@ -339,6 +417,7 @@ class Report:
         L.append(f"- seed {a.seed}, {a.minutes:g} min, {a.nodes} nodes (DRAM {a.dram_mib} MiB + SSD {a.ssd_mib} MiB),"
                  f" {a.nodes * a.workers_per_node} workload processes, {a.keys} keys each, rpc_timeout "
                  f"{a.rpc_timeout_ms} ms, overload {a.overload_threads} requesters per node")
+        L.append(f"- masters: {getattr(a, 'ha_note', 'one')}")
         L.append(f"- replay: `make soak MINUTES={a.minutes:g} SEED={a.seed}` (schedule.json: the schedule and the "
                  f"workload's sha256)")
         if self.err:
@@ -404,11 +483,14 @@ class Report:
         L.append("|---|---|---|---|---|---|")
         for f, r, what in rec_rows:
             extra = f" {f['pct']}%" if "pct" in f else (f" {f['mbit']} Mbit/s" if "mbit" in f else "")
-            L.append(f"| {f['start'] - w0:.1f} | {f['kind']}{extra} | {'master' if f['node'] == 0 else 'node%d' % f['node']}"
+            extra += f" {f['action']}" if "action" in f else ""
+            tgt = "node%d" % f["node"] if f["node"] else (f.get("victim_name") or "master")
+            L.append(f"| {f['start'] - w0:.1f} | {f['kind']}{extra} | {tgt}"
                      f" | {f['end'] - f['start']:.1f} | {'never' if r is None else '%.2f' % r} | {what} |")
         rr = [r for f, r, _ in rec_rows if r is not None and f["kind"] != "fill"]
         if rr:
             L.append(f"\nRecovery p50 {pct(rr, 50):.2f} s, max {max(rr):.2f} s over {len(rr)} faults.\n")
+        L += self.failover_section(faults, an, w0)
         if over:
             L.append("## Overload phase\n")
             L.append("| worker | threads | operations | outcomes (per key) | longest (s) |")
@@ -440,6 +522,53 @@ class Report:
         for v in an.violations[:20]:
             print(f"VIOLATION {v['kind']}: {v['detail']}")
         return ok
+
+    def failover_section(self, faults, an, w0):
+        """The leader faults (HA): figures per fault and their median / max."""
+        a, s = self.a, self.s
+        L = ["## Leader failover (HA)\n"]
+        if not getattr(s, "ha", False):
+            L.append(f"Not measured (masters: {getattr(a, 'ha_note', 'one, no HA')}): the master fault is a "
+                     f"kill -9 and restart of the only master.\n")
+            return L
+        rows = failover_rows(faults, getattr(s, "mhealth", {}), an.ok_writes, an.fails, 1e18)
+        with open(os.path.join(a.out, "masters-health.json"), "w") as fm:
+            json.dump({"w0": w0, "samples": getattr(s, "mhealth", {})}, fm)  # [t, role, term] per master
+        L.append("From the fault (kill -9 or SIGSTOP of the master whose /health said leader): **elected**, the "
+                 "first /health sample (every 100 ms) of a new term saying leader or rebuilding; **rebuilt**, saying "
+                 "leader; **first write**, the return of the first successful upsert started after the fault (a put of "
+                 "an existing key may succeed without the master); "
+                 "failed key-operations started from the fault until rebuilt or resumed (outcomes, not violations). A "
+                 "SIGSTOP shorter than the lease can leave the leader in place (no election: **resumed**, the "
+                 "same leader and term answering again).\n")
+        L.append("| t (s) | action | leader (term) | length (s) | new leader (term) | elected (s) | rebuilt (s) | "
+                 "resumed (s) | first write (s) | failed key-ops until rebuilt (or resumed) |")
+        L.append("|---|---|---|---|---|---|---|---|---|---|")
+
+        def fmt(x):
+            return "-" if x is None else f"{x:.2f}"
+        for r in rows:
+            failed = ", ".join(f"{c}: {n}" for c, n in sorted(r["failed"].items())) or "none"
+            new = f"{r['new_leader']} ({r['new_term']})" if r["new_leader"] else "none"
+            L.append(f"| {r['t'] - w0:.1f} | {r['action']} | {r['leader']} ({r['term']}) | {r['length']:.1f} | {new} | "
+                     f"{fmt(r['elected'])} | {fmt(r['rebuilt'])} | {fmt(r['resumed'])} | {fmt(r['first_write'])} | "
+                     f"{failed} |")
+        skipped = [f for f in faults if f["kind"] == "master" and not f.get("victim_name")]
+        if skipped:
+            L.append(f"\n{len(skipped)} leader fault(s) found no leader to hit (none answered /health, none in "
+                     f"etcd): nothing was done.")
+        L.append("\n| failover | faults | median (s) | max (s) |")
+        L.append("|---|---|---|---|")
+        for label, key in (("elected (leader or rebuilding)", "elected"), ("rebuilt (leader)", "rebuilt"),
+                           ("resumed (same leader, no election)", "resumed"),
+                           ("first successful write", "first_write")):
+            for action in ("kill", "stop", "all"):
+                xs = [r[key] for r in rows if r[key] is not None and action in (r["action"], "all")]
+                if xs:
+                    L.append(f"| {label}, {action if action != 'all' else 'every leader fault'} | {len(xs)} | "
+                             f"{statistics.median(xs):.2f} | {max(xs):.2f} |")
+        L.append("")
+        return L
 
     def plot(self, rss):
         if not shutil.which("gnuplot") or not rss:

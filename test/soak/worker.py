@@ -129,9 +129,12 @@ def connect(args, log):
         if args.attach:
             rc = s.setup_dummy(0, 16 << 20, args.attach)
         else:
-            rc = s.setup({"local_hostname": args.ip, "metadata_server": "P2PHANDSHAKE", "global_segment_size": 0,
-                          "local_buffer_size": 16 << 20, "protocol": "tcp", "master_server_addr": args.master,
-                          "heartbeat_interval": "500ms", "rpc_timeout": f"{args.rpc_timeout}ms"})
+            cfg = {"local_hostname": args.ip, "metadata_server": "P2PHANDSHAKE", "global_segment_size": 0,
+                   "local_buffer_size": 16 << 20, "protocol": "tcp", "master_server_addr": args.master,
+                   "heartbeat_interval": "500ms", "rpc_timeout": f"{args.rpc_timeout}ms"}
+            if args.cluster_id:  # an etcd://... master address: the cluster whose leader to follow
+                cfg["cluster_id"] = args.cluster_id
+            rc = s.setup(cfg)
         if rc == 0:
             log.write({"op": "connect", "t0": t0, "t1": time.monotonic(), "tries": tries})
             return s
@@ -378,7 +381,8 @@ def main():
     p.add_argument("--seconds", type=float, default=60)
     p.add_argument("--log", required=True)
     p.add_argument("--attach", help="node client RPC address to attach to (setup_dummy)")
-    p.add_argument("--master", help="master address (pure client)")
+    p.add_argument("--master", help="master address (pure client): host:port, or etcd://host:port (HA)")
+    p.add_argument("--cluster_id", help="with an etcd:// master address: the cluster id")
     p.add_argument("--ip", help="this namespace's address (pure client)")
     p.add_argument("--rpc_timeout", type=int, default=3000)
     p.add_argument("--bytes", type=int, default=0)
