@@ -93,7 +93,7 @@ soak: build
 	/usr/bin/python3 test/soak/analyze_selftest.py >/dev/null
 	/usr/bin/python3 scripts/soak.py --build $(BUILD) $(if $(QUICK),--quick,--minutes $(MINUTES)) $(if $(SEED),--seed $(SEED))
 
-# The short deterministic chaos soak (QUICK=1: seed 1, ~2 minutes, every fault kind).
+# The short deterministic chaos soak (QUICK=1: seed 1, ~2 minutes, every fault kind; HA masters on etcd when installed).
 test-soak: build
 	@$(MAKE) --no-print-directory soak QUICK=1
 
