@@ -43,7 +43,11 @@ TEST_SUITE("master etcd") {
       CHECK(!why.empty());
     }
     std::string many;
-    for (int i = 0; i < 17; ++i) many += (i ? "," : "") + std::string("h:") + std::to_string(i + 1);
+    for (int i = 0; i < 17; ++i) {
+      if (i) many += ',';
+      many += "h:";
+      many += std::to_string(i + 1);
+    }
     CHECK_FALSE(mc::master::parse_etcd_endpoints(many).has_value());
   }
 
