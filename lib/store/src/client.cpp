@@ -186,6 +186,16 @@ task<result<void>> client::impl::register_with_master(bool republish) {
   co_return result<void>{};
 }
 
+namespace {
+/// master_client::refresh_leader as 1 (changed) / 0, for with_deadline
+/// (which cannot hold a result<bool>).
+task<result<int>> leader_changed(mc::master::master_client& m) {
+  auto c = co_await m.refresh_leader();
+  if (!c) co_return c.error();
+  co_return *c ? 1 : 0;
+}
+}  // namespace
+
 task<void> client::impl::heartbeat_loop() {
   for (;;) {
     if (auto cs = co_await boost::asio::this_coro::cancellation_state;
@@ -202,8 +212,10 @@ task<void> client::impl::heartbeat_loop() {
     if (master.uses_etcd()) {
       // HA: follow the leader key; a new leader means registering with it
       // (and re-publishing) now, not after a heartbeat to the old one fails.
-      auto changed = co_await master.refresh_leader();
-      if (changed && *changed && registered) registered = false;
+      // The etcd client has its own deadline; this one keeps the loop alive
+      // even if an await there never completed.
+      auto changed = co_await mc::with_deadline(leader_changed(master), opts.rpc_timeout);
+      if (changed && *changed != 0 && registered) registered = false;
     }
     if (registered) {
       // HA: a frozen or partitioned leader is noticed within two periods,
@@ -226,12 +238,22 @@ task<void> client::impl::heartbeat_loop() {
       }
       stats.master_errors.fetch_add(1, std::memory_order_relaxed);
       registered = false;
+      std::fprintf(stderr, "mooncake_client %s: heartbeat to the master %s failed (%s)\n", id.c_str(),
+                   master.current_master().c_str(), r.error().message().c_str());
       if (!mc::is(r.error(), errc::client_not_found)) continue;  // unreachable: retry next period
     }
     // Unknown to the master (it restarted, or dropped us): register and re-publish.
-    if (auto r = co_await register_with_master(true); r)
+    // A failure is retried next period and logged (the first, then every 10th)
+    // so that a node stuck outside the master's membership shows in its log.
+    if (auto r = co_await register_with_master(true); r) {
       std::fprintf(stderr, "mooncake_client %s: (re)registered with the master, %zu keys published\n", id.c_str(),
                    backend->count());
+      failed_registrations = 0;
+    } else if (failed_registrations++ % 10 == 0) {
+      std::fprintf(stderr, "mooncake_client %s: registering with the master %s failed (%s), attempt %llu\n", id.c_str(),
+                   master.current_master().c_str(), r.error().message().c_str(),
+                   static_cast<unsigned long long>(failed_registrations));
+    }
   }
 }
 

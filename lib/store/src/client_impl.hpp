@@ -117,6 +117,8 @@ struct client::impl {
   /// finishRepublish; copies the master refuses (superseded) are dropped.
   task<result<void>> republish_all();
   task<void> heartbeat_loop();
+  /// Registrations the heartbeat loop tried in a row without success (its thread only).
+  std::uint64_t failed_registrations = 0;
   /// The commit hook: publishes (key, size, version).
   task<result<void>> publish(const std::string& key, std::uint64_t size, std::uint64_t version);
   /// The backend observer: evicted and superseded copies become notices.
