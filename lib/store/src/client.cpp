@@ -204,56 +204,67 @@ task<void> client::impl::heartbeat_loop() {
     heartbeat_timer->expires_after(opts.heartbeat_interval);
     auto [ec] = co_await heartbeat_timer->async_wait(boost::asio::as_tuple(boost::asio::use_awaitable));
     if (ec || stopped) co_return;
-    std::uint64_t used = 0, cap = 0;
-    for (auto& u : backend->usage()) {
-      cap += u.capacity;
-      used += u.used;
+    // An exception escaping one round must not end the loop silently (it is
+    // spawned detached): the node would keep serving while it drops out of
+    // the master's membership for good. Log it and go on next period.
+    try {
+      co_await heartbeat_once();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "mooncake_client %s: heartbeat round failed: %s\n", id.c_str(), e.what());
     }
-    if (master.uses_etcd()) {
-      // HA: follow the leader key; a new leader means registering with it
-      // (and re-publishing) now, not after a heartbeat to the old one fails.
-      // The etcd client has its own deadline; this one keeps the loop alive
-      // even if an await there never completed.
-      auto changed = co_await mc::with_deadline(leader_changed(master), opts.rpc_timeout);
-      if (changed && *changed != 0 && registered) registered = false;
+  }
+}
+
+task<void> client::impl::heartbeat_once() {
+  std::uint64_t used = 0, cap = 0;
+  for (auto& u : backend->usage()) {
+    cap += u.capacity;
+    used += u.used;
+  }
+  if (master.uses_etcd()) {
+    // HA: follow the leader key; a new leader means registering with it
+    // (and re-publishing) now, not after a heartbeat to the old one fails.
+    // The etcd client has its own deadline; this one keeps the loop alive
+    // even if an await there never completed.
+    auto changed = co_await mc::with_deadline(leader_changed(master), opts.rpc_timeout);
+    if (changed && *changed != 0 && registered) registered = false;
+  }
+  if (registered) {
+    // HA: a frozen or partitioned leader is noticed within two periods,
+    // not after a whole rpc_timeout (one master: wait it out; a slow
+    // master must not cause a full re-publish).
+    mc::duration hb_deadline = opts.rpc_timeout;
+    if (master.uses_etcd())
+      hb_deadline = std::min<mc::duration>(
+          hb_deadline, std::max<mc::duration>(std::chrono::seconds(1), 2 * opts.heartbeat_interval));
+    auto r = co_await mc::with_deadline(master.heartbeat(id, used, cap), hb_deadline);
+    if (r) {
+      apply_drops(r->drops);
+      if (r->resync) resync_needed = true;
+      if (!resync_needed) co_return;
+      // The notice queue overflowed (here or at the master): replace the
+      // master's view of this holder with the full key set.
+      if (auto a = co_await republish_all(); a)
+        std::fprintf(stderr, "mooncake_client %s: resynced %zu keys with the master\n", id.c_str(), backend->count());
+      co_return;
     }
-    if (registered) {
-      // HA: a frozen or partitioned leader is noticed within two periods,
-      // not after a whole rpc_timeout (one master: wait it out; a slow
-      // master must not cause a full re-publish).
-      mc::duration hb_deadline = opts.rpc_timeout;
-      if (master.uses_etcd())
-        hb_deadline = std::min<mc::duration>(
-            hb_deadline, std::max<mc::duration>(std::chrono::seconds(1), 2 * opts.heartbeat_interval));
-      auto r = co_await mc::with_deadline(master.heartbeat(id, used, cap), hb_deadline);
-      if (r) {
-        apply_drops(r->drops);
-        if (r->resync) resync_needed = true;
-        if (!resync_needed) continue;
-        // The notice queue overflowed (here or at the master): replace the
-        // master's view of this holder with the full key set.
-        if (auto a = co_await republish_all(); a)
-          std::fprintf(stderr, "mooncake_client %s: resynced %zu keys with the master\n", id.c_str(), backend->count());
-        continue;
-      }
-      stats.master_errors.fetch_add(1, std::memory_order_relaxed);
-      registered = false;
-      std::fprintf(stderr, "mooncake_client %s: heartbeat to the master %s failed (%s)\n", id.c_str(),
-                   master.current_master().c_str(), r.error().message().c_str());
-      if (!mc::is(r.error(), errc::client_not_found)) continue;  // unreachable: retry next period
-    }
-    // Unknown to the master (it restarted, or dropped us): register and re-publish.
-    // A failure is retried next period and logged (the first, then every 10th)
-    // so that a node stuck outside the master's membership shows in its log.
-    if (auto r = co_await register_with_master(true); r) {
-      std::fprintf(stderr, "mooncake_client %s: (re)registered with the master, %zu keys published\n", id.c_str(),
-                   backend->count());
-      failed_registrations = 0;
-    } else if (failed_registrations++ % 10 == 0) {
-      std::fprintf(stderr, "mooncake_client %s: registering with the master %s failed (%s), attempt %llu\n", id.c_str(),
-                   master.current_master().c_str(), r.error().message().c_str(),
-                   static_cast<unsigned long long>(failed_registrations));
-    }
+    stats.master_errors.fetch_add(1, std::memory_order_relaxed);
+    registered = false;
+    std::fprintf(stderr, "mooncake_client %s: heartbeat to the master %s failed (%s)\n", id.c_str(),
+                 master.current_master().c_str(), r.error().message().c_str());
+    if (!mc::is(r.error(), errc::client_not_found)) co_return;  // unreachable: retry next period
+  }
+  // Unknown to the master (it restarted, or dropped us): register and re-publish.
+  // A failure is retried next period and logged (the first, then every 10th)
+  // so that a node stuck outside the master's membership shows in its log.
+  if (auto r = co_await register_with_master(true); r) {
+    std::fprintf(stderr, "mooncake_client %s: (re)registered with the master, %zu keys published\n", id.c_str(),
+                 backend->count());
+    failed_registrations = 0;
+  } else if (failed_registrations++ % 10 == 0) {
+    std::fprintf(stderr, "mooncake_client %s: registering with the master %s failed (%s), attempt %llu\n", id.c_str(),
+                 master.current_master().c_str(), r.error().message().c_str(),
+                 static_cast<unsigned long long>(failed_registrations));
   }
 }
 

@@ -117,6 +117,8 @@ struct client::impl {
   /// finishRepublish; copies the master refuses (superseded) are dropped.
   task<result<void>> republish_all();
   task<void> heartbeat_loop();
+  /// One heartbeat round: leader refresh (HA), heartbeat, re-registration.
+  task<void> heartbeat_once();
   /// Registrations the heartbeat loop tried in a row without success (its thread only).
   std::uint64_t failed_registrations = 0;
   /// The commit hook: publishes (key, size, version).
