@@ -211,6 +211,8 @@ task<void> client::impl::heartbeat_loop() {
       co_await heartbeat_once();
     } catch (const std::exception& e) {
       std::fprintf(stderr, "mooncake_client %s: heartbeat round failed: %s\n", id.c_str(), e.what());
+    } catch (...) {  // e.g. a kj::Exception, which is not a std::exception
+      std::fprintf(stderr, "mooncake_client %s: heartbeat round failed: unknown exception\n", id.c_str());
     }
   }
 }
