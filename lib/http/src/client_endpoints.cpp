@@ -163,6 +163,14 @@ response metrics(const server& s, client& c) {
            static_cast<double>(cs.route_cache_hits));
   e.single("mc_client_master_errors_total", "counter", "Failed calls to the master.",
            static_cast<double>(cs.master_errors));
+  e.single("mc_client_write_routes_total", "counter", "Write routes asked of the master (remote puts).",
+           static_cast<double>(cs.write_routes));
+  e.single("mc_client_write_route_lease_hits_total", "counter",
+           "Remote puts routed by a write-route lease (no master round trip).",
+           static_cast<double>(cs.write_route_lease_hits));
+  e.single("mc_client_write_route_lease_drops_total", "counter",
+           "Write-route leases dropped after a put through them failed at the owner.",
+           static_cast<double>(cs.write_route_lease_drops));
   batch_metrics(e, cs);
   ordering_metrics(e, cs);
 
@@ -224,6 +232,9 @@ bj::object stats_json(client& c) {
                       {"misses", cs.misses},
                       {"fallbacks", cs.fallbacks},
                       {"route_cache_hits", cs.route_cache_hits},
+                      {"write_routes", cs.write_routes},
+                      {"write_route_lease_hits", cs.write_route_lease_hits},
+                      {"write_route_lease_drops", cs.write_route_lease_drops},
                       {"master_errors", cs.master_errors}}},
                     {"data_manager",
                      {{"remote_reads", d.remote_reads},

@@ -295,6 +295,9 @@ client_stats client::stats() const {
   out.remote_read_bytes = s.remote_read_bytes.load(r);
   out.publish_batches = s.publish_batches.load(r);
   out.publishes = s.publishes.load(r);
+  out.write_routes = s.write_routes.load(r);
+  out.write_route_lease_hits = s.write_route_lease_hits.load(r);
+  out.write_route_lease_drops = s.write_route_lease_drops.load(r);
   if (auto& sc = impl_->service_counters) {
     auto refused = sc->snapshot();
     out.service_overloaded = refused.overloaded;

@@ -4,6 +4,7 @@
 #include "mc/rpc/server.hpp"
 #include "mc/runtime/async_mutex.hpp"
 #include "mc/runtime/async_semaphore.hpp"
+#include "mc/runtime/deadline.hpp"
 #include "mc/runtime/gate.hpp"
 #include "mc/runtime/runtime.hpp"
 #include "mc/store/client.hpp"
@@ -32,6 +33,14 @@ inline bool worth_another_replica(const boost::system::error_code& ec) {
   return mc::is(ec, errc::object_not_found) || mc::is(ec, errc::timeout) || mc::is(ec, errc::rpc_fail) ||
          mc::is(ec, errc::transfer_fail) || mc::is(ec, errc::shutting_down) || mc::is(ec, errc::invalid_params) ||
          mc::is(ec, errc::overloaded);
+}
+
+/// Errors after which a write routed by a lease is worth sending to another
+/// node (the owner is gone, full or busy; not the caller's own mistakes).
+inline bool worth_another_owner(const boost::system::error_code& ec) {
+  return mc::is(ec, errc::timeout) || mc::is(ec, errc::rpc_fail) || mc::is(ec, errc::transfer_fail) ||
+         mc::is(ec, errc::shutting_down) || mc::is(ec, errc::overloaded) || mc::is(ec, errc::no_available_handle) ||
+         mc::is(ec, errc::access_denied);
 }
 
 struct client::impl {
@@ -109,7 +118,28 @@ struct client::impl {
         remote_read_bytes{0}, publish_batches{0}, publishes{0};
     std::atomic<std::uint64_t> notices_sent{0}, notice_batches{0}, notice_overflows{0}, resyncs{0}, superseded_drops{0},
         stale_publishes{0};
+    std::atomic<std::uint64_t> write_routes{0}, write_route_lease_hits{0}, write_route_lease_drops{0};
   } stats;
+
+  // Write-route lease (opts.write_route_lease): the master's last write route,
+  // reused by remote puts without a target while it is young, has bytes left
+  // and the master it came from still leads.
+  struct route_lease {
+    std::string master;  ///< current_master() when granted
+    std::string endpoint, transfer_endpoint;
+    std::uint64_t bytes_left = 0;
+    mc::time_point expires{};
+  };
+  std::mutex lease_mu;
+  std::optional<route_lease> lease;  // guarded by lease_mu
+  /// Takes `bytes` from the lease: its endpoints, or nullopt (none, expired,
+  /// too few bytes left, another leader).
+  std::optional<std::pair<std::string, std::string>> take_lease(std::uint64_t bytes);
+  /// Drops the lease if it still routes to `endpoint`.
+  void drop_lease(const std::string& endpoint);
+  /// A write route for `bytes` from the master; when leases are on, asks for
+  /// room for a whole lease first and keeps the rest as the lease.
+  task<result<mc::master::replica>> fresh_write_route(std::uint64_t bytes);
 
   // Registration with the master; republish everything held when `republish`.
   task<result<void>> register_with_master(bool republish);
@@ -153,6 +183,9 @@ struct client::impl {
                                            std::vector<std::vector<std::span<const std::byte>>> values,
                                            put_options opts);
   task<void> write_wave(std::string endpoint, std::string transfer_endpoint, std::vector<put_item*> items);
+  /// Sends `items` to `endpoint` in waves (inline and transferred).
+  task<void> write_waves(const std::string& endpoint, const std::string& transfer_endpoint,
+                         std::vector<put_item*> items);
 
   /// RDMA only: the registered bounce arena for caller memory that is not
   /// inside a registration (null on TCP / same-host, or when disabled).

@@ -86,6 +86,12 @@ mc::config::option_set make_option_set(client_options& o) {
       .add_size("rdma_bounce_bytes", &o.rdma_bounce_bytes,
                 "protocol rdma: a bounce arena registered once for unregistered caller memory (0 = register "
                 "per call)")
+      .add("write_route_lease", &o.write_route_lease,
+           "remote puts without a target reuse the master's write route this long (no master round trip per "
+           "put) while its bytes last; dropped when the leader changes or the owner fails a put; 0 = ask the "
+           "master for every put")
+      .add_size("write_route_lease_bytes", &o.write_route_lease_bytes,
+                "bytes one write-route lease covers (the master picks a node with that much free room)")
       .add("max_batch_keys", &o.max_batch_keys, "most keys one batch call accepts", 1, std::uint64_t{1} << 24)
       .add("attach", &o.attach,
            "serve the attach service (standalone mode: processes on this host that run no node use the store "

@@ -59,33 +59,105 @@ task<std::vector<result<void>>> client::impl::put_many(std::vector<std::string> 
       total += it.size;
     }
   }
-  std::string endpoint = popts.target, transfer_endpoint;
-  if (!valid.empty() && endpoint.empty()) {
-    auto r = co_await master.write_route(total, id);  // one route for the whole batch
-    if (!r) {
-      for (auto* it : valid) it->out = r.error();
-      valid.clear();
-    } else {
+  if (!valid.empty() && !popts.target.empty()) {
+    co_await write_waves(popts.target, {}, std::move(valid));
+  } else if (!valid.empty()) {
+    // A lease saves the master round trip; a put it routed that fails at the
+    // owner (gone, full, overloaded) drops it and is retried once on a fresh
+    // route, so a lease is never worse than asking the master.
+    std::string endpoint, transfer_endpoint;
+    bool leased = false;
+    if (auto l = take_lease(total)) {
+      std::tie(endpoint, transfer_endpoint) = std::move(*l);
+      leased = true;
+      stats.write_route_lease_hits.fetch_add(valid.size(), relaxed);
+    } else if (auto r = co_await fresh_write_route(total); r) {
       endpoint = r->rpc_endpoint;
       transfer_endpoint = r->transfer_endpoint;
+    } else {
+      for (auto* it : valid) it->out = r.error();
+      valid.clear();
     }
-  }
-  if (!valid.empty()) {
-    const auto threshold = opts.inline_threshold;
-    auto waves = waves_of(
-        valid, wave_keys(), opts.limits.max_inline_reply_bytes, transfer_cap(),
-        [threshold](const put_item& it) { return it.size <= threshold; }, [](const put_item& it) { return it.size; });
-    std::vector<task<result<void>>> work;
-    for (auto& w : waves)
-      work.push_back([](impl* self, std::string ep, std::string tx, std::vector<put_item*> g) -> task<result<void>> {
-        co_await self->write_wave(std::move(ep), std::move(tx), std::move(g));
-        co_return result<void>{};
-      }(this, endpoint, transfer_endpoint, std::move(w)));
-    (void)co_await mc::when_all(std::move(work));
+    if (!valid.empty()) co_await write_waves(endpoint, transfer_endpoint, valid);
+    if (leased) {
+      std::vector<put_item*> again;
+      std::uint64_t again_bytes = 0;
+      for (auto* it : valid)
+        if (!it->out && worth_another_owner(it->out.error())) {
+          again.push_back(it);
+          again_bytes += it->size;
+        }
+      if (!again.empty()) {
+        drop_lease(endpoint);
+        stats.write_route_lease_drops.fetch_add(1, relaxed);
+        auto r = co_await fresh_write_route(again_bytes);
+        if (!r) {
+          for (auto* it : again) it->out = r.error();
+        } else {
+          for (auto* it : again) it->out = fail(errc::rpc_fail);
+          co_await write_waves(r->rpc_endpoint, r->transfer_endpoint, std::move(again));
+        }
+      }
+    }
   }
   out.reserve(n);
   for (auto& it : items) out.push_back(std::move(it.out));
   co_return out;
+}
+
+std::optional<std::pair<std::string, std::string>> client::impl::take_lease(std::uint64_t bytes) {
+  if (opts.write_route_lease.count() <= 0) return std::nullopt;
+  auto leader = master.current_master();
+  std::lock_guard lk(lease_mu);
+  if (!lease) return std::nullopt;
+  if (lease->master != leader || std::chrono::steady_clock::now() >= lease->expires) {
+    lease.reset();
+    return std::nullopt;
+  }
+  if (lease->bytes_left < bytes) return std::nullopt;
+  lease->bytes_left -= bytes;
+  return std::pair{lease->endpoint, lease->transfer_endpoint};
+}
+
+void client::impl::drop_lease(const std::string& endpoint) {
+  std::lock_guard lk(lease_mu);
+  if (lease && lease->endpoint == endpoint) lease.reset();
+}
+
+task<result<mc::master::replica>> client::impl::fresh_write_route(std::uint64_t bytes) {
+  const auto want = opts.write_route_lease_bytes;
+  stats.write_routes.fetch_add(1, relaxed);
+  if (opts.write_route_lease.count() <= 0 || want <= bytes) co_return co_await master.write_route(bytes, id);
+  const auto granted_at = std::chrono::steady_clock::now();
+  auto leader = master.current_master();
+  auto r = co_await master.write_route(want, id);
+  if (!r) {
+    // No node has room for a whole lease: route this batch alone.
+    if (!mc::is(r.error(), errc::no_available_handle)) co_return r;
+    stats.write_routes.fetch_add(1, relaxed);
+    co_return co_await master.write_route(bytes, id);
+  }
+  if (leader == master.current_master()) {
+    std::lock_guard lk(lease_mu);
+    lease = route_lease{std::move(leader), r->rpc_endpoint, r->transfer_endpoint, want - bytes,
+                        granted_at + opts.write_route_lease};
+  }
+  co_return r;
+}
+
+task<void> client::impl::write_waves(const std::string& endpoint, const std::string& transfer_endpoint,
+                                     std::vector<put_item*> valid) {
+  const auto threshold = opts.inline_threshold;
+  auto waves = waves_of(
+      valid, wave_keys(), opts.limits.max_inline_reply_bytes, transfer_cap(),
+      [threshold](const put_item& it) { return it.size <= threshold; }, [](const put_item& it) { return it.size; });
+  std::vector<task<result<void>>> work;
+  for (auto& w : waves)
+    work.push_back([](impl* self, std::string ep, std::string tx, std::vector<put_item*> g) -> task<result<void>> {
+      co_await self->write_wave(std::move(ep), std::move(tx), std::move(g));
+      co_return result<void>{};
+    }(this, endpoint, transfer_endpoint, std::move(w)));
+  (void)co_await mc::when_all(std::move(work));
 }
 
 task<void> client::impl::write_wave(std::string endpoint, std::string transfer_endpoint, std::vector<put_item*> items) {

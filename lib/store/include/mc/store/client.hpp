@@ -89,6 +89,9 @@ struct client_stats {
   /// ... refused with ACCESS_DENIED (unknown requester id, or a transfer
   /// endpoint other than the one the master registered for it).
   std::uint64_t service_access_denied = 0;
+  std::uint64_t write_routes = 0;             ///< write routes asked of the master (remote puts without a target)
+  std::uint64_t write_route_lease_hits = 0;   ///< remote puts routed by a cached lease instead
+  std::uint64_t write_route_lease_drops = 0;  ///< leases dropped because a put through them failed at the owner
 };
 
 class client {

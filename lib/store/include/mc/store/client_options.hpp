@@ -89,6 +89,15 @@ struct client_options {
   /// registration (register_buffer) go through it instead of an ibv_reg_mr
   /// per call. 0 = off (a registration per call).
   std::uint64_t rdma_bounce_bytes = std::uint64_t{64} << 20;
+  /// Remote puts without a target reuse the master's write route for this
+  /// long (a route lease: no master round trip per put), while the leased
+  /// bytes last and the master's leader is the one that granted it; a put
+  /// through a lease that fails at the owner drops the lease and retries once
+  /// on a fresh route. 0 = ask the master for every put.
+  std::chrono::milliseconds write_route_lease = std::chrono::seconds(1);
+  /// Bytes one route lease covers: the lease asks the master for a node with
+  /// this much free room (the batch's own size when none has it).
+  std::uint64_t write_route_lease_bytes = std::uint64_t{64} << 20;
   /// Most keys one batch call accepts (invalid_params for every key beyond).
   std::uint64_t max_batch_keys = 65536;
   /// mooncake_client: serve the attach service (standalone mode, mc/store/attach.hpp)
