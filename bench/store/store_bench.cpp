@@ -136,6 +136,7 @@ int main(int argc, char** argv) {
   std::vector<std::uint64_t> concurrency{1, 8};
   std::uint64_t runs = 3;
   bool full = false, no_redis = false;
+  std::chrono::milliseconds lease = mc::store::client_options{}.write_route_lease;
   mc::config::option_set set("store_bench",
                              "Remote get/put of this process (a client) against a mooncake_client owner process,\n"
                              "baseline redis-server/redis-benchmark in the same run. Default: 4KiB and 1MiB,\n"
@@ -148,7 +149,8 @@ int main(int argc, char** argv) {
       .add("runs", &runs, "repetitions per case", 1, 1000)
       .add("seconds", &s.seconds, "duration of one run", 0, 3600)
       .add("apps", &s.apps_dir, "directory of mooncake_master and mooncake_client")
-      .add("no-redis", &no_redis, "skip the Redis baseline");
+      .add("no-redis", &no_redis, "skip the Redis baseline")
+      .add("write-route-lease", &lease, "the bench client's --write_route_lease (0 = a master write route per put)");
   mc::bench::parse_options(set, argc, argv);
   if (full) {
     if (!set.was_set("sizes")) s.sizes = {4096, 65536, 1 << 20, 4 << 20};
@@ -212,6 +214,7 @@ int main(int argc, char** argv) {
       o.transfer_transport = transport;
       o.tiered_backend_config = R"({"tiers":[{"type":"DRAM","capacity":"64MiB","priority":100}]})";
       mc::config::option_set none("b", "b");
+      o.write_route_lease = lease;
       mc::store::resolve(o, none);
       std::string why;
       auto c = mc::store::client::start(rt, o, &why);

@@ -148,7 +148,7 @@ TEST_SUITE("store client") {
     }
     auto s = a.stats();
     CHECK(s.write_route_lease_drops == 1);
-    CHECK(s.write_routes == 2);  // the first put's, then the retry's (a new lease)
+    CHECK(s.write_routes == 2);            // the first put's, then the retry's (a new lease)
     CHECK(s.write_route_lease_hits == 3);  // the failed attempt and the two puts after the retry
   }
 }

@@ -1,6 +1,7 @@
 #include "asio_stream.hpp"
 
 #include <boost/asio/socket_base.hpp>
+#include <boost/asio/post.hpp>
 #include <kj/debug.h>
 
 #include <sys/socket.h>
@@ -9,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 #include <optional>
+#include <vector>
 
 namespace mc::rpc::detail {
 
@@ -22,8 +24,50 @@ struct asio_stream::core {
   kj::Own<kj::PromiseFulfiller<void>> write_waiter;
   bool read_wait_pending = false;
   bool write_wait_pending = false;
-  bool closed = false;  // stream destroyed: handlers touch nothing KJ
+  bool closed = false;   // stream destroyed: handlers touch nothing KJ
+  bool writing = false;  // a write is waiting for the socket to drain
+  // Deferred Finish messages (see asio_stream.hpp); a flush is queued.
+  std::vector<kj::byte> deferred;
+  bool flush_armed = false;
+
+  /// Sends what is deferred, as far as the socket takes it now (the rest
+  /// stays, a later write or flush sends it). A failure drops it: the
+  /// connection is broken and its reads report that.
+  void flush_deferred() noexcept {
+    while (!deferred.empty()) {
+      ssize_t n = ::send(sock.native_handle(), deferred.data(), deferred.size(), MSG_NOSIGNAL);
+      if (n > 0) {
+        deferred.erase(deferred.begin(), deferred.begin() + n);
+        continue;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+      deferred.clear();
+      return;
+    }
+  }
 };
+
+bool is_rpc_finish(kj::ArrayPtr<const kj::ArrayPtr<const kj::byte>> pieces) noexcept {
+  // One segment: an 8-byte table (segment count - 1 = 0, the segment's words),
+  // then the segment. Finish messages are 4 words; accept up to 16.
+  if (pieces.size() != 2 || pieces[0].size() != 8) return false;
+  std::uint32_t table[2];
+  std::memcpy(table, pieces[0].begin(), 8);
+  const auto words = static_cast<std::size_t>(table[1]);
+  if (table[0] != 0 || words < 2 || words > 16 || pieces[1].size() != words * 8) return false;
+  std::uint64_t root;
+  std::memcpy(&root, pieces[1].begin(), 8);
+  if ((root & 3) != 0) return false;  // not a struct pointer
+  const auto offset = static_cast<std::int32_t>(static_cast<std::uint32_t>(root)) >> 2;
+  const auto data_words = static_cast<std::uint16_t>(root >> 32);
+  const auto start = 1 + static_cast<std::int64_t>(offset);
+  if (data_words < 1 || start < 1 || start + 1 > static_cast<std::int64_t>(words)) return false;
+  std::uint16_t which;  // rpc.capnp Message: the union's discriminant is data bits 0-15
+  std::memcpy(&which, pieces[1].begin() + start * 8, 2);
+  constexpr std::uint16_t finish = 4;
+  return which == finish;
+}
 
 namespace {
 
@@ -137,7 +181,33 @@ kj::Promise<size_t> asio_stream::read_loop(kj::byte* buf, size_t min_bytes, size
 }
 
 kj::Promise<void> asio_stream::write(const void* buffer, size_t size) {
-  return write_loop(static_cast<const kj::byte*>(buffer), size);
+  if (core_->deferred.empty()) return write_loop(static_cast<const kj::byte*>(buffer), size);
+  auto pieces = kj::heapArray<kj::ArrayPtr<const kj::byte>>(1);
+  pieces[0] = kj::arrayPtr(static_cast<const kj::byte*>(buffer), size);
+  return write_after_deferred(kj::mv(pieces));
+}
+
+kj::Promise<void> asio_stream::write_after_deferred(kj::Array<kj::ArrayPtr<const kj::byte>> pieces) {
+  auto held = kj::heapArray<kj::byte>(core_->deferred.size());
+  std::memcpy(held.begin(), core_->deferred.data(), held.size());
+  core_->deferred.clear();
+  auto all = kj::heapArray<kj::ArrayPtr<const kj::byte>>(pieces.size() + 1);
+  all[0] = kj::arrayPtr(static_cast<const kj::byte*>(held.begin()), held.size());
+  for (size_t i = 0; i < pieces.size(); ++i) all[i + 1] = pieces[i];
+  return writev_loop(kj::mv(all), 0).attach(kj::mv(held));
+}
+
+void asio_stream::arm_deferred_flush() {
+  if (core_->flush_armed) return;
+  core_->flush_armed = true;
+  // Two hops through the executor's queue: the handlers ready now (among
+  // them, typically, the coroutine that will send the next call) run first.
+  asio::post(core_->sock.get_executor(), [c = core_] {
+    asio::post(c->sock.get_executor(), [c] {
+      c->flush_armed = false;
+      if (!c->closed && !c->writing) c->flush_deferred();
+    });
+  });
 }
 
 kj::Promise<void> asio_stream::write_loop(const kj::byte* buf, size_t size) {
@@ -151,14 +221,29 @@ kj::Promise<void> asio_stream::write_loop(const kj::byte* buf, size_t size) {
       continue;
     }
     if (errno == EINTR) continue;
-    if (errno == EAGAIN || errno == EWOULDBLOCK)
+    if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      core_->writing = true;
       return wait_writable().then([this, buf, size]() { return write_loop(buf, size); });
+    }
+    core_->writing = false;
     return socket_error("send", errno);
   }
+  core_->writing = false;
   return kj::READY_NOW;
 }
 
 kj::Promise<void> asio_stream::write(kj::ArrayPtr<const kj::ArrayPtr<const kj::byte>> pieces) {
+  if (!core_->writing && is_rpc_finish(pieces) &&
+      core_->deferred.size() + pieces[0].size() + pieces[1].size() <= max_deferred_bytes) {
+    for (auto& p : pieces) core_->deferred.insert(core_->deferred.end(), p.begin(), p.end());
+    arm_deferred_flush();
+    return kj::READY_NOW;
+  }
+  if (!core_->deferred.empty()) {
+    auto copy = kj::heapArray<kj::ArrayPtr<const kj::byte>>(pieces.size());
+    for (size_t i = 0; i < pieces.size(); ++i) copy[i] = pieces[i];
+    return write_after_deferred(kj::mv(copy));
+  }
   // The pieces array itself may not outlive this call; the bytes do.
   auto copy = kj::heapArray<kj::ArrayPtr<const kj::byte>>(pieces.size());
   for (size_t i = 0; i < pieces.size(); ++i) copy[i] = pieces[i];
@@ -170,7 +255,10 @@ kj::Promise<void> asio_stream::writev_loop(kj::Array<kj::ArrayPtr<const kj::byte
   constexpr size_t max_iov = 64;
   for (;;) {
     while (first < pieces.size() && pieces[first].size() == 0) ++first;
-    if (first == pieces.size()) return kj::READY_NOW;
+    if (first == pieces.size()) {
+      core_->writing = false;
+      return kj::READY_NOW;
+    }
     iovec iov[max_iov];
     size_t cnt = 0;
     for (size_t i = first; i < pieces.size() && cnt < max_iov; ++i) {
@@ -185,9 +273,12 @@ kj::Promise<void> asio_stream::writev_loop(kj::Array<kj::ArrayPtr<const kj::byte
     ssize_t n = ::sendmsg(fd, &msg, MSG_NOSIGNAL);
     if (n < 0) {
       if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK)
+      if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        core_->writing = true;
         return wait_writable().then(
             [this, p = kj::mv(pieces), first]() mutable { return writev_loop(kj::mv(p), first); });
+      }
+      core_->writing = false;
       return socket_error("sendmsg", errno);
     }
     last_activity_ = std::chrono::steady_clock::now();
@@ -209,6 +300,7 @@ kj::Promise<void> asio_stream::writev_loop(kj::Array<kj::ArrayPtr<const kj::byte
 kj::Promise<void> asio_stream::whenWriteDisconnected() { return kj::NEVER_DONE; }
 
 void asio_stream::shutdownWrite() {
+  if (!core_->writing) core_->flush_deferred();  // best effort: the peer may still want the Finish
   boost::system::error_code ec;
   core_->sock.shutdown(asio::socket_base::shutdown_send, ec);
 }

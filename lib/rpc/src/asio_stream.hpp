@@ -14,6 +14,11 @@
 
 namespace mc::rpc::detail {
 
+/// Whether `pieces` (what capnp's writeMessage hands a stream: the segment
+/// table, then the segments) are one whole rpc.capnp Message whose union is
+/// `finish`. Only reads inside the pieces; anything malformed is "no".
+bool is_rpc_finish(kj::ArrayPtr<const kj::ArrayPtr<const kj::byte>> pieces) noexcept;
+
 class asio_stream final : public stream_base {
  public:
   /// `sock` must belong to the calling thread's io_context.
@@ -43,7 +48,22 @@ class asio_stream final : public stream_base {
   kj::Promise<void> write_loop(const kj::byte* buf, size_t size);
   kj::Promise<void> writev_loop(kj::Array<kj::ArrayPtr<const kj::byte>> pieces, size_t first);
 
+  /// The deferred Finish bytes (if any) followed by `pieces`, and the buffer
+  /// holding them (kept alive by the write).
+  kj::Promise<void> write_after_deferred(kj::Array<kj::ArrayPtr<const kj::byte>> pieces);
+  void arm_deferred_flush();
+
   static constexpr size_t read_ahead_bytes = 8192;
+  // Finish messages (the caller releasing an answered call) are not sent on
+  // their own: they go out in front of the next message written on this
+  // connection while the runtime thread works through the handlers that are
+  // ready (two hops through its queue), else on their own right after. A
+  // Finish is on nobody's critical path; on a request/reply stream this saves
+  // a send here and a wake-up and a receive on the peer per call (store_bench
+  // 4 KiB over TCP: +5-15 % ops/s). Order is kept: a question id may be
+  // reused only after its Finish, and the Finish always goes first. Bounded:
+  // past max_deferred_bytes a Finish is written with what is deferred.
+  static constexpr size_t max_deferred_bytes = 4096;
   std::shared_ptr<core> core_;
   mc::time_point last_activity_;
   // Read-ahead: small reads (capnp reads a frame header, then its segments)
