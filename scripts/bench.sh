@@ -104,6 +104,9 @@ else
   for cfg in tcp shm; do
     add store store/store_bench "--configs $cfg --runs 3 --full" $((6 * 4 * 3))
   done
+  for cfg in tcp shm; do  # get curves: 4 KiB at 1..256 in flight, 512 B..64 MiB at 8 in flight
+    add store store/store_bench "--configs $cfg --runs 3 --curves" $((3 * (8 + 7)))
+  done
   add store store/ssd_batch_bench "--runs 5 --keys 32" 1
   for cfg in tcp shm; do
     add inference inference/inference_bench "--configs $cfg --runs 3" 20

@@ -40,15 +40,19 @@ def noisy(r):
 
 # ------------------------------------------------------------------- plots
 
-SIZE_RE = r"(\d+)(KiB|MiB)"
+SIZE_RE = r"(\d+)(B|KiB|MiB)"
 
 
 def size_bytes(n, unit):
-    return int(n) << (10 if unit == "KiB" else 20)
+    return int(n) << {"B": 0, "KiB": 10, "MiB": 20}[unit]
 
 
 def size_label(b):
-    return f"{b >> 20}MiB" if b >= 1 << 20 else f"{b >> 10}KiB"
+    if b >= 1 << 20 and b % (1 << 20) == 0:
+        return f"{b >> 20}MiB"
+    if b >= 1 << 10 and b % (1 << 10) == 0:
+        return f"{b >> 10}KiB"
+    return f"{b}B"
 
 
 COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2"]
@@ -104,8 +108,9 @@ def by_case(rows, bench, regex):
     return out
 
 
-def plot_store(rows, directory):
-    cases = by_case(rows, "store", r"(tcp|shm)_(get|put)_" + SIZE_RE + r"_c(\d+)")
+def plot_store(rows, directory, area="store"):
+    """Figures of a store_bench area: "store" (the matrix) or "store_curves" (--curves)."""
+    cases = by_case(rows, area, r"(tcp|shm)_(get|put)_" + SIZE_RE + r"_c(\d+)")
     if not cases:
         return []
     figs = []
@@ -115,7 +120,7 @@ def plot_store(rows, directory):
     sizes = sorted({size_bytes(k[2], k[3]) for k in cases})
     base_name = {"tcp": "redis tcp", "shm": "redis unix socket"}
     # Throughput (MiB/s) vs value size, one line per concurrency, ours solid, Redis dashed.
-    f = Figure("store_throughput", "store: remote get/put throughput vs value size (ours solid, Redis dashed)",
+    f = Figure(f"{area}_throughput", "store: remote get/put throughput vs value size (ours solid, Redis dashed)",
                len(ops), len(configs))
     for op in ops:
         for cfg in configs:
@@ -130,7 +135,7 @@ def plot_store(rows, directory):
                 pts.sort()
                 if not pts:
                     continue
-                dat = write_dat(directory, f"store_thr_{cfg}_{op}_c{c}.dat", ["bytes", "ours_MiBs", "base_MiBs"], pts)
+                dat = write_dat(directory, f"{area}_thr_{cfg}_{op}_c{c}.dat", ["bytes", "ours_MiBs", "base_MiBs"], pts)
                 col = COLORS[i % len(COLORS)]
                 series.append((dat, "1:2", f"ours, {c} in flight", f"with linespoints lw 2 pt 7 lc rgb '{col}'"))
                 if any(p[2] > 0 for p in pts):
@@ -143,9 +148,40 @@ def plot_store(rows, directory):
                      f"set xrange [{sizes[0] / 1.4}:{sizes[-1] * 1.4}]",
                      "set xtics (" + ", ".join(f'"{size_label(s)}" {s}' for s in sizes) + ")"], series)
     figs.append((f, "store: throughput (MiB/s = ops/s × value size) vs value size, ours vs Redis"))
-    # Latency percentiles vs concurrency, one figure per value size.
+    # Throughput (ops/s) vs requests in flight, one line per value size that
+    # was measured at several counts (store_bench --curves: 4 KiB, 1..256).
+    swept = [s for s in sizes if len({int(k[4]) for k in cases if size_bytes(k[2], k[3]) == s}) > 1]
+    if swept:
+        f = Figure(f"{area}_throughput_inflight",
+                   "store: remote get/put ops/s vs requests in flight (ours solid, Redis dashed)", len(ops), len(configs))
+        for op in ops:
+            for cfg in configs:
+                series, base = [], []
+                for i, s in enumerate(swept):
+                    pts = sorted((int(k[4]), ms["throughput"]["value"], ms["throughput"].get("baseline_value") or 0)
+                                 for k, ms in cases.items()
+                                 if k[0] == cfg and k[1] == op and size_bytes(k[2], k[3]) == s and "throughput" in ms)
+                    if len(pts) < 2:
+                        continue
+                    dat = write_dat(directory, f"{area}_ops_{cfg}_{op}_{size_label(s)}.dat",
+                                    ["inflight", "ours_ops", "base_ops"], pts)
+                    col = COLORS[i % len(COLORS)]
+                    series.append((dat, "1:2", f"ours, {size_label(s)}", f"with linespoints lw 2 pt 7 lc rgb '{col}'"))
+                    if any(p[2] > 0 for p in pts):
+                        base.append((dat, "1:($3>0?$3:1/0)", f"{base_name[cfg]}, {size_label(s)}",
+                                     f"with linespoints lw 2 dt 2 pt 6 lc rgb '{col}'"))
+                series += base
+                f.panel([f'set title "{cfg} {op}"', "set logscale x 2", "set logscale y 10",
+                         'set xlabel "requests in flight"', 'set ylabel "ops/s"',
+                         "set xtics (" + ", ".join(f'"{c}" {c}' for c in concs) + ")",
+                         f"set xrange [{concs[0] / 1.3}:{concs[-1] * 1.3}]"], series)
+        figs.append((f, "store: throughput (ops/s) vs requests in flight, ours vs Redis"))
+    # Latency percentiles vs concurrency, one figure per value size measured
+    # at several counts.
     for s in sizes:
-        name = f"store_latency_{size_label(s)}"
+        if s not in swept:
+            continue
+        name = f"{area}_latency_{size_label(s)}"
         f = Figure(name, f"store: latency vs requests in flight, {size_label(s)} values", len(ops), len(configs))
         for op in ops:
             for cfg in configs:
@@ -157,7 +193,7 @@ def plot_store(rows, directory):
                 pts.sort()
                 if not pts:
                     continue
-                dat = write_dat(directory, f"store_lat_{cfg}_{op}_{size_label(s)}.dat",
+                dat = write_dat(directory, f"{area}_lat_{cfg}_{op}_{size_label(s)}.dat",
                                 ["inflight", "ours_p50", "ours_p99", "base_p50", "base_p99"], pts)
                 series = [(dat, "1:2", "ours p50", f"with linespoints lw 2 pt 7 lc rgb '{COLORS[0]}'"),
                           (dat, "1:3", "ours p99", f"with linespoints lw 2 pt 5 lc rgb '{COLORS[1]}'")]
@@ -312,7 +348,8 @@ def make_plots(rows, directory):
     os.makedirs(os.path.join(directory, "data"), exist_ok=True)
     out = {}
     notes = []
-    for key, fn in (("store", plot_store), ("transfer", plot_transfer), ("rpc", plot_rpc),
+    for key, fn in (("store", plot_store), ("store_curves", lambda r, d: plot_store(r, d, "store_curves")),
+                    ("transfer", plot_transfer), ("rpc", plot_rpc),
                     ("tiered", plot_tiered), ("overview", plot_overview)):
         for fig, caption in fn(rows, directory):
             if not fig.panels:

@@ -37,6 +37,10 @@ AREAS = [  # bench field, title, program, what it compares
     ("store", "Store vs Redis", "store_bench",
      "remote get/put between two client processes vs redis-server + redis-benchmark "
      "(tcp: Redis over TCP; shm: same-host transport vs Redis over a unix socket)"),
+    ("store_curves", "Store vs Redis: curves", "store_bench --curves",
+     "remote gets as in 'Store vs Redis', swept: 4 KiB values at 1..256 requests in flight, and 512 B..64 MiB values "
+     "at 8 in flight; Redis holds every key of the size before its GETs (redis-cli SET of each key redis-benchmark "
+     "draws from; the keyspace is ours: 64 keys, 16 from 1 MiB)"),
     ("inference", "Inference workloads", "inference_bench",
      "connector-shaped batches (sglang 128 x 1 MiB, vllm 64 x 2 MiB in 64 x 32 KiB pieces, lmcache 32 MiB chunks, "
      "4 KiB values in batches of 32 and single gets) from one client to an owner mooncake_client; tcp: vs a raw TCP "

@@ -14,7 +14,9 @@
 #include "mc/runtime/when_all.hpp"
 #include "mc/store/client.hpp"
 
+#include <algorithm>
 #include <csignal>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -40,6 +42,11 @@ struct settings {
   double seconds = 0.4;
   std::string apps_dir;
   bool redis = true;
+  /// --curves: gets at every size of `sizes` with curve_inflight in flight,
+  /// and at every count of `concurrency` with 4 KiB values (two sweeps, not
+  /// their cross product); each size loaded by one unreported put run first.
+  bool curves = false;
+  int curve_inflight = 8;
 };
 
 using mc::bench::proc::spawn;
@@ -47,8 +54,9 @@ using mc::bench::proc::stop;
 using mc::bench::proc::wait_port;
 
 std::string size_name(std::size_t n) {
-  if (n >= (1 << 20)) return std::to_string(n >> 20) + "MiB";
-  return std::to_string(n >> 10) + "KiB";
+  if (n >= (1 << 20) && n % (1 << 20) == 0) return std::to_string(n >> 20) + "MiB";
+  if (n >= 1024 && n % 1024 == 0) return std::to_string(n >> 10) + "KiB";
+  return std::to_string(n) + "B";
 }
 
 struct sample {
@@ -100,10 +108,13 @@ sample drive(mc::runtime::runtime& rt, mc::store::client& c, bool get, std::size
 }
 
 // redis-benchmark --csv: "test","rps","avg_latency_ms","min_latency_ms","p50_latency_ms","p95_latency_ms","p99_latency_ms","max_latency_ms"
-sample redis(const std::string& target, bool get, std::size_t size, int conc, double seconds) {
+// `keys`: the keyspace (-r), the same number of keys ours rotates over.
+sample redis(const std::string& target, bool get, std::size_t size, int conc, double seconds, int keys) {
   long n = std::max<long>(200, static_cast<long>(seconds * (size >= (1 << 20) ? 2000 : 30000)));
+  if (size >= (16u << 20)) n = std::max<long>(conc, 4);  // ~1-7 GETs/s at 16-64 MiB on this VM
   std::string cmd = "redis-benchmark " + target + " -t " + (get ? "get" : "set") + " -d " + std::to_string(size) +
-                    " -c " + std::to_string(conc) + " -n " + std::to_string(n) + " -r 64 --csv 2>/dev/null";
+                    " -c " + std::to_string(conc) + " -n " + std::to_string(n) + " -r " + std::to_string(keys) +
+                    " --csv 2>/dev/null";
   FILE* f = popen(cmd.c_str(), "r");
   sample s;
   if (!f) return s;
@@ -135,14 +146,20 @@ int main(int argc, char** argv) {
   s.apps_dir = (std::filesystem::path(argv[0]).parent_path() / ".." / ".." / "apps").string();
   std::vector<std::uint64_t> concurrency{1, 8};
   std::uint64_t runs = 3;
-  bool full = false, no_redis = false;
+  bool full = false, no_redis = false, curves = false;
+  std::uint64_t curve_inflight = 8;
   std::chrono::milliseconds lease = mc::store::client_options{}.write_route_lease;
   mc::config::option_set set("store_bench",
                              "Remote get/put of this process (a client) against a mooncake_client owner process,\n"
                              "baseline redis-server/redis-benchmark in the same run. Default: 4KiB and 1MiB,\n"
                              "1 and 8 in flight, tcp and shm, 3 runs of 0.4 s (< 1 min). --full: 4KiB, 64KiB,\n"
-                             "1MiB, 4MiB x 1, 8, 32 in flight, 1 s per run (options given explicitly win).");
+                             "1MiB, 4MiB x 1, 8, 32 in flight, 1 s per run (options given explicitly win).\n"
+                             "--curves: gets only, two sweeps instead of a cross product: every size at\n"
+                             "--curve-inflight in flight (default sizes 512B..64MiB) and 4KiB at every\n"
+                             "concurrency (default 1..256); 1 s per run.");
   set.add("full", &full, "the full matrix (see above)")
+      .add("curves", &curves, "the curves (see above)")
+      .add("curve-inflight", &curve_inflight, "--curves: operations in flight of the size sweep", 1, 1024)
       .add_size_list("sizes", &s.sizes, "value sizes (comma list, units allowed)")
       .add_list("concurrency", &concurrency, "operations in flight (comma list)", 1, 1024)
       .add_list("configs", &s.configs, "tcp and/or shm")
@@ -156,6 +173,14 @@ int main(int argc, char** argv) {
     if (!set.was_set("sizes")) s.sizes = {4096, 65536, 1 << 20, 4 << 20};
     if (!set.was_set("concurrency")) concurrency = {1, 8, 32};
     if (!set.was_set("seconds")) s.seconds = 1.0;
+  }
+  if (curves) {
+    if (full) mc::bench::option_error("store_bench", "--curves and --full exclude each other");
+    if (!set.was_set("sizes")) s.sizes = {512, 4096, 65536, 1 << 20, 4 << 20, 16 << 20, 64 << 20};
+    if (!set.was_set("concurrency")) concurrency = {1, 2, 4, 8, 16, 32, 64, 128, 256};
+    if (!set.was_set("seconds")) s.seconds = 1.0;
+    s.curves = true;
+    s.curve_inflight = static_cast<int>(curve_inflight);
   }
   mc::bench::check_choices("store_bench", "configs", s.configs, {"tcp", "shm"});
   for (auto size : s.sizes)
@@ -222,31 +247,85 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "store_bench: %s\n", why.c_str());
         rc = 1;
       } else {
-        for (auto size : s.sizes) {
-          const int keys = size >= (1 << 20) ? 16 : 64;
-          // Load the owner with remote puts (the spec's remote write flow).
-          for (auto conc : s.concurrency)
-            for (std::string op : {"put", "get"}) {
-              std::vector<double> ours_ops, ours_p50, ours_p99, base_ops, base_p50, base_p99;
-              for (int r = 0; r < s.runs; ++r) {
-                auto x = drive(rt, **c, op == "get", size, conc, s.seconds, keys);
-                ours_ops.push_back(x.ops_per_s);
-                ours_p50.push_back(x.p50_us);
-                ours_p99.push_back(x.p99_us);
-                if (s.redis) {
-                  auto target = config == "tcp" ? "-h 127.0.0.1 -p " + std::to_string(redis_port) : "-s " + sock;
-                  auto b = redis(target, op == "get", size, conc, s.seconds);
-                  base_ops.push_back(b.ops_per_s);
-                  base_p50.push_back(b.p50_us);
-                  base_p99.push_back(b.p99_us);
-                }
-              }
-              std::string name = config + "_" + op + "_" + size_name(size) + "_c" + std::to_string(conc);
-              std::string base = s.redis ? (config == "tcp" ? "redis_tcp" : "redis_unix") : "";
-              mc::bench::report({"store", name, "throughput", "ops/s", ours_ops, base, base_ops});
-              mc::bench::report({"store", name, "p50", "us", ours_p50, base, base_p50});
-              mc::bench::report({"store", name, "p99", "us", ours_p99, base, base_p99});
+        auto keys_of = [](std::size_t size) { return size >= (1 << 20) ? 16 : 64; };
+        auto measure = [&](const std::string& op, std::size_t size, int conc) {
+          const int keys = keys_of(size);
+          std::vector<double> ours_ops, ours_p50, ours_p99, base_ops, base_p50, base_p99;
+          for (int r = 0; r < s.runs; ++r) {
+            auto x = drive(rt, **c, op == "get", size, conc, s.seconds, keys);
+            ours_ops.push_back(x.ops_per_s);
+            ours_p50.push_back(x.p50_us);
+            ours_p99.push_back(x.p99_us);
+            if (s.redis) {
+              auto target = config == "tcp" ? "-h 127.0.0.1 -p " + std::to_string(redis_port) : "-s " + sock;
+              auto b = redis(target, op == "get", size, conc, s.seconds, keys);
+              base_ops.push_back(b.ops_per_s);
+              base_p50.push_back(b.p50_us);
+              base_p99.push_back(b.p99_us);
             }
+          }
+          std::string name = config + "_" + op + "_" + size_name(size) + "_c" + std::to_string(conc);
+          const std::string area = s.curves ? "store_curves" : "store";
+          std::string base = s.redis ? (config == "tcp" ? "redis_tcp" : "redis_unix") : "";
+          mc::bench::report({area, name, "throughput", "ops/s", ours_ops, base, base_ops});
+          mc::bench::report({area, name, "p50", "us", ours_p50, base, base_p50});
+          mc::bench::report({area, name, "p99", "us", ours_p99, base, base_p99});
+        };
+        // Writes every key of a size once (ours and Redis), unreported.
+        auto load = [&](std::size_t size) {
+          const int keys = keys_of(size);
+          std::vector<std::byte> buf(size, std::byte{0x5a});
+          mc::store::put_options remote;
+          remote.where = mc::store::placement::remote;
+          for (int i = 0; i < keys; ++i) {
+            auto key = "bench/" + std::to_string(size) + "/" + std::to_string(i);
+            auto ok = rt.block_on([](mc::store::client& cl, std::string k, std::span<const std::byte> v,
+                                     mc::store::put_options o) -> mc::task<bool> {
+              co_return (co_await cl.put(std::move(k), v, std::move(o))).has_value();
+            }(**c, key, buf, remote));
+            if (!ok) throw std::runtime_error("load: put failed on " + key);
+          }
+          if (s.redis) {
+            // Redis: every key redis-benchmark's -r draws from ("key:%012d")
+            // holds a value of this size before the GETs (a GET of a missing
+            // key is cheaper and would flatter Redis).
+            auto target = config == "tcp" ? "-h 127.0.0.1 -p " + std::to_string(redis_port) : "-s " + sock;
+            auto file = (tmp / "value").string();
+            {
+              std::ofstream out(file, std::ios::binary | std::ios::trunc);
+              std::vector<char> z(size, 'x');
+              out.write(z.data(), static_cast<std::streamsize>(z.size()));
+            }
+            for (int i = 0; i < keys; ++i) {
+              char key[32];
+              std::snprintf(key, sizeof key, "key:%012d", i);
+              auto cmd = "redis-cli " + target + " -x SET " + key + " < " + file + " >/dev/null 2>&1";
+              if (std::system(cmd.c_str()) != 0) throw std::runtime_error("load: redis-cli SET failed");
+            }
+          }
+        };
+        if (s.curves) {
+          // Small values first: a redis-server that has held and freed big
+          // values answers small requests far slower (which would flatter
+          // ours). One unreported run warms both up (connections, caches).
+          const bool sizes_have_4k = std::find(s.sizes.begin(), s.sizes.end(), std::size_t{4096}) != s.sizes.end();
+          load(4096);
+          (void)drive(rt, **c, true, 4096, s.curve_inflight, std::min(s.seconds, 0.3), keys_of(4096));
+          if (s.redis)
+            (void)redis(config == "tcp" ? "-h 127.0.0.1 -p " + std::to_string(redis_port) : "-s " + sock, true, 4096,
+                        s.curve_inflight, 0.3, keys_of(4096));
+          for (auto conc : s.concurrency)
+            if (conc != s.curve_inflight || !sizes_have_4k) measure("get", 4096, conc);
+          auto sizes = s.sizes;
+          std::sort(sizes.begin(), sizes.end());
+          for (auto size : sizes) {
+            if (size != 4096) load(size);
+            measure("get", size, s.curve_inflight);
+          }
+        } else {
+          for (auto size : s.sizes)
+            for (auto conc : s.concurrency)  // the put runs load the owner (the spec's remote write flow)
+              for (std::string op : {"put", "get"}) measure(op, size, conc);
         }
         (*c)->stop();
         c->reset();
