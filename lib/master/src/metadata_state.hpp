@@ -1,21 +1,72 @@
 #pragma once
-// Internals of mc::master::metadata (not a public header): the client entries
-// and the sharded key map. Lock order: a shard's mu before clients_mu_.
+// Internals of mc::master::metadata (not a public header): the client entries,
+// the interned client slots and the sharded key table.
+// Lock order: a shard's mu before clients_mu_.
 #include "mc/master/metadata.hpp"
 
 #include <atomic>
+#include <cstring>
 #include <deque>
+#include <new>
+#include <string_view>
 
 namespace mc::master {
 
 struct metadata::client_entry {
   client_info info;
   clock::time_point last_heartbeat;
+  std::uint32_t slot = 0;              ///< its slot in slot_table (constant)
   std::atomic<std::uint64_t> keys{0};  ///< live (routable) entries
   // Guarded by clients_mu_: drop notices for superseded copies, bounded by
   // metadata_options::max_pending_drops; `resync` once they overflowed.
   std::deque<key_version> drops;
   bool resync = false;
+};
+
+/// Interned client ids: key entries name a holder by a u32 slot instead of a
+/// string. A slot stays bound to one id while any entry (or an operation in
+/// flight: a pin) refers to it, so a slot is never reused under an entry that
+/// still names it (no ABA: a new client never inherits another's entries). A
+/// slot is freed once its client is gone (unregistered or swept) and nothing
+/// refers to it; a client registering again under the same id while its slot
+/// is still bound gets that slot back (its entries were keyed by its id
+/// before interning too). Bounded by the registered clients plus the gone
+/// ones with entries left. Guarded by clients_mu_: `refs` may change under a
+/// shared lock (atomic), everything else under the exclusive lock.
+struct metadata::slot_table {
+  struct slot {
+    std::string id;                      ///< "" while free
+    client_entry* client = nullptr;      ///< the registered client, nullptr when gone
+    std::atomic<std::uint64_t> refs{0};  ///< entries naming the slot + pins
+  };
+  std::deque<slot> slots;  // a deque: slots never move
+  std::vector<std::uint32_t> free;
+  std::unordered_map<std::string, std::uint32_t> by_id;
+
+  /// The slot of `id`, bound anew when it has none. Exclusive lock.
+  std::uint32_t bind(const std::string& id) {
+    if (auto it = by_id.find(id); it != by_id.end()) return it->second;
+    std::uint32_t s;
+    if (!free.empty()) {
+      s = free.back();
+      free.pop_back();
+    } else {
+      s = static_cast<std::uint32_t>(slots.size());
+      slots.emplace_back();
+    }
+    slots[s].id = id;
+    by_id.emplace(id, s);
+    return s;
+  }
+  /// Frees `s` when its client is gone and nothing refers to it. Exclusive lock.
+  void try_free(std::uint32_t s) {
+    auto& x = slots[s];
+    if (x.client || x.refs.load(std::memory_order_relaxed) != 0 || x.id.empty()) return;
+    by_id.erase(x.id);
+    x.id.clear();
+    x.id.shrink_to_fit();
+    free.push_back(s);
+  }
 };
 
 struct metadata::shard {
@@ -24,22 +75,137 @@ struct metadata::shard {
   /// refused, until the holder confirms the drop (remove_replica), re-publishes
   /// without it (finish_republish) or leaves.
   struct holder {
-    std::string client_id;
     std::uint64_t version = 0;
     std::uint64_t epoch = 0;
+    std::uint32_t slot = 0;  ///< slot_table index of the holder
     bool live = true;
   };
-  struct entry {
+  /// One key: a single allocation holding the key's bytes, its size and its
+  /// first holder; further holders (superseded copies, rare) in `rest`.
+  struct node {
     std::uint64_t size = 0;  ///< of the last accepted publish
-    std::vector<holder> holders;
+    holder first;
+    std::vector<holder>* rest = nullptr;
+    std::uint32_t hash = 0;  ///< low bits of the key's hash
+    std::uint32_t key_len = 0;
+
+    const char* key_data() const noexcept { return reinterpret_cast<const char*>(this + 1); }
+    std::string_view key() const noexcept { return {key_data(), key_len}; }
+    std::size_t count() const noexcept { return 1 + (rest ? rest->size() : 0); }
+    holder& at(std::size_t i) noexcept { return i == 0 ? first : (*rest)[i - 1]; }
+    const holder& at(std::size_t i) const noexcept { return i == 0 ? first : (*rest)[i - 1]; }
+    void push(const holder& h) {
+      if (!rest) rest = new std::vector<holder>();
+      rest->push_back(h);
+    }
+    /// Removes holder i, keeping the order of the others; false when it was
+    /// the last one (the node must then be removed).
+    bool erase(std::size_t i) {
+      if (!rest || rest->empty()) return false;
+      if (i == 0) {
+        first = rest->front();
+        rest->erase(rest->begin());
+      } else {
+        rest->erase(rest->begin() + static_cast<std::ptrdiff_t>(i - 1));
+      }
+      if (rest->empty()) {
+        delete rest;
+        rest = nullptr;
+      }
+      return true;
+    }
     bool any_live() const noexcept {
-      for (auto& h : holders)
-        if (h.live) return true;
+      for (std::size_t i = 0, n = count(); i < n; ++i)
+        if (at(i).live) return true;
       return false;
     }
+
+    static node* make(std::string_view key, std::uint32_t hash) {
+      void* p = ::operator new(sizeof(node) + key.size());
+      auto* n = new (p) node();
+      n->hash = hash;
+      n->key_len = static_cast<std::uint32_t>(key.size());
+      std::memcpy(reinterpret_cast<char*>(n + 1), key.data(), key.size());
+      return n;
+    }
+    static void destroy(node* n) noexcept {
+      delete n->rest;
+      n->~node();
+      ::operator delete(n);
+    }
   };
+  static_assert(sizeof(node) == 48);
+
+  /// Open addressing with linear probing over node pointers; removal shifts
+  /// the following entries back (no tombstones). Load factor <= 7/8.
+  struct table {
+    std::vector<node*> slots;
+    std::size_t size = 0;
+
+    table() = default;
+    table(const table&) = delete;
+    table& operator=(const table&) = delete;
+    ~table() {
+      for (auto* n : slots)
+        if (n) node::destroy(n);
+    }
+    std::size_t mask() const noexcept { return slots.size() - 1; }
+    /// The index of `key`, or of the empty slot where it would go.
+    std::size_t probe(std::string_view key, std::uint32_t hash) const noexcept {
+      auto i = hash & mask();
+      for (;; i = (i + 1) & mask()) {
+        auto* n = slots[i];
+        if (!n || (n->hash == hash && n->key() == key)) return i;
+      }
+    }
+    static constexpr std::size_t npos = static_cast<std::size_t>(-1);
+    /// The index of `key`'s node, npos when absent.
+    std::size_t index_of(std::string_view key, std::uint32_t hash) const noexcept {
+      if (slots.empty()) return npos;
+      auto i = probe(key, hash);
+      return slots[i] ? i : npos;
+    }
+    node* find(std::string_view key, std::uint32_t hash) const noexcept {
+      if (slots.empty()) return nullptr;
+      return slots[probe(key, hash)];
+    }
+    /// Makes room for one more node, then the index of `key`'s node or of
+    /// the empty slot to put it in (the caller fills it and counts it).
+    std::size_t find_or_slot(std::string_view key, std::uint32_t hash) {
+      if ((size + 1) * 8 > slots.size() * 7) grow();
+      return probe(key, hash);
+    }
+    void grow() {
+      std::vector<node*> old(slots.empty() ? 16 : slots.size() * 2, nullptr);
+      old.swap(slots);
+      for (auto* n : old)
+        if (n) {
+          auto i = n->hash & mask();
+          while (slots[i]) i = (i + 1) & mask();
+          slots[i] = n;
+        }
+    }
+    /// Removes (and destroys) the node at i; the entries after it may move
+    /// back, into i at most (never to an index before i, except from a
+    /// wrapped-around run: index order scans may see such an entry twice).
+    void erase_at(std::size_t i) noexcept {
+      node::destroy(slots[i]);
+      --size;
+      auto hole = i;
+      for (auto j = (i + 1) & mask(); slots[j]; j = (j + 1) & mask()) {
+        auto home = slots[j]->hash & mask();
+        // Move j into the hole unless its home lies cyclically in (hole, j].
+        bool stays = hole <= j ? (home > hole && home <= j) : (home > hole || home <= j);
+        if (stays) continue;
+        slots[hole] = slots[j];
+        hole = j;
+      }
+      slots[hole] = nullptr;
+    }
+  };
+
   mutable std::mutex mu;
-  std::unordered_map<std::string, entry> map;
+  table map;
 };
 
 struct metadata::counters {
