@@ -5,6 +5,7 @@
 #include "mc/master/metadata.hpp"
 
 #include <atomic>
+#include <cstdint>
 #include <cstring>
 #include <deque>
 #include <new>
@@ -137,28 +138,56 @@ struct metadata::shard {
   static_assert(sizeof(node) == 48);
 
   /// Open addressing with linear probing over node pointers; removal shifts
-  /// the following entries back (no tombstones). Load factor <= 7/8.
+  /// the following entries back (no tombstones). Load factor <= 3/4. A slot
+  /// keeps a 16-bit tag of the key's hash in the pointer's unused top bits
+  /// (user-space pointers are below 2^48; should a node be above, the table
+  /// drops its tags for good and compares every node), so probing past other
+  /// keys rarely touches their nodes: a lookup costs about one table and one
+  /// node cache miss.
   struct table {
-    std::vector<node*> slots;
+    std::vector<std::uintptr_t> slots;  ///< 0: empty
     std::size_t size = 0;
+    bool tagged = true;
+
+    static constexpr unsigned tag_shift = 48;
+    static constexpr std::uintptr_t ptr_mask = (std::uintptr_t{1} << tag_shift) - 1;
+    static constexpr std::size_t npos = static_cast<std::size_t>(-1);
 
     table() = default;
     table(const table&) = delete;
     table& operator=(const table&) = delete;
     ~table() {
-      for (auto* n : slots)
-        if (n) node::destroy(n);
+      for (std::size_t i = 0; i < slots.size(); ++i)
+        if (slots[i]) node::destroy(at(i));
     }
+    static std::uintptr_t tag_of(std::uint32_t hash) noexcept {
+      // Mixed, so that it differs between keys of one run (same low bits).
+      auto t = static_cast<std::uintptr_t>((hash * 2654435769u) >> 16);
+      return t ? t : 1;
+    }
+    std::size_t capacity() const noexcept { return slots.size(); }
     std::size_t mask() const noexcept { return slots.size() - 1; }
+    node* at(std::size_t i) const noexcept { return reinterpret_cast<node*>(tagged ? slots[i] & ptr_mask : slots[i]); }
+    void put(std::size_t i, node* n) noexcept {
+      auto p = reinterpret_cast<std::uintptr_t>(n);
+      if (tagged && (p & ~ptr_mask)) {
+        for (auto& v : slots) v &= ptr_mask;
+        tagged = false;
+      }
+      slots[i] = tagged ? p | (tag_of(n->hash) << tag_shift) : p;
+    }
     /// The index of `key`, or of the empty slot where it would go.
     std::size_t probe(std::string_view key, std::uint32_t hash) const noexcept {
+      const auto tag = tag_of(hash);
       auto i = hash & mask();
       for (;; i = (i + 1) & mask()) {
-        auto* n = slots[i];
-        if (!n || (n->hash == hash && n->key() == key)) return i;
+        const auto v = slots[i];
+        if (!v) return i;
+        if (tagged && (v >> tag_shift) != tag) continue;
+        const auto* n = at(i);
+        if (n->hash == hash && n->key() == key) return i;
       }
     }
-    static constexpr std::size_t npos = static_cast<std::size_t>(-1);
     /// The index of `key`'s node, npos when absent.
     std::size_t index_of(std::string_view key, std::uint32_t hash) const noexcept {
       if (slots.empty()) return npos;
@@ -166,41 +195,41 @@ struct metadata::shard {
       return slots[i] ? i : npos;
     }
     node* find(std::string_view key, std::uint32_t hash) const noexcept {
-      if (slots.empty()) return nullptr;
-      return slots[probe(key, hash)];
+      auto i = index_of(key, hash);
+      return i == npos ? nullptr : at(i);
     }
     /// Makes room for one more node, then the index of `key`'s node or of
-    /// the empty slot to put it in (the caller fills it and counts it).
+    /// the empty slot to put it in (the caller puts it and counts it).
     std::size_t find_or_slot(std::string_view key, std::uint32_t hash) {
-      if ((size + 1) * 8 > slots.size() * 7) grow();
+      if ((size + 1) * 4 > slots.size() * 3) grow();
       return probe(key, hash);
     }
     void grow() {
-      std::vector<node*> old(slots.empty() ? 16 : slots.size() * 2, nullptr);
+      std::vector<std::uintptr_t> old(slots.empty() ? 16 : slots.size() * 2, 0);
       old.swap(slots);
-      for (auto* n : old)
-        if (n) {
-          auto i = n->hash & mask();
+      for (auto v : old)
+        if (v) {
+          auto i = reinterpret_cast<node*>(tagged ? v & ptr_mask : v)->hash & mask();
           while (slots[i]) i = (i + 1) & mask();
-          slots[i] = n;
+          slots[i] = v;
         }
     }
     /// Removes (and destroys) the node at i; the entries after it may move
     /// back, into i at most (never to an index before i, except from a
     /// wrapped-around run: index order scans may see such an entry twice).
     void erase_at(std::size_t i) noexcept {
-      node::destroy(slots[i]);
+      node::destroy(at(i));
       --size;
       auto hole = i;
       for (auto j = (i + 1) & mask(); slots[j]; j = (j + 1) & mask()) {
-        auto home = slots[j]->hash & mask();
+        auto home = at(j)->hash & mask();
         // Move j into the hole unless its home lies cyclically in (hole, j].
         bool stays = hole <= j ? (home > hole && home <= j) : (home > hole || home <= j);
         if (stays) continue;
         slots[hole] = slots[j];
         hole = j;
       }
-      slots[hole] = nullptr;
+      slots[hole] = 0;
     }
   };
 

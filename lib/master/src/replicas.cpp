@@ -49,12 +49,12 @@ result<void> metadata::add_replica(const std::string& key, const std::string& cl
     std::lock_guard lk(sp->mu);
     auto& t = sp->map;
     const auto i = t.find_or_slot(key, hash);
-    auto* n = t.slots[i];
+    auto* n = t.at(i);
     if (!n) {
       n = shard::node::make(key, hash);
       n->size = size;
       n->first = {version, epoch, self, true};
-      t.slots[i] = n;
+      t.put(i, n);
       ++t.size;
       became_live = true;
       pinned = false;
@@ -149,7 +149,7 @@ result<void> metadata::remove_replica(const std::string& key, const std::string&
     auto& t = sp->map;
     const auto i = t.index_of(key, hash);
     if (i != shard::table::npos) {
-      auto* n = t.slots[i];
+      auto* n = t.at(i);
       for (std::size_t j = 0, cnt = n->count(); j < cnt; ++j) {
         auto& h = n->at(j);
         if (h.slot != slot) continue;
@@ -187,7 +187,7 @@ result<std::vector<replica>> metadata::remove_key(const std::string& key) {
     auto& t = sp->map;
     const auto i = t.index_of(key, hash);
     if (i == shard::table::npos) return fail(errc::object_not_found);
-    auto* n = t.slots[i];
+    auto* n = t.at(i);
     for (std::size_t j = 0, cnt = n->count(); j < cnt; ++j) holders.push_back({n->at(j).slot, n->at(j).live});
     t.erase_at(i);
   }
@@ -231,8 +231,8 @@ result<metadata::removal_page> metadata::remove_matching(const std::string& patt
       std::lock_guard lk(sp->mu);
       auto& t = sp->map;
       // erase_at moves later entries back into i: i is looked at again.
-      for (std::size_t i = 0; i < t.slots.size();) {
-        auto* n = t.slots[i];
+      for (std::size_t i = 0; i < t.capacity();) {
+        auto* n = t.at(i);
         if (!n) {
           ++i;
           continue;
@@ -280,8 +280,8 @@ std::pair<std::uint64_t, std::uint64_t> metadata::drop_holder_entries(std::uint3
   for (auto& s : shards_) {
     std::lock_guard lk(s->mu);
     auto& t = s->map;
-    for (std::size_t i = 0; i < t.slots.size();) {
-      auto* n = t.slots[i];
+    for (std::size_t i = 0; i < t.capacity();) {
+      auto* n = t.at(i);
       if (!n) {
         ++i;
         continue;
@@ -382,7 +382,8 @@ std::vector<std::pair<std::string, key_info>> metadata::keys(const std::string& 
     if (out.size() >= limit) break;
     std::lock_guard lk(s->mu);
     std::shared_lock clk(clients_mu_);
-    for (auto* n : s->map.slots) {
+    for (std::size_t i = 0; i < s->map.capacity(); ++i) {
+      auto* n = s->map.at(i);
       if (out.size() >= limit) break;
       if (!n || !n->key().starts_with(prefix) || !n->any_live()) continue;
       key_info ki;
@@ -403,7 +404,10 @@ std::uint64_t metadata::key_count() const {
   std::uint64_t n = 0;
   for (auto& s : shards_) {
     std::lock_guard lk(s->mu);
-    for (auto* x : s->map.slots) n += x && x->any_live() ? 1 : 0;
+    for (std::size_t i = 0; i < s->map.capacity(); ++i) {
+      auto* x = s->map.at(i);
+      n += x && x->any_live() ? 1 : 0;
+    }
   }
   return n;
 }
@@ -412,8 +416,8 @@ std::uint64_t metadata::replica_count() const {
   std::uint64_t n = 0;
   for (auto& s : shards_) {
     std::lock_guard lk(s->mu);
-    for (auto* x : s->map.slots)
-      if (x)
+    for (std::size_t i = 0; i < s->map.capacity(); ++i)
+      if (auto* x = s->map.at(i))
         for (std::size_t j = 0, cnt = x->count(); j < cnt; ++j) n += x->at(j).live ? 1 : 0;
   }
   return n;
