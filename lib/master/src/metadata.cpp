@@ -42,6 +42,9 @@ std::pair<metadata::shard*, std::uint32_t> metadata::shard_for(std::string_view 
 void metadata::forget_client(const client_entry& c) {
   auto& s = slots_->slots[c.slot];
   if (s.client == &c) s.client = nullptr;
+  // Pinned until drop_client_replicas ran: the slot must not be freed and
+  // bound to another id before its entries are gone.
+  s.refs.fetch_add(1, std::memory_order_relaxed);
 }
 
 void metadata::unref(std::uint32_t slot, std::uint64_t n) {

@@ -312,7 +312,7 @@ std::pair<std::uint64_t, std::uint64_t> metadata::drop_holder_entries(std::uint3
 void metadata::drop_client_replicas(std::uint32_t slot) {
   auto removed = drop_holder_entries(slot, std::nullopt).first;
   std::lock_guard lk(clients_mu_);
-  unref(slot, removed);
+  unref(slot, removed + 1);  // and forget_client's pin
 }
 
 result<std::uint64_t> metadata::finish_republish(const std::string& client_id, std::uint64_t epoch) {

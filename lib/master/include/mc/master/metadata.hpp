@@ -227,10 +227,11 @@ class metadata {
   std::pair<shard*, std::uint32_t> shard_for(std::string_view key) const;
   health health_of(const client_entry& c, clock::time_point now) const;
   result<void> check_key(const std::string& key) const;
-  /// Unbinds a client from its slot (it is gone; clients_mu_ held exclusively).
+  /// Unbinds a client from its slot (it is gone; clients_mu_ held
+  /// exclusively) and pins the slot for drop_client_replicas.
   void forget_client(const client_entry& c);
-  /// Drops a gone client's entries, then frees its slot if nothing refers to
-  /// it. No lock held.
+  /// Drops a gone client's entries, then releases forget_client's pin (the
+  /// slot is freed if nothing else refers to it). No lock held.
   void drop_client_replicas(std::uint32_t slot);
   /// Removes the entries of holder `slot` with epoch < `below_epoch` (every
   /// entry when nullopt, whatever its epoch); returns (entries removed, live
