@@ -4,6 +4,7 @@
 
 #include <doctest/doctest.h>
 
+#include <atomic>
 #include <set>
 #include <thread>
 
@@ -391,6 +392,194 @@ TEST_SUITE("master metadata") {
     REQUIRE(m.register_client(client("a")));
     CHECK(m.clients()[0].keys == 0);
     CHECK(m.key_count() == 0);
+  }
+
+  TEST_CASE("interned holders: a new client never sees or owns a gone client's entries") {
+    metadata m;
+    REQUIRE(m.register_client(client("a")));
+    REQUIRE(m.add_replica("k", "a", 1, 50));
+    REQUIRE(m.add_replica("shared", "a", 1, 50));
+    REQUIRE(m.unregister_client("a"));
+    // b may be given a's freed slot: none of a's entries may come back as b's.
+    REQUIRE(m.register_client(client("b")));
+    CHECK_FALSE(m.exists("k"));
+    CHECK(m.key_count() == 0);
+    CHECK(m.replica_count() == 0);
+    CHECK(m.clients()[0].keys == 0);
+    CHECK(mc::is(m.remove_replica("k", "b", 100).error(), mc::errc::object_not_found));
+    CHECK(mc::is(m.remove_replica("k", "a", 100).error(), mc::errc::object_not_found));
+    // b's first publish of a key a held at a higher version is not stale.
+    REQUIRE(m.add_replica("shared", "b", 2, 1));
+    auto info = m.lookup("shared");
+    REQUIRE(info);
+    REQUIRE(info->replicas.size() == 1);
+    CHECK(info->replicas[0].client_id == "b");
+    CHECK(info->replicas[0].rpc_endpoint == "b:12345");
+    CHECK(m.take_notices("b", 10).drops.empty());
+    // a comes back: it owns nothing, b keeps its key; a's put supersedes b.
+    REQUIRE(m.register_client(client("a")));
+    CHECK(m.lookup("shared")->replicas.at(0).client_id == "b");
+    REQUIRE(m.add_replica("shared", "a", 3, 1));
+    CHECK(m.lookup("shared")->replicas.at(0).client_id == "a");
+    CHECK(m.take_notices("b", 10).drops.size() == 1);
+    CHECK(m.take_notices("a", 10).drops.empty());
+    // Many cycles of leave / join with fresh ids: each sees only its own keys.
+    for (std::uint64_t i = 0; i < 200; ++i) {
+      auto id = mc::test::numbered("c", i);
+      REQUIRE(m.register_client(client(id)));
+      REQUIRE(m.add_replica(mc::test::numbered("own", i), id, 1, i + 1));
+      auto got = m.lookup(mc::test::numbered("own", i));
+      REQUIRE(got);
+      CHECK(got->replicas.at(0).client_id == id);
+      if (i > 0) CHECK_FALSE(m.exists(mc::test::numbered("own", i - 1)));
+      REQUIRE(m.unregister_client(id));
+    }
+    CHECK(m.key_count() == 1);  // "shared", held by a
+  }
+
+  TEST_CASE("a dropped (swept) client's slot is not inherited either") {
+    mc::master::metadata_options o;
+    o.route_ttl = 20ms;
+    o.drop_ttl = 40ms;
+    metadata m(o);
+    REQUIRE(m.register_client(client("old")));
+    REQUIRE(m.add_replica("k", "old", 1, 9));
+    std::this_thread::sleep_for(60ms);
+    CHECK(m.sweep() == std::vector<std::string>{"old"});
+    REQUIRE(m.register_client(client("new")));
+    CHECK_FALSE(m.exists("k"));
+    CHECK(m.replica_count() == 0);
+    REQUIRE(m.add_replica("k", "new", 1, 1));
+    CHECK(m.lookup("k")->replicas.at(0).client_id == "new");
+  }
+
+  TEST_CASE("a key with several holders keeps each holder's version and order") {
+    metadata m;
+    for (auto id : {"a", "b", "c", "d"}) REQUIRE(m.register_client(client(id)));
+    REQUIRE(m.add_replica("k", "a", 1, 10));
+    REQUIRE(m.add_replica("k", "b", 2, 20));
+    REQUIRE(m.add_replica("k", "c", 3, 30));
+    REQUIRE(m.add_replica("k", "d", 4, 40));
+    CHECK(m.ordering().superseded == 3);
+    CHECK(m.replica_count() == 1);
+    CHECK(m.lookup("k")->replicas.at(0).client_id == "d");
+    CHECK(m.lookup("k")->size == 4);
+    // Each superseded holder still has its own version.
+    CHECK(mc::is(m.add_replica("k", "b", 2, 20).error(), mc::errc::invalid_version));
+    CHECK(mc::is(m.add_replica("k", "c", 3, 29).error(), mc::errc::invalid_version));
+    CHECK(mc::is(m.remove_replica("k", "a", 9).error(), mc::errc::invalid_version));
+    // The first holder leaves: the others stay, in order.
+    REQUIRE(m.remove_replica("k", "a", 10));
+    // b re-puts a newer copy: it is live again, d superseded.
+    REQUIRE(m.add_replica("k", "b", 5, 21));
+    CHECK(m.lookup("k")->replicas.at(0).client_id == "b");
+    CHECK(m.lookup("k")->size == 5);
+    CHECK(m.clients()[1].keys == 1);  // b
+    CHECK(m.clients()[3].keys == 0);  // d
+    auto keys = m.keys("k", 10);
+    REQUIRE(keys.size() == 1);
+    CHECK(keys[0].second.replicas.at(0).client_id == "b");
+    // c leaves: only its entry goes.
+    REQUIRE(m.unregister_client("c"));
+    auto r = m.remove_key("k");
+    REQUIRE(r);
+    REQUIRE(r->size() == 2);
+    CHECK(r->at(0).client_id == "b");
+    CHECK(r->at(1).client_id == "d");
+    CHECK(m.clients()[1].keys == 0);
+    CHECK_FALSE(m.exists("k"));
+  }
+
+  TEST_CASE("many keys: lookups, removals and paged remove_matching over a large table") {
+    mc::master::metadata_options o;
+    o.shards = 8;
+    metadata m(o);
+    constexpr std::uint64_t clients = 7, keys = 100'000;
+    for (std::uint64_t c = 0; c < clients; ++c) REQUIRE(m.register_client(client(mc::test::numbered("c", c))));
+    for (std::uint64_t i = 0; i < keys; ++i)
+      REQUIRE(m.add_replica(mc::test::numbered("key/", i), mc::test::numbered("c", i % clients), i, 1));
+    CHECK(m.key_count() == keys);
+    std::uint64_t wrong = 0;
+    for (std::uint64_t i = 0; i < keys; ++i) {
+      auto r = m.lookup(mc::test::numbered("key/", i));
+      if (!r || r->size != i || r->replicas.size() != 1 ||
+          r->replicas[0].client_id != mc::test::numbered("c", i % clients))
+        ++wrong;
+    }
+    CHECK(wrong == 0);
+    // Remove every third key (holes and moved entries in the tables).
+    for (std::uint64_t i = 0; i < keys; i += 3)
+      REQUIRE(m.remove_replica(mc::test::numbered("key/", i), mc::test::numbered("c", i % clients), 1));
+    for (std::uint64_t i = 0; i < keys; ++i)
+      if (m.exists(mc::test::numbered("key/", i)) != (i % 3 != 0)) ++wrong;
+    CHECK(wrong == 0);
+    const std::uint64_t left = keys - (keys + 2) / 3;
+    CHECK(m.key_count() == left);
+    std::uint64_t per_client = 0;
+    for (auto& c : m.clients()) per_client += c.keys;
+    CHECK(per_client == left);
+    // Paged removal of the keys ending in 7: every one, exactly once.
+    std::set<std::string> removed;
+    std::size_t shard = 0;
+    for (int calls = 0; shard < m.shard_count() && calls < 10'000; ++calls) {
+      auto page = m.remove_matching("7$", false, 1000, shard);
+      REQUIRE(page);
+      for (auto& k : page->removed) {
+        CHECK(removed.insert(k.key).second);
+        CHECK(k.holders.size() == 1);
+      }
+      shard = page->next_shard;
+    }
+    std::uint64_t sevens = 0;
+    for (std::uint64_t i = 0; i < keys; ++i)
+      if (i % 3 != 0 && i % 10 == 7) ++sevens;
+    CHECK(removed.size() == sevens);
+    CHECK(m.key_count() == left - sevens);
+    // One client leaves: exactly its keys go.
+    REQUIRE(m.unregister_client("c3"));
+    for (std::uint64_t i = 0; i < keys; ++i)
+      if (m.exists(mc::test::numbered("key/", i)) != (i % 3 != 0 && i % 10 != 7 && i % clients != 3)) ++wrong;
+    CHECK(wrong == 0);
+    auto all = m.remove_matching("", true, 1'000'000, 0);
+    REQUIRE(all);
+    shard = all->next_shard;
+    while (shard < m.shard_count()) shard = m.remove_matching("", true, 1'000'000, shard)->next_shard;
+    CHECK(m.key_count() == 0);
+    for (auto& c : m.clients()) CHECK(c.keys == 0);
+  }
+
+  TEST_CASE("publishes racing departures and re-registrations never cross clients") {
+    metadata m;
+    REQUIRE(m.register_client(client("stay")));
+    std::atomic<bool> stop{false};
+    std::thread churn([&] {
+      for (std::uint64_t i = 0; !stop.load(); ++i) {
+        auto id = mc::test::numbered("x", i % 4);
+        (void)m.register_client(client(id));
+        (void)m.unregister_client(id);
+      }
+    });
+    std::vector<std::thread> pubs;
+    for (std::uint64_t t = 0; t < 2; ++t)
+      pubs.emplace_back([&, t] {
+        for (std::uint64_t i = 0; i < 20'000; ++i) {
+          auto id = mc::test::numbered("x", (i + t) % 4);
+          auto key = mc::test::numbered("r", i % 500);
+          (void)m.add_replica(key, id, 1, i + 1);
+          (void)m.add_replica(key, "stay", 1, i + 1);
+          (void)m.remove_replica(key, id, i + 1);
+          if (auto r = m.lookup(key))
+            for (auto& rep : r->replicas) CHECK(rep.rpc_endpoint == rep.client_id + ":12345");
+        }
+      });
+    for (auto& p : pubs) p.join();
+    stop = true;
+    churn.join();
+    for (std::uint64_t i = 0; i < 4; ++i) (void)m.unregister_client(mc::test::numbered("x", i));
+    // Only "stay" is left registered; any entry of an x client left by a race
+    // is not routable.
+    for (auto& [k, ki] : m.keys("", 1000))
+      for (auto& rep : ki.replicas) CHECK(rep.client_id == "stay");
   }
 }
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <functional>
+#include <limits>
 
 namespace mc::master {
 
@@ -21,15 +22,35 @@ std::string_view health_name(health h) noexcept {
   return "unknown";
 }
 
-metadata::metadata(metadata_options opts) : counters_(std::make_unique<counters>()), opts_(opts) {
+metadata::metadata(metadata_options opts)
+    : counters_(std::make_unique<counters>()), opts_(opts), slots_(std::make_unique<slot_table>()) {
   if (opts_.shards == 0) opts_.shards = 1;
+  // Key lengths are stored in 32 bits.
+  opts_.max_key_bytes = std::min<std::size_t>(opts_.max_key_bytes, std::numeric_limits<std::uint32_t>::max());
   for (std::size_t i = 0; i < opts_.shards; ++i) shards_.push_back(std::make_unique<shard>());
 }
 
 metadata::~metadata() = default;
 
-metadata::shard& metadata::shard_for(const std::string& key) const {
-  return *shards_[std::hash<std::string>{}(key) % shards_.size()];
+std::pair<metadata::shard*, std::uint32_t> metadata::shard_for(std::string_view key) const {
+  // The shard is the hash modulo the shard count (as before: paging by shard
+  // and the fuzz model rely on it); the high half places the key in it.
+  const std::uint64_t h = std::hash<std::string_view>{}(key);
+  return {shards_[h % shards_.size()].get(), static_cast<std::uint32_t>(h >> 32)};
+}
+
+void metadata::forget_client(const client_entry& c) {
+  auto& s = slots_->slots[c.slot];
+  if (s.client == &c) s.client = nullptr;
+  // Pinned until drop_client_replicas ran: the slot must not be freed and
+  // bound to another id before its entries are gone.
+  s.refs.fetch_add(1, std::memory_order_relaxed);
+}
+
+void metadata::unref(std::uint32_t slot, std::uint64_t n) {
+  auto& s = slots_->slots[slot];
+  if (n) s.refs.fetch_sub(std::min(n, s.refs.load(std::memory_order_relaxed)), std::memory_order_relaxed);
+  slots_->try_free(slot);
 }
 
 health metadata::health_of(const client_entry& c, clock::time_point now) const {
@@ -54,6 +75,8 @@ result<void> metadata::register_client(const client_info& info) {
   auto& e = clients_[info.client_id];
   if (!e) {
     e = std::make_shared<client_entry>();
+    e->slot = slots_->bind(info.client_id);
+    slots_->slots[e->slot].client = e.get();
   } else if ((e->info.rpc_endpoint != info.rpc_endpoint || e->info.transfer_endpoint != info.transfer_endpoint) &&
              now - e->last_heartbeat <= opts_.route_ttl) {
     // A live client owns this id: another process must not take over its
@@ -67,7 +90,7 @@ result<void> metadata::register_client(const client_info& info) {
 }
 
 result<client_info> metadata::find_client(const std::string& client_id) const {
-  std::lock_guard lk(clients_mu_);
+  std::shared_lock lk(clients_mu_);
   auto it = clients_.find(client_id);
   if (it == clients_.end()) return fail(errc::client_not_found);
   return it->second->info;
@@ -84,17 +107,22 @@ result<void> metadata::heartbeat(const std::string& client_id, std::uint64_t use
 }
 
 result<void> metadata::unregister_client(const std::string& client_id) {
+  std::uint32_t slot = 0;
   {
     std::lock_guard lk(clients_mu_);
-    if (clients_.erase(client_id) == 0) return fail(errc::client_not_found);
+    auto it = clients_.find(client_id);
+    if (it == clients_.end()) return fail(errc::client_not_found);
+    slot = it->second->slot;
+    forget_client(*it->second);
+    clients_.erase(it);
   }
-  drop_client_replicas(client_id);
+  drop_client_replicas(slot);
   return {};
 }
 
 result<replica> metadata::write_route(std::uint64_t size, const std::string& exclude) const {
   auto now = clock::now();
-  std::lock_guard clk(clients_mu_);
+  std::shared_lock clk(clients_mu_);
   const client_entry* best = nullptr;
   std::uint64_t best_free = 0;
   for (auto& [id, c] : clients_) {
@@ -112,26 +140,29 @@ result<replica> metadata::write_route(std::uint64_t size, const std::string& exc
 
 std::vector<std::string> metadata::sweep() {
   std::vector<std::string> dropped;
+  std::vector<std::uint32_t> slots;
   auto now = clock::now();
   {
     std::lock_guard clk(clients_mu_);
     for (auto it = clients_.begin(); it != clients_.end();) {
       if (health_of(*it->second, now) == health::dead) {
         dropped.push_back(it->first);
+        slots.push_back(it->second->slot);
+        forget_client(*it->second);
         it = clients_.erase(it);
       } else {
         ++it;
       }
     }
   }
-  for (auto& id : dropped) drop_client_replicas(id);
+  for (auto slot : slots) drop_client_replicas(slot);
   return dropped;
 }
 
 std::vector<client_status> metadata::clients() const {
   auto now = clock::now();
   std::vector<client_status> out;
-  std::lock_guard clk(clients_mu_);
+  std::shared_lock clk(clients_mu_);
   for (auto& [id, c] : clients_) out.push_back({c->info, health_of(*c, now), now - c->last_heartbeat, c->keys.load()});
   std::sort(out.begin(), out.end(),
             [](const client_status& a, const client_status& b) { return a.info.client_id < b.info.client_id; });

@@ -1,21 +1,73 @@
 #pragma once
-// Internals of mc::master::metadata (not a public header): the client entries
-// and the sharded key map. Lock order: a shard's mu before clients_mu_.
+// Internals of mc::master::metadata (not a public header): the client entries,
+// the interned client slots and the sharded key table.
+// Lock order: a shard's mu before clients_mu_.
 #include "mc/master/metadata.hpp"
 
 #include <atomic>
+#include <cstdint>
+#include <cstring>
 #include <deque>
+#include <new>
+#include <string_view>
 
 namespace mc::master {
 
 struct metadata::client_entry {
   client_info info;
   clock::time_point last_heartbeat;
+  std::uint32_t slot = 0;              ///< its slot in slot_table (constant)
   std::atomic<std::uint64_t> keys{0};  ///< live (routable) entries
   // Guarded by clients_mu_: drop notices for superseded copies, bounded by
   // metadata_options::max_pending_drops; `resync` once they overflowed.
   std::deque<key_version> drops;
   bool resync = false;
+};
+
+/// Interned client ids: key entries name a holder by a u32 slot instead of a
+/// string. A slot stays bound to one id while any entry (or an operation in
+/// flight: a pin) refers to it, so a slot is never reused under an entry that
+/// still names it (no ABA: a new client never inherits another's entries). A
+/// slot is freed once its client is gone (unregistered or swept) and nothing
+/// refers to it; a client registering again under the same id while its slot
+/// is still bound gets that slot back (its entries were keyed by its id
+/// before interning too). Bounded by the registered clients plus the gone
+/// ones with entries left. Guarded by clients_mu_: `refs` may change under a
+/// shared lock (atomic), everything else under the exclusive lock.
+struct metadata::slot_table {
+  struct slot {
+    std::string id;                      ///< "" while free
+    client_entry* client = nullptr;      ///< the registered client, nullptr when gone
+    std::atomic<std::uint64_t> refs{0};  ///< entries naming the slot + pins
+  };
+  std::deque<slot> slots;  // a deque: slots never move
+  std::vector<std::uint32_t> free;
+  std::unordered_map<std::string, std::uint32_t> by_id;
+
+  /// The slot of `id`, bound anew when it has none. Exclusive lock.
+  std::uint32_t bind(const std::string& id) {
+    if (auto it = by_id.find(id); it != by_id.end()) return it->second;
+    std::uint32_t s;
+    if (!free.empty()) {
+      s = free.back();
+      free.pop_back();
+    } else {
+      s = static_cast<std::uint32_t>(slots.size());
+      slots.emplace_back();
+    }
+    slots[s].id = id;
+    by_id.emplace(id, s);
+    return s;
+  }
+  /// Frees `s` when its client is gone and nothing refers to it. Exclusive lock.
+  void try_free(std::uint32_t s) {
+    auto& x = slots[s];
+    if (x.client || x.refs.load(std::memory_order_relaxed) != 0 || x.id.empty()) return;
+    by_id.erase(x.id);
+    x.id.clear();
+    x.id.shrink_to_fit();
+    free.push_back(s);
+  }
 };
 
 struct metadata::shard {
@@ -24,22 +76,165 @@ struct metadata::shard {
   /// refused, until the holder confirms the drop (remove_replica), re-publishes
   /// without it (finish_republish) or leaves.
   struct holder {
-    std::string client_id;
     std::uint64_t version = 0;
     std::uint64_t epoch = 0;
+    std::uint32_t slot = 0;  ///< slot_table index of the holder
     bool live = true;
   };
-  struct entry {
+  /// One key: a single allocation holding the key's bytes, its size and its
+  /// first holder; further holders (superseded copies, rare) in `rest`.
+  struct node {
     std::uint64_t size = 0;  ///< of the last accepted publish
-    std::vector<holder> holders;
+    holder first;
+    std::vector<holder>* rest = nullptr;
+    std::uint32_t hash = 0;  ///< low bits of the key's hash
+    std::uint32_t key_len = 0;
+
+    const char* key_data() const noexcept { return reinterpret_cast<const char*>(this + 1); }
+    std::string_view key() const noexcept { return {key_data(), key_len}; }
+    std::size_t count() const noexcept { return 1 + (rest ? rest->size() : 0); }
+    holder& at(std::size_t i) noexcept { return i == 0 ? first : (*rest)[i - 1]; }
+    const holder& at(std::size_t i) const noexcept { return i == 0 ? first : (*rest)[i - 1]; }
+    void push(const holder& h) {
+      if (!rest) rest = new std::vector<holder>();
+      rest->push_back(h);
+    }
+    /// Removes holder i, keeping the order of the others; false when it was
+    /// the last one (the node must then be removed).
+    bool erase(std::size_t i) {
+      if (!rest || rest->empty()) return false;
+      if (i == 0) {
+        first = rest->front();
+        rest->erase(rest->begin());
+      } else {
+        rest->erase(rest->begin() + static_cast<std::ptrdiff_t>(i - 1));
+      }
+      if (rest->empty()) {
+        delete rest;
+        rest = nullptr;
+      }
+      return true;
+    }
     bool any_live() const noexcept {
-      for (auto& h : holders)
-        if (h.live) return true;
+      for (std::size_t i = 0, n = count(); i < n; ++i)
+        if (at(i).live) return true;
       return false;
     }
+
+    static node* make(std::string_view key, std::uint32_t hash) {
+      void* p = ::operator new(sizeof(node) + key.size());
+      auto* n = new (p) node();
+      n->hash = hash;
+      n->key_len = static_cast<std::uint32_t>(key.size());
+      std::memcpy(reinterpret_cast<char*>(n + 1), key.data(), key.size());
+      return n;
+    }
+    static void destroy(node* n) noexcept {
+      delete n->rest;
+      n->~node();
+      ::operator delete(n);
+    }
   };
+  static_assert(sizeof(node) == 48);
+
+  /// Open addressing with linear probing over node pointers; removal shifts
+  /// the following entries back (no tombstones). Load factor <= 3/4. A slot
+  /// keeps a 16-bit tag of the key's hash in the pointer's unused top bits
+  /// (user-space pointers are below 2^48; should a node be above, the table
+  /// drops its tags for good and compares every node), so probing past other
+  /// keys rarely touches their nodes: a lookup costs about one table and one
+  /// node cache miss.
+  struct table {
+    std::vector<std::uintptr_t> slots;  ///< 0: empty
+    std::size_t size = 0;
+    bool tagged = true;
+
+    static constexpr unsigned tag_shift = 48;
+    static constexpr std::uintptr_t ptr_mask = (std::uintptr_t{1} << tag_shift) - 1;
+    static constexpr std::size_t npos = static_cast<std::size_t>(-1);
+
+    table() = default;
+    table(const table&) = delete;
+    table& operator=(const table&) = delete;
+    ~table() {
+      for (std::size_t i = 0; i < slots.size(); ++i)
+        if (slots[i]) node::destroy(at(i));
+    }
+    static std::uintptr_t tag_of(std::uint32_t hash) noexcept {
+      // Mixed, so that it differs between keys of one run (same low bits).
+      auto t = static_cast<std::uintptr_t>((hash * 2654435769u) >> 16);
+      return t ? t : 1;
+    }
+    std::size_t capacity() const noexcept { return slots.size(); }
+    std::size_t mask() const noexcept { return slots.size() - 1; }
+    node* at(std::size_t i) const noexcept { return reinterpret_cast<node*>(tagged ? slots[i] & ptr_mask : slots[i]); }
+    void put(std::size_t i, node* n) noexcept {
+      auto p = reinterpret_cast<std::uintptr_t>(n);
+      if (tagged && (p & ~ptr_mask)) {
+        for (auto& v : slots) v &= ptr_mask;
+        tagged = false;
+      }
+      slots[i] = tagged ? p | (tag_of(n->hash) << tag_shift) : p;
+    }
+    /// The index of `key`, or of the empty slot where it would go.
+    std::size_t probe(std::string_view key, std::uint32_t hash) const noexcept {
+      const auto tag = tag_of(hash);
+      auto i = hash & mask();
+      for (;; i = (i + 1) & mask()) {
+        const auto v = slots[i];
+        if (!v) return i;
+        if (tagged && (v >> tag_shift) != tag) continue;
+        const auto* n = at(i);
+        if (n->hash == hash && n->key() == key) return i;
+      }
+    }
+    /// The index of `key`'s node, npos when absent.
+    std::size_t index_of(std::string_view key, std::uint32_t hash) const noexcept {
+      if (slots.empty()) return npos;
+      auto i = probe(key, hash);
+      return slots[i] ? i : npos;
+    }
+    node* find(std::string_view key, std::uint32_t hash) const noexcept {
+      auto i = index_of(key, hash);
+      return i == npos ? nullptr : at(i);
+    }
+    /// Makes room for one more node, then the index of `key`'s node or of
+    /// the empty slot to put it in (the caller puts it and counts it).
+    std::size_t find_or_slot(std::string_view key, std::uint32_t hash) {
+      if ((size + 1) * 4 > slots.size() * 3) grow();
+      return probe(key, hash);
+    }
+    void grow() {
+      std::vector<std::uintptr_t> old(slots.empty() ? 16 : slots.size() * 2, 0);
+      old.swap(slots);
+      for (auto v : old)
+        if (v) {
+          auto i = reinterpret_cast<node*>(tagged ? v & ptr_mask : v)->hash & mask();
+          while (slots[i]) i = (i + 1) & mask();
+          slots[i] = v;
+        }
+    }
+    /// Removes (and destroys) the node at i; the entries after it may move
+    /// back, into i at most (never to an index before i, except from a
+    /// wrapped-around run: index order scans may see such an entry twice).
+    void erase_at(std::size_t i) noexcept {
+      node::destroy(at(i));
+      --size;
+      auto hole = i;
+      for (auto j = (i + 1) & mask(); slots[j]; j = (j + 1) & mask()) {
+        auto home = at(j)->hash & mask();
+        // Move j into the hole unless its home lies cyclically in (hole, j].
+        bool stays = hole <= j ? (home > hole && home <= j) : (home > hole || home <= j);
+        if (stays) continue;
+        slots[hole] = slots[j];
+        hole = j;
+      }
+      slots[hole] = 0;
+    }
+  };
+
   mutable std::mutex mu;
-  std::unordered_map<std::string, entry> map;
+  table map;
 };
 
 struct metadata::counters {

@@ -5,19 +5,19 @@
 #include <boost/regex.hpp>
 
 #include <algorithm>
-#include <optional>
 #include <limits>
+#include <optional>
 
 namespace mc::master {
 namespace {
 constexpr auto relaxed = std::memory_order_relaxed;
 }  // namespace
 
-void metadata::queue_drop(const std::string& holder, const std::string& key, std::uint64_t version) {
-  // Caller holds clients_mu_.
-  auto it = clients_.find(holder);
-  if (it == clients_.end()) return;
-  auto& c = *it->second;
+void metadata::queue_drop(std::uint32_t holder, const std::string& key, std::uint64_t version) {
+  // Caller holds clients_mu_ exclusively.
+  auto* cp = slots_->slots[holder].client;
+  if (!cp) return;
+  auto& c = *cp;
   if (c.drops.size() >= opts_.max_pending_drops) {
     c.drops.clear();  // bounded: the holder re-publishes everything instead
     c.resync = true;
@@ -31,81 +31,150 @@ result<void> metadata::add_replica(const std::string& key, const std::string& cl
   if (auto r = check_key(key); !r) return r;
   if (version == 0) return fail(errc::invalid_version);
   std::shared_ptr<client_entry> c;
+  std::uint32_t self = 0;
   {
-    std::lock_guard lk(clients_mu_);
+    std::shared_lock lk(clients_mu_);
     auto it = clients_.find(client_id);
     if (it == clients_.end()) return fail(errc::client_not_found);
     c = it->second;
+    self = c->slot;
+    // A pin: the slot stays bound to this id until released (or it becomes
+    // the reference of the entry this publish adds).
+    slots_->slots[self].refs.fetch_add(1, relaxed);
   }
-  auto stale = [&] {
-    counters_->stale_publishes.fetch_add(1, relaxed);
-    return fail(errc::invalid_version);
-  };
-  auto& s = shard_for(key);
-  std::vector<shard::holder> superseded;
-  bool became_live = false;
+  bool pinned = true, stale = false, became_live = false;
+  std::vector<std::pair<std::uint32_t, std::uint64_t>> superseded;  // (holder, version)
+  auto [sp, hash] = shard_for(key);
   {
-    std::lock_guard lk(s.mu);
-    auto& e = s.map[key];
-    auto self = std::find_if(e.holders.begin(), e.holders.end(),
-                             [&](const shard::holder& h) { return h.client_id == client_id; });
-    bool others_live = std::any_of(e.holders.begin(), e.holders.end(),
-                                   [&](const shard::holder& h) { return h.live && h.client_id != client_id; });
-    if (self != e.holders.end()) {
-      if (version < self->version || (version == self->version && !self->live)) return stale();
-      if (version == self->version) {  // the same copy again: idempotent
-        self->epoch = std::max(self->epoch, epoch);
-        return {};
-      }
-    }
-    if (kind == publish_kind::republish && others_live) return stale();
-    if (self == e.holders.end()) {
-      e.holders.push_back({client_id, version, epoch, true});
+    std::lock_guard lk(sp->mu);
+    auto& t = sp->map;
+    const auto i = t.find_or_slot(key, hash);
+    auto* n = t.at(i);
+    if (!n) {
+      n = shard::node::make(key, hash);
+      n->size = size;
+      n->first = {version, epoch, self, true};
+      t.put(i, n);
+      ++t.size;
       became_live = true;
+      pinned = false;
     } else {
-      became_live = !self->live;
-      *self = {client_id, version, std::max(self->epoch, epoch), true};
-    }
-    e.size = size;
-    for (auto& h : e.holders)
-      if (h.live && h.client_id != client_id) {
-        h.live = false;
-        superseded.push_back(h);
+      constexpr auto none = std::numeric_limits<std::size_t>::max();
+      std::size_t pos = none;
+      bool others_live = false, idempotent = false;
+      for (std::size_t j = 0, cnt = n->count(); j < cnt; ++j) {
+        auto& h = n->at(j);
+        if (h.slot == self)
+          pos = j;
+        else if (h.live)
+          others_live = true;
       }
+      if (pos != none) {
+        auto& h = n->at(pos);
+        if (version < h.version || (version == h.version && !h.live)) {
+          stale = true;
+        } else if (version == h.version) {  // the same copy again: idempotent
+          h.epoch = std::max(h.epoch, epoch);
+          idempotent = true;
+        }
+      }
+      if (!stale && !idempotent && kind == publish_kind::republish && others_live) stale = true;
+      if (!stale && !idempotent) {
+        if (pos == none) {
+          n->push({version, epoch, self, true});
+          became_live = true;
+          pinned = false;
+        } else {
+          auto& h = n->at(pos);
+          became_live = !h.live;
+          h = {version, std::max(h.epoch, epoch), self, true};
+        }
+        n->size = size;
+        for (std::size_t j = 0, cnt = n->count(); j < cnt; ++j) {
+          auto& h = n->at(j);
+          if (h.live && h.slot != self) {
+            h.live = false;
+            superseded.emplace_back(h.slot, h.version);
+          }
+        }
+      }
+    }
   }
   if (became_live) c->keys.fetch_add(1, relaxed);
-  if (superseded.empty()) return {};
-  counters_->superseded.fetch_add(superseded.size(), relaxed);
-  std::lock_guard clk(clients_mu_);
-  for (auto& h : superseded) {
-    if (auto it = clients_.find(h.client_id); it != clients_.end()) it->second->keys.fetch_sub(1, relaxed);
-    queue_drop(h.client_id, key, h.version);
+  if (!superseded.empty()) {
+    counters_->superseded.fetch_add(superseded.size(), relaxed);
+    std::lock_guard clk(clients_mu_);
+    for (auto& [slot, v] : superseded) {
+      if (auto* h = slots_->slots[slot].client) h->keys.fetch_sub(1, relaxed);
+      queue_drop(slot, key, v);
+    }
+    if (pinned) unref(self, 1);
+  } else if (pinned) {
+    // The client is registered (c): its slot is not freed now, but it may
+    // have left since; the exclusive lock is taken only then.
+    bool gone = false;
+    {
+      std::shared_lock clk(clients_mu_);
+      auto& s = slots_->slots[self];
+      gone = s.refs.fetch_sub(1, relaxed) == 1 && !s.client;
+    }
+    if (gone) {
+      std::lock_guard clk(clients_mu_);
+      slots_->try_free(self);
+    }
+  }
+  if (stale) {
+    counters_->stale_publishes.fetch_add(1, relaxed);
+    return fail(errc::invalid_version);
   }
   return {};
 }
 
 result<void> metadata::remove_replica(const std::string& key, const std::string& client_id, std::uint64_t version) {
   if (auto r = check_key(key); !r) return r;
-  auto& s = shard_for(key);
-  bool was_live = false;
+  std::uint32_t slot = 0;
   {
-    std::lock_guard lk(s.mu);
-    auto it = s.map.find(key);
-    if (it == s.map.end()) return fail(errc::object_not_found);
-    auto& h = it->second.holders;
-    auto pos = std::find_if(h.begin(), h.end(), [&](const shard::holder& x) { return x.client_id == client_id; });
-    if (pos == h.end()) return fail(errc::object_not_found);
-    if (pos->version > version) {  // a fresher copy was published since: keep it
-      counters_->stale_removals.fetch_add(1, relaxed);
-      return fail(errc::invalid_version);
-    }
-    was_live = pos->live;
-    h.erase(pos);
-    if (h.empty()) s.map.erase(it);
+    // Also a gone client's entries (left by a publish racing its departure)
+    // can be removed: by its id's slot while it is bound.
+    std::shared_lock lk(clients_mu_);
+    auto it = slots_->by_id.find(client_id);
+    if (it == slots_->by_id.end()) return fail(errc::object_not_found);
+    slot = it->second;
+    slots_->slots[slot].refs.fetch_add(1, relaxed);  // pinned until the end
   }
-  if (!was_live) return {};
-  std::lock_guard clk(clients_mu_);
-  if (auto it = clients_.find(client_id); it != clients_.end()) it->second->keys.fetch_sub(1, relaxed);
+  auto [sp, hash] = shard_for(key);
+  bool found = false, newer = false, was_live = false;
+  {
+    std::lock_guard lk(sp->mu);
+    auto& t = sp->map;
+    const auto i = t.index_of(key, hash);
+    if (i != shard::table::npos) {
+      auto* n = t.at(i);
+      for (std::size_t j = 0, cnt = n->count(); j < cnt; ++j) {
+        auto& h = n->at(j);
+        if (h.slot != slot) continue;
+        found = true;
+        if (h.version > version) {  // a fresher copy was published since: keep it
+          newer = true;
+        } else {
+          was_live = h.live;
+          if (!n->erase(j)) t.erase_at(i);
+        }
+        break;
+      }
+    }
+  }
+  {
+    std::lock_guard clk(clients_mu_);
+    if (was_live)
+      if (auto* c = slots_->slots[slot].client) c->keys.fetch_sub(1, relaxed);
+    unref(slot, found && !newer ? 2 : 1);
+  }
+  if (!found) return fail(errc::object_not_found);
+  if (newer) {
+    counters_->stale_removals.fetch_add(1, relaxed);
+    return fail(errc::invalid_version);
+  }
   return {};
 }
 
@@ -113,12 +182,14 @@ result<std::vector<replica>> metadata::remove_key(const std::string& key) {
   if (auto r = check_key(key); !r) return r.error();
   std::vector<holder_ref> holders;
   {
-    auto& s = shard_for(key);
-    std::lock_guard lk(s.mu);
-    auto it = s.map.find(key);
-    if (it == s.map.end()) return fail(errc::object_not_found);
-    for (auto& h : it->second.holders) holders.push_back({std::move(h.client_id), h.live});
-    s.map.erase(it);
+    auto [sp, hash] = shard_for(key);
+    std::lock_guard lk(sp->mu);
+    auto& t = sp->map;
+    const auto i = t.index_of(key, hash);
+    if (i == shard::table::npos) return fail(errc::object_not_found);
+    auto* n = t.at(i);
+    for (std::size_t j = 0, cnt = n->count(); j < cnt; ++j) holders.push_back({n->at(j).slot, n->at(j).live});
+    t.erase_at(i);
   }
   // Superseded holders are returned too: they may still hold an old copy.
   return release_holders(holders);
@@ -127,11 +198,13 @@ result<std::vector<replica>> metadata::remove_key(const std::string& key) {
 std::vector<replica> metadata::release_holders(const std::vector<holder_ref>& holders) {
   std::vector<replica> out;
   std::lock_guard clk(clients_mu_);
-  for (auto& h : holders)
-    if (auto it = clients_.find(h.client_id); it != clients_.end()) {
-      if (h.live) it->second->keys.fetch_sub(1, relaxed);
-      out.push_back({h.client_id, it->second->info.rpc_endpoint, it->second->info.transfer_endpoint});
+  for (auto& h : holders) {
+    if (auto* c = slots_->slots[h.slot].client) {
+      if (h.live) c->keys.fetch_sub(1, relaxed);
+      out.push_back({c->info.client_id, c->info.rpc_endpoint, c->info.transfer_endpoint});
     }
+    unref(h.slot, 1);
+  }
   return out;
 }
 
@@ -156,21 +229,28 @@ result<metadata::removal_page> metadata::remove_matching(const std::string& patt
     {
       auto& sp = shards_[shard];
       std::lock_guard lk(sp->mu);
-      for (auto it = sp->map.begin(); it != sp->map.end();) {
+      auto& t = sp->map;
+      // erase_at moves later entries back into i: i is looked at again.
+      for (std::size_t i = 0; i < t.capacity();) {
+        auto* n = t.at(i);
+        if (!n) {
+          ++i;
+          continue;
+        }
         ++scanned;
         bool match = all;
         if (!all) {
           try {
             // Boost.Regex bounds backtracking: a pathological pattern throws
             // instead of stalling the master.
-            match = boost::regex_search(it->first, *re);
+            match = boost::regex_search(n->key_data(), n->key_data() + n->key_len, *re);
           } catch (const std::exception&) {
             too_complex = true;
             break;
           }
         }
         if (!match) {
-          ++it;
+          ++i;
           continue;
         }
         if (page.removed.size() >= limit) {
@@ -178,10 +258,10 @@ result<metadata::removal_page> metadata::remove_matching(const std::string& patt
           break;
         }
         std::vector<holder_ref> hs;
-        for (auto& h : it->second.holders) hs.push_back({std::move(h.client_id), h.live});
-        page.removed.push_back({it->first, {}});
+        for (std::size_t j = 0, cnt = n->count(); j < cnt; ++j) hs.push_back({n->at(j).slot, n->at(j).live});
+        page.removed.push_back({std::string(n->key()), {}});
         refs.push_back(std::move(hs));
-        it = sp->map.erase(it);
+        t.erase_at(i);
       }
     }
     if (too_complex || full) break;
@@ -194,23 +274,34 @@ result<metadata::removal_page> metadata::remove_matching(const std::string& patt
   return page;
 }
 
-std::pair<std::uint64_t, std::uint64_t> metadata::drop_holder_entries(const std::string& client_id,
+std::pair<std::uint64_t, std::uint64_t> metadata::drop_holder_entries(std::uint32_t slot,
                                                                       std::optional<std::uint64_t> below_epoch) {
   std::uint64_t removed = 0, live = 0;
   for (auto& s : shards_) {
     std::lock_guard lk(s->mu);
-    for (auto it = s->map.begin(); it != s->map.end();) {
-      auto& h = it->second.holders;
-      for (auto pos = h.begin(); pos != h.end();) {
-        if (pos->client_id != client_id || (below_epoch && pos->epoch >= *below_epoch)) {
-          ++pos;
+    auto& t = s->map;
+    for (std::size_t i = 0; i < t.capacity();) {
+      auto* n = t.at(i);
+      if (!n) {
+        ++i;
+        continue;
+      }
+      bool gone = false;
+      for (std::size_t j = 0; j < n->count();) {
+        auto& h = n->at(j);
+        if (h.slot != slot || (below_epoch && h.epoch >= *below_epoch)) {
+          ++j;
           continue;
         }
         ++removed;
-        live += pos->live ? 1 : 0;
-        pos = h.erase(pos);
+        live += h.live ? 1 : 0;
+        if (!n->erase(j)) {
+          t.erase_at(i);  // entries after i may move back into i: looked at again
+          gone = true;
+          break;
+        }
       }
-      it = h.empty() ? s->map.erase(it) : std::next(it);
+      if (!gone) ++i;
     }
   }
   return {removed, live};
@@ -218,20 +309,25 @@ std::pair<std::uint64_t, std::uint64_t> metadata::drop_holder_entries(const std:
 
 // Every entry, also those published with epoch UINT64_MAX (a bound of
 // "older than UINT64_MAX" left them behind for a client that was gone).
-void metadata::drop_client_replicas(const std::string& client_id) {
-  (void)drop_holder_entries(client_id, std::nullopt);
+void metadata::drop_client_replicas(std::uint32_t slot) {
+  auto removed = drop_holder_entries(slot, std::nullopt).first;
+  std::lock_guard lk(clients_mu_);
+  unref(slot, removed + 1);  // and forget_client's pin
 }
 
 result<std::uint64_t> metadata::finish_republish(const std::string& client_id, std::uint64_t epoch) {
   std::shared_ptr<client_entry> c;
   {
-    std::lock_guard lk(clients_mu_);
+    std::shared_lock lk(clients_mu_);
     auto it = clients_.find(client_id);
     if (it == clients_.end()) return fail(errc::client_not_found);
     c = it->second;
+    slots_->slots[c->slot].refs.fetch_add(1, relaxed);  // pinned until the end
   }
-  auto [removed, live] = drop_holder_entries(client_id, epoch);
+  auto [removed, live] = drop_holder_entries(c->slot, epoch);
   c->keys.fetch_sub(std::min<std::uint64_t>(live, c->keys.load(relaxed)), relaxed);
+  std::lock_guard lk(clients_mu_);
+  unref(c->slot, removed + 1);
   return removed;
 }
 
@@ -256,22 +352,23 @@ ordering_stats metadata::ordering() const {
 result<key_info> metadata::lookup(const std::string& key) const {
   if (auto r = check_key(key); !r) return r.error();
   key_info out;
-  std::vector<std::string> holders;
-  {
-    auto& s = shard_for(key);
-    std::lock_guard lk(s.mu);
-    auto it = s.map.find(key);
-    if (it == s.map.end()) return fail(errc::object_not_found);
-    out.size = it->second.size;
-    for (auto& h : it->second.holders)
-      if (h.live) holders.push_back(h.client_id);
-  }
   auto now = clock::now();
-  std::lock_guard clk(clients_mu_);
-  for (auto& h : holders) {
-    auto it = clients_.find(h);
-    if (it == clients_.end() || health_of(*it->second, now) != health::healthy) continue;
-    out.replicas.push_back({h, it->second->info.rpc_endpoint, it->second->info.transfer_endpoint});
+  auto [sp, hash] = shard_for(key);
+  {
+    // Both locks (in order): a holder's slot is resolved while its entry is
+    // there, so it names the client that published it.
+    std::lock_guard lk(sp->mu);
+    const auto* n = sp->map.find(key, hash);
+    if (!n) return fail(errc::object_not_found);
+    out.size = n->size;
+    std::shared_lock clk(clients_mu_);
+    for (std::size_t j = 0, cnt = n->count(); j < cnt; ++j) {
+      auto& h = n->at(j);
+      if (!h.live) continue;
+      auto* c = slots_->slots[h.slot].client;
+      if (!c || health_of(*c, now) != health::healthy) continue;
+      out.replicas.push_back({c->info.client_id, c->info.rpc_endpoint, c->info.transfer_endpoint});
+    }
   }
   if (out.replicas.empty()) return fail(errc::object_not_found);
   return out;
@@ -280,29 +377,25 @@ result<key_info> metadata::lookup(const std::string& key) const {
 bool metadata::exists(const std::string& key) const { return lookup(key).has_value(); }
 
 std::vector<std::pair<std::string, key_info>> metadata::keys(const std::string& prefix, std::size_t limit) const {
-  std::vector<std::pair<std::string, std::vector<std::string>>> raw;
-  std::vector<std::uint64_t> sizes;
-  for (auto& s : shards_) {
-    std::lock_guard lk(s->mu);
-    for (auto& [k, e] : s->map) {
-      if (raw.size() >= limit) break;
-      if (k.compare(0, prefix.size(), prefix) != 0 || !e.any_live()) continue;
-      std::vector<std::string> live;
-      for (auto& h : e.holders)
-        if (h.live) live.push_back(h.client_id);
-      raw.emplace_back(k, std::move(live));
-      sizes.push_back(e.size);
-    }
-  }
   std::vector<std::pair<std::string, key_info>> out;
-  std::lock_guard clk(clients_mu_);
-  for (std::size_t i = 0; i < raw.size(); ++i) {
-    key_info ki;
-    ki.size = sizes[i];
-    for (auto& h : raw[i].second)
-      if (auto it = clients_.find(h); it != clients_.end())
-        ki.replicas.push_back({h, it->second->info.rpc_endpoint, it->second->info.transfer_endpoint});
-    out.emplace_back(std::move(raw[i].first), std::move(ki));
+  for (auto& s : shards_) {
+    if (out.size() >= limit) break;
+    std::lock_guard lk(s->mu);
+    std::shared_lock clk(clients_mu_);
+    for (std::size_t i = 0; i < s->map.capacity(); ++i) {
+      auto* n = s->map.at(i);
+      if (out.size() >= limit) break;
+      if (!n || !n->key().starts_with(prefix) || !n->any_live()) continue;
+      key_info ki;
+      ki.size = n->size;
+      for (std::size_t j = 0, cnt = n->count(); j < cnt; ++j) {
+        auto& h = n->at(j);
+        if (!h.live) continue;
+        if (auto* c = slots_->slots[h.slot].client)
+          ki.replicas.push_back({c->info.client_id, c->info.rpc_endpoint, c->info.transfer_endpoint});
+      }
+      out.emplace_back(std::string(n->key()), std::move(ki));
+    }
   }
   return out;
 }
@@ -311,7 +404,10 @@ std::uint64_t metadata::key_count() const {
   std::uint64_t n = 0;
   for (auto& s : shards_) {
     std::lock_guard lk(s->mu);
-    for (auto& [k, e] : s->map) n += e.any_live() ? 1 : 0;
+    for (std::size_t i = 0; i < s->map.capacity(); ++i) {
+      auto* x = s->map.at(i);
+      n += x && x->any_live() ? 1 : 0;
+    }
   }
   return n;
 }
@@ -320,8 +416,9 @@ std::uint64_t metadata::replica_count() const {
   std::uint64_t n = 0;
   for (auto& s : shards_) {
     std::lock_guard lk(s->mu);
-    for (auto& [k, e] : s->map)
-      for (auto& h : e.holders) n += h.live ? 1 : 0;
+    for (std::size_t i = 0; i < s->map.capacity(); ++i)
+      if (auto* x = s->map.at(i))
+        for (std::size_t j = 0, cnt = x->count(); j < cnt; ++j) n += x->at(j).live ? 1 : 0;
   }
   return n;
 }

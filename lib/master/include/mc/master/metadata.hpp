@@ -10,6 +10,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <shared_mutex>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -220,21 +221,32 @@ class metadata {
 
  private:
   struct client_entry;
+  struct slot_table;
   struct shard;
-  shard& shard_for(const std::string& key) const;
+  /// The key's shard and its hash within the shard.
+  std::pair<shard*, std::uint32_t> shard_for(std::string_view key) const;
   health health_of(const client_entry& c, clock::time_point now) const;
   result<void> check_key(const std::string& key) const;
-  void drop_client_replicas(const std::string& client_id);
-  /// Removes `client_id`'s entries with epoch < `below_epoch` (every entry
-  /// when nullopt, whatever its epoch); returns (entries removed, live
+  /// Unbinds a client from its slot (it is gone; clients_mu_ held
+  /// exclusively) and pins the slot for drop_client_replicas.
+  void forget_client(const client_entry& c);
+  /// Drops a gone client's entries, then releases forget_client's pin (the
+  /// slot is freed if nothing else refers to it). No lock held.
+  void drop_client_replicas(std::uint32_t slot);
+  /// Removes the entries of holder `slot` with epoch < `below_epoch` (every
+  /// entry when nullopt, whatever its epoch); returns (entries removed, live
   /// entries among them).
-  std::pair<std::uint64_t, std::uint64_t> drop_holder_entries(const std::string& client_id,
+  std::pair<std::uint64_t, std::uint64_t> drop_holder_entries(std::uint32_t slot,
                                                               std::optional<std::uint64_t> below_epoch);
-  void queue_drop(const std::string& holder, const std::string& key, std::uint64_t version);
+  /// Releases `n` references of `slot` (entries removed or pins), freeing it
+  /// if its client is gone and none is left. clients_mu_ held exclusively.
+  void unref(std::uint32_t slot, std::uint64_t n);
+  void queue_drop(std::uint32_t holder, const std::string& key, std::uint64_t version);
   /// The endpoints of removed entries' holders; live ones leave their
-  /// client's key count. Takes clients_mu_ (no shard lock may be held).
+  /// client's key count; their slots are released. Takes clients_mu_ (no
+  /// shard lock may be held).
   struct holder_ref {
-    std::string client_id;
+    std::uint32_t slot = 0;
     bool live = false;
   };
   std::vector<replica> release_holders(const std::vector<holder_ref>& holders);
@@ -242,8 +254,10 @@ class metadata {
   std::unique_ptr<counters> counters_;
 
   metadata_options opts_;
-  mutable std::mutex clients_mu_;
+  /// Guards clients_ and slots_ (lookups take it shared).
+  mutable std::shared_mutex clients_mu_;
   std::unordered_map<std::string, std::shared_ptr<client_entry>> clients_;
+  std::unique_ptr<slot_table> slots_;
   std::vector<std::unique_ptr<shard>> shards_;
 };
 
