@@ -138,53 +138,44 @@ struct metadata::shard {
   static_assert(sizeof(node) == 48);
 
   /// Open addressing with linear probing over node pointers; removal shifts
-  /// the following entries back (no tombstones). Load factor <= 3/4. A slot
-  /// keeps a 16-bit tag of the key's hash in the pointer's unused top bits
-  /// (user-space pointers are below 2^48; should a node be above, the table
-  /// drops its tags for good and compares every node), so probing past other
-  /// keys rarely touches their nodes: a lookup costs about one table and one
-  /// node cache miss.
+  /// the following entries back (no tombstones). Load factor <= 3/4. Beside
+  /// each slot a 16-bit tag of its key's hash (a parallel array: pointers
+  /// stay plain, so leak checkers and debuggers see them), so probing past
+  /// other keys rarely touches their nodes: a lookup costs about one table
+  /// and one node cache miss.
   struct table {
-    std::vector<std::uintptr_t> slots;  ///< 0: empty
+    std::vector<node*> slots;         ///< nullptr: empty
+    std::vector<std::uint16_t> tags;  ///< tag_of(hash) of slots[i]'s key
     std::size_t size = 0;
-    bool tagged = true;
 
-    static constexpr unsigned tag_shift = 48;
-    static constexpr std::uintptr_t ptr_mask = (std::uintptr_t{1} << tag_shift) - 1;
     static constexpr std::size_t npos = static_cast<std::size_t>(-1);
 
     table() = default;
     table(const table&) = delete;
     table& operator=(const table&) = delete;
     ~table() {
-      for (std::size_t i = 0; i < slots.size(); ++i)
-        if (slots[i]) node::destroy(at(i));
+      for (auto* n : slots)
+        if (n) node::destroy(n);
     }
-    static std::uintptr_t tag_of(std::uint32_t hash) noexcept {
+    static std::uint16_t tag_of(std::uint32_t hash) noexcept {
       // Mixed, so that it differs between keys of one run (same low bits).
-      auto t = static_cast<std::uintptr_t>((hash * 2654435769u) >> 16);
-      return t ? t : 1;
+      return static_cast<std::uint16_t>((hash * 2654435769u) >> 16);
     }
     std::size_t capacity() const noexcept { return slots.size(); }
     std::size_t mask() const noexcept { return slots.size() - 1; }
-    node* at(std::size_t i) const noexcept { return reinterpret_cast<node*>(tagged ? slots[i] & ptr_mask : slots[i]); }
+    node* at(std::size_t i) const noexcept { return slots[i]; }
     void put(std::size_t i, node* n) noexcept {
-      auto p = reinterpret_cast<std::uintptr_t>(n);
-      if (tagged && (p & ~ptr_mask)) {
-        for (auto& v : slots) v &= ptr_mask;
-        tagged = false;
-      }
-      slots[i] = tagged ? p | (tag_of(n->hash) << tag_shift) : p;
+      slots[i] = n;
+      tags[i] = tag_of(n->hash);
     }
     /// The index of `key`, or of the empty slot where it would go.
     std::size_t probe(std::string_view key, std::uint32_t hash) const noexcept {
       const auto tag = tag_of(hash);
       auto i = hash & mask();
       for (;; i = (i + 1) & mask()) {
-        const auto v = slots[i];
-        if (!v) return i;
-        if (tagged && (v >> tag_shift) != tag) continue;
-        const auto* n = at(i);
+        const auto* n = slots[i];
+        if (!n) return i;
+        if (tags[i] != tag) continue;
         if (n->hash == hash && n->key() == key) return i;
       }
     }
@@ -196,7 +187,7 @@ struct metadata::shard {
     }
     node* find(std::string_view key, std::uint32_t hash) const noexcept {
       auto i = index_of(key, hash);
-      return i == npos ? nullptr : at(i);
+      return i == npos ? nullptr : slots[i];
     }
     /// Makes room for one more node, then the index of `key`'s node or of
     /// the empty slot to put it in (the caller puts it and counts it).
@@ -205,31 +196,36 @@ struct metadata::shard {
       return probe(key, hash);
     }
     void grow() {
-      std::vector<std::uintptr_t> old(slots.empty() ? 16 : slots.size() * 2, 0);
+      const std::size_t n = slots.empty() ? 16 : slots.size() * 2;
+      std::vector<node*> old(n, nullptr);
+      std::vector<std::uint16_t> old_tags(n, 0);
       old.swap(slots);
-      for (auto v : old)
-        if (v) {
-          auto i = reinterpret_cast<node*>(tagged ? v & ptr_mask : v)->hash & mask();
+      old_tags.swap(tags);
+      for (std::size_t k = 0; k < old.size(); ++k)
+        if (auto* x = old[k]) {
+          auto i = x->hash & mask();
           while (slots[i]) i = (i + 1) & mask();
-          slots[i] = v;
+          slots[i] = x;
+          tags[i] = old_tags[k];
         }
     }
     /// Removes (and destroys) the node at i; the entries after it may move
     /// back, into i at most (never to an index before i, except from a
     /// wrapped-around run: index order scans may see such an entry twice).
     void erase_at(std::size_t i) noexcept {
-      node::destroy(at(i));
+      node::destroy(slots[i]);
       --size;
       auto hole = i;
       for (auto j = (i + 1) & mask(); slots[j]; j = (j + 1) & mask()) {
-        auto home = at(j)->hash & mask();
+        auto home = slots[j]->hash & mask();
         // Move j into the hole unless its home lies cyclically in (hole, j].
         bool stays = hole <= j ? (home > hole && home <= j) : (home > hole || home <= j);
         if (stays) continue;
         slots[hole] = slots[j];
+        tags[hole] = tags[j];
         hole = j;
       }
-      slots[hole] = 0;
+      slots[hole] = nullptr;
     }
   };
 
