@@ -183,11 +183,24 @@ TEST_SUITE("data manager io") {
     mc::store::put_options remote;
     remote.where = mc::store::placement::remote;
     remote.target = a.rpc_endpoint();
+    // Deadlines scaled to this build's speed (a sanitizer build's put takes
+    // several times longer; with fixed deadlines of at most 1.5 ms none
+    // completed there): up to 1.5x what one uncancelled put of each kind took.
+    // (Timed on warm connections: the first puts also connect.)
+    keys.push_back("c-calibrate-local");
+    keys.push_back("c-calibrate-remote");
+    REQUIRE(c.on(0, a.put(keys[0], bytes_of(random_bytes(100000, 7)))));
+    REQUIRE(c.on(1, b.put(keys[1], bytes_of(random_bytes(100000, 8)), remote)));
+    const auto t0 = std::chrono::steady_clock::now();
+    REQUIRE(c.on(0, a.put(keys[0], bytes_of(random_bytes(100000, 9)))));
+    REQUIRE(c.on(1, b.put(keys[1], bytes_of(random_bytes(100000, 10)), remote)));
+    const auto took = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0);
+    const auto span = static_cast<std::uint64_t>(std::max<std::int64_t>(1500, took.count() * 3 / 4));
     for (int i = 0; i < 80; ++i) {
       auto key = mc::test::numbered("c", i);
       keys.push_back(key);
       auto v = random_bytes(1000 + rng() % 200000, i);
-      auto limit = std::chrono::microseconds(rng() % 1500);
+      auto limit = std::chrono::microseconds(rng() % span);
       mc::result<void> r;
       if (i % 2 == 0)
         r = c.on(0, mc::with_deadline(a.put(key, bytes_of(v)), limit));
