@@ -65,6 +65,9 @@ struct sample {
   double p99_us = 0;
 };
 
+/// The i-th key of values of `size` bytes (drive() and the curves' load).
+std::string bench_key(std::size_t size, int i) { return "bench/" + std::to_string(size) + "/" + std::to_string(i); }
+
 // c workers issue back-to-back ops for `seconds`; keys rotate over `keys`.
 sample drive(mc::runtime::runtime& rt, mc::store::client& c, bool get, std::size_t size, int conc, double seconds,
              int keys) {
@@ -84,7 +87,7 @@ sample drive(mc::runtime::runtime& rt, mc::store::client& c, bool get, std::size
           mc::store::put_options remote;
           remote.where = mc::store::placement::remote;
           for (int i = w; clock_type::now() < deadline; i += 7) {
-            std::string key = "bench/" + std::to_string(buf.size()) + "/" + std::to_string(i % keys);
+            std::string key = bench_key(buf.size(), i % keys);
             auto t0 = clock_type::now();
             bool ok = get ? (co_await c.get(key, buf)).has_value() : (co_await c.put(key, buf, remote)).has_value();
             if (!ok) throw std::runtime_error("operation failed on " + key);
@@ -248,6 +251,8 @@ int main(int argc, char** argv) {
         rc = 1;
       } else {
         auto keys_of = [](std::size_t size) { return size >= (1 << 20) ? 16 : 64; };
+        const std::string redis_target =
+            config == "tcp" ? "-h 127.0.0.1 -p " + std::to_string(redis_port) : "-s " + sock;
         auto measure = [&](const std::string& op, std::size_t size, int conc) {
           const int keys = keys_of(size);
           std::vector<double> ours_ops, ours_p50, ours_p99, base_ops, base_p50, base_p99;
@@ -257,8 +262,7 @@ int main(int argc, char** argv) {
             ours_p50.push_back(x.p50_us);
             ours_p99.push_back(x.p99_us);
             if (s.redis) {
-              auto target = config == "tcp" ? "-h 127.0.0.1 -p " + std::to_string(redis_port) : "-s " + sock;
-              auto b = redis(target, op == "get", size, conc, s.seconds, keys);
+              auto b = redis(redis_target, op == "get", size, conc, s.seconds, keys);
               base_ops.push_back(b.ops_per_s);
               base_p50.push_back(b.p50_us);
               base_p99.push_back(b.p99_us);
@@ -278,7 +282,7 @@ int main(int argc, char** argv) {
           mc::store::put_options remote;
           remote.where = mc::store::placement::remote;
           for (int i = 0; i < keys; ++i) {
-            auto key = "bench/" + std::to_string(size) + "/" + std::to_string(i);
+            auto key = bench_key(size, i);
             auto ok = rt.block_on([](mc::store::client& cl, std::string k, std::span<const std::byte> v,
                                      mc::store::put_options o) -> mc::task<bool> {
               co_return (co_await cl.put(std::move(k), v, std::move(o))).has_value();
@@ -289,7 +293,6 @@ int main(int argc, char** argv) {
             // Redis: every key redis-benchmark's -r draws from ("key:%012d")
             // holds a value of this size before the GETs (a GET of a missing
             // key is cheaper and would flatter Redis).
-            auto target = config == "tcp" ? "-h 127.0.0.1 -p " + std::to_string(redis_port) : "-s " + sock;
             auto file = (tmp / "value").string();
             {
               std::ofstream out(file, std::ios::binary | std::ios::trunc);
@@ -299,7 +302,7 @@ int main(int argc, char** argv) {
             for (int i = 0; i < keys; ++i) {
               char key[32];
               std::snprintf(key, sizeof key, "key:%012d", i);
-              auto cmd = "redis-cli " + target + " -x SET " + key + " < " + file + " >/dev/null 2>&1";
+              auto cmd = "redis-cli " + redis_target + " -x SET " + key + " < " + file + " >/dev/null 2>&1";
               if (std::system(cmd.c_str()) != 0) throw std::runtime_error("load: redis-cli SET failed");
             }
           }
@@ -311,9 +314,7 @@ int main(int argc, char** argv) {
           const bool sizes_have_4k = std::find(s.sizes.begin(), s.sizes.end(), std::size_t{4096}) != s.sizes.end();
           load(4096);
           (void)drive(rt, **c, true, 4096, s.curve_inflight, std::min(s.seconds, 0.3), keys_of(4096));
-          if (s.redis)
-            (void)redis(config == "tcp" ? "-h 127.0.0.1 -p " + std::to_string(redis_port) : "-s " + sock, true, 4096,
-                        s.curve_inflight, 0.3, keys_of(4096));
+          if (s.redis) (void)redis(redis_target, true, 4096, s.curve_inflight, 0.3, keys_of(4096));
           for (auto conc : s.concurrency)
             if (conc != s.curve_inflight || !sizes_have_4k) measure("get", 4096, conc);
           auto sizes = s.sizes;

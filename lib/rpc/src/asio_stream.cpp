@@ -239,14 +239,10 @@ kj::Promise<void> asio_stream::write(kj::ArrayPtr<const kj::ArrayPtr<const kj::b
     arm_deferred_flush();
     return kj::READY_NOW;
   }
-  if (!core_->deferred.empty()) {
-    auto copy = kj::heapArray<kj::ArrayPtr<const kj::byte>>(pieces.size());
-    for (size_t i = 0; i < pieces.size(); ++i) copy[i] = pieces[i];
-    return write_after_deferred(kj::mv(copy));
-  }
   // The pieces array itself may not outlive this call; the bytes do.
   auto copy = kj::heapArray<kj::ArrayPtr<const kj::byte>>(pieces.size());
   for (size_t i = 0; i < pieces.size(); ++i) copy[i] = pieces[i];
+  if (!core_->deferred.empty()) return write_after_deferred(kj::mv(copy));
   return writev_loop(kj::mv(copy), 0);
 }
 

@@ -94,8 +94,7 @@ task<std::vector<result<void>>> client::impl::put_many(std::vector<std::string> 
         if (!r) {
           for (auto* it : again) it->out = r.error();
         } else {
-          for (auto* it : again) it->out = fail(errc::rpc_fail);
-          co_await write_waves(r->rpc_endpoint, r->transfer_endpoint, std::move(again));
+          co_await write_waves(r->rpc_endpoint, r->transfer_endpoint, std::move(again));  // sets every item's out
         }
       }
     }
