@@ -20,6 +20,7 @@
 #include <iostream>
 #include <memory>
 #include <optional>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -29,8 +30,12 @@ constexpr const char* usage_text =
     "usage: mooncake_cli --master_server_address HOST:PORT [options] COMMAND [ARGS]\n"
     "\n"
     "commands:\n"
-    "  put [--target HOST:RPCPORT] KEY FILE   store FILE under KEY on a node (given, or the\n"
-    "                                         master's write route) via the remote-write flow\n"
+    "  put [--target HOST:RPCPORT] [--replicas N] KEY FILE\n"
+    "                                         store FILE under KEY on a node (given, or the\n"
+    "                                         master's write route) via the remote-write flow;\n"
+    "                                         --replicas N (1..16): on N distinct nodes (the target\n"
+    "                                         and N-1 the master chooses); exit 1 with\n"
+    "                                         REPLICATION_INCOMPLETE when only some copies committed\n"
     "  get KEY [OUT]                          remote-read KEY into OUT (default: stdout)\n"
     "  exists KEY                             prints yes/no (exit 0/1)\n"
     "  remove KEY                             removes KEY from every holder\n"
@@ -79,6 +84,7 @@ struct cli_options {
   std::vector<std::string> device_names;
   std::uint64_t max_value = 4ull << 30;
   std::string target;
+  std::uint32_t replicas = 1;
   mc::config::auth_options auth;
   std::vector<std::string> words;  // command and its arguments
 };
@@ -150,7 +156,11 @@ std::optional<int> parse(int argc, char** argv, cli_options& o) {
         o.max_value = std::stoull(value);
       else if (name == "target")
         o.target = value;
-      else if (name == "protocol")
+      else if (name == "replicas") {
+        auto n = std::stoull(value);
+        if (n == 0 || n > mc::master::replication::max_copies) throw std::invalid_argument("replicas");
+        o.replicas = static_cast<std::uint32_t>(n);
+      } else if (name == "protocol")
         o.protocol = value;
       else if (name == "device_names")
         o.device_names = split_list(value);
@@ -189,6 +199,7 @@ struct session {
     std::vector<std::byte> buf(size);
     in.seekg(0);
     in.read(reinterpret_cast<char*>(buf.data()), static_cast<std::streamsize>(size));
+    if (o.replicas > 1) co_return co_await put_replicated(key, buf);
     std::string target = o.target;
     if (target.empty()) {
       auto r = co_await master.write_route(size);
@@ -201,6 +212,47 @@ struct session {
     if (!r) co_return op_error(r.error(), "put " + key + " on " + target);
     std::cerr << "stored " << size << " bytes under '" << key << "' on " << target << "\n";
     co_return 0;
+  }
+
+  /// put --replicas N: the target (if given) and nodes the master chooses,
+  /// each sent the value with the copies' replication tag.
+  mc::task<int> put_replicated(const std::string& key, std::vector<std::byte>& buf) {
+    std::vector<std::string> homes;
+    if (!o.target.empty()) homes.push_back(o.target);
+    std::vector<std::string> exclude;
+    auto routes = co_await master.write_routes(buf.size(), o.replicas, std::move(exclude));
+    if (!routes && homes.empty()) co_return op_error(routes.error(), "write routes for " + key);
+    if (routes)
+      for (auto& r : *routes)
+        if (r.rpc_endpoint != o.target && homes.size() < o.replicas) homes.push_back(r.rpc_endpoint);
+    std::random_device rd;
+    const std::uint64_t group = ((static_cast<std::uint64_t>(rd()) << 32) | rd()) >> 8 | 1;
+    const auto tag = mc::master::replication{group, o.replicas}.tag();
+    std::uint32_t ok = 0;
+    boost::system::error_code last = mc::make_error_code(mc::errc::no_available_handle);
+    for (auto& home : homes) {
+      // A registration per copy: revoked when that owner's answer is in.
+      auto region = engine.register_memory(buf.data(), buf.size());
+      if (!region) co_return op_error(region.error(), "register buffer");
+      std::vector<mc::store::peer_write> one(1);
+      one[0].key = key;
+      one[0].src.push_back(region->describe());
+      one[0].replication = tag;
+      auto r = co_await peers.write_batch(home, std::move(one));
+      auto res = r ? std::move(r->front()) : mc::result<void>(r.error());
+      if (res) {
+        ++ok;
+        std::cerr << "stored " << buf.size() << " bytes under '" << key << "' on " << home << "\n";
+      } else {
+        last = res.error();
+        std::cerr << "mooncake_cli: copy on " << home << " failed: " << mc::error_name(mc::to_errc(last)) << "\n";
+      }
+    }
+    if (ok == o.replicas) co_return 0;
+    if (ok > 0)
+      co_return op_error(mc::fail(mc::errc::replication_incomplete),
+                         "put " + key + " (" + std::to_string(ok) + " of " + std::to_string(o.replicas) + " copies)");
+    co_return op_error(last, "put " + key);
   }
 
   mc::task<int> get() {

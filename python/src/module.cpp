@@ -98,28 +98,37 @@ using cfg_t = const replicate_config&;
 
 prepared rejected(std::function<py::object()> why) { return {nullptr, nullptr, std::move(why)}; }
 
+/// A put's mode from Mooncake's arguments: ReplicateConfig.replica_num is the
+/// number of copies (0 or above the limit: the put fails with INVALID_PARAMS).
+put_how how_of(bool upsert, cfg_t cfg) {
+  put_how h;
+  h.upsert = upsert;
+  h.replicas = static_cast<std::uint32_t>(std::min<std::size_t>(cfg.replica_num, 1u << 16));
+  return h;
+}
+
 prepared put_pieces(store& st, std::string key, std::vector<std::span<const std::byte>> pieces,
-                    std::shared_ptr<views> keep, bool upsert) {
+                    std::shared_ptr<views> keep, put_how how) {
   if ((keep && !keep->ok) || pieces.empty()) return rejected(constant(static_cast<int>(errc::invalid_params)));
   auto out = std::make_shared<int>(not_ready);
   auto s = st.s;
-  return {[s, key = std::move(key), pieces = std::move(pieces), upsert, out](store_session::node& n) {
-            return assign(s->op_put_parts(n, key, pieces, upsert), out);
+  return {[s, key = std::move(key), pieces = std::move(pieces), how, out](store_session::node& n) {
+            return assign(s->op_put_parts(n, key, pieces, how), out);
           },
           [out, keep] { return py::cast(*out); }, constant(not_ready)};
 }
 
-prepared put_buffer(store& st, std::string key, const py::buffer& value, bool upsert) {
+prepared put_buffer(store& st, std::string key, const py::buffer& value, put_how how) {
   auto vs = std::make_shared<views>();
   vs->add(value);
   auto spans = vs->spans;
-  return put_pieces(st, std::move(key), std::move(spans), vs, upsert);
+  return put_pieces(st, std::move(key), std::move(spans), vs, how);
 }
 
-prepared put_from(store& st, std::string key, std::uintptr_t ptr, std::size_t size, bool upsert) {
+prepared put_from(store& st, std::string key, std::uintptr_t ptr, std::size_t size, put_how how) {
   auto pieces = store_session::pieces_of({{ptr, size}});
   if (!pieces || size == 0) return rejected(constant(static_cast<int>(errc::invalid_params)));
-  return put_pieces(st, std::move(key), const_pieces(*pieces), nullptr, upsert);
+  return put_pieces(st, std::move(key), const_pieces(*pieces), nullptr, how);
 }
 
 /// Batch puts: values[i] are key i's pieces. Mismatched counts fail every key;
@@ -127,7 +136,7 @@ prepared put_from(store& st, std::string key, std::uintptr_t ptr, std::size_t si
 /// Mooncake's put_batch does.
 prepared batch_put(store& st, std::vector<std::string> keys,
                    std::vector<std::vector<std::span<const std::byte>>> values, std::shared_ptr<views> keep,
-                   bool upsert, bool one_code) {
+                   put_how how, bool one_code) {
   auto n_keys = keys.size();
   auto codes = [n_keys, one_code](int c) -> std::function<py::object()> {
     if (one_code) return constant(c);
@@ -137,8 +146,8 @@ prepared batch_put(store& st, std::vector<std::string> keys,
     return rejected(codes(static_cast<int>(errc::invalid_params)));
   auto out = std::make_shared<std::vector<int>>(n_keys, not_ready);
   auto s = st.s;
-  return {[s, keys = std::move(keys), values = std::move(values), upsert, out](store_session::node& n) {
-            return assign(s->op_batch_put_parts(n, keys, values, upsert), out);
+  return {[s, keys = std::move(keys), values = std::move(values), how, out](store_session::node& n) {
+            return assign(s->op_batch_put_parts(n, keys, values, how), out);
           },
           [out, keep, one_code]() -> py::object {
             if (!one_code) return py::cast(*out);
@@ -150,14 +159,14 @@ prepared batch_put(store& st, std::vector<std::string> keys,
 }
 
 prepared batch_put_buffers(store& st, std::vector<std::string> keys, const std::vector<py::buffer>& values,
-                           bool upsert) {
+                           put_how how) {
   auto vs = std::make_shared<views>();
   std::vector<std::vector<std::span<const std::byte>>> pieces;
   for (auto& v : values) {
     vs->add(v);
     pieces.push_back({vs->spans.back()});
   }
-  return batch_put(st, std::move(keys), std::move(pieces), vs, upsert, true);
+  return batch_put(st, std::move(keys), std::move(pieces), vs, how, true);
 }
 
 /// Pointer lists -> pieces per key; nullopt when the counts do not line up or
@@ -188,11 +197,11 @@ std::vector<std::vector<T>> singles(const std::vector<T>& v) {
 
 prepared batch_put_pointers(store& st, std::vector<std::string> keys,
                             const std::vector<std::vector<std::uintptr_t>>& ptrs,
-                            const std::vector<std::vector<std::size_t>>& sizes, bool upsert) {
+                            const std::vector<std::vector<std::size_t>>& sizes, put_how how) {
   auto pieces = pointer_pieces<std::span<const std::byte>>(ptrs, sizes);
   if (!pieces || pieces->size() != keys.size())
     return rejected(constant(std::vector<int>(keys.size(), static_cast<int>(errc::invalid_params))));
-  return batch_put(st, std::move(keys), std::move(*pieces), nullptr, upsert, false);
+  return batch_put(st, std::move(keys), std::move(*pieces), nullptr, how, false);
 }
 
 /// Reads into caller memory; `as_int`: results as int (Mooncake's
@@ -380,20 +389,23 @@ void bind_lifecycle(store_class& c) {
 
 /// put_parts(key, *parts, config) / upsert_parts: the parts are positional.
 void def_parts(store_class& c, const char* name, bool upsert) {
-  auto prep = [upsert](store& st, const std::string& key, const py::args& parts) {
+  auto prep = [upsert](store& st, const std::string& key, const py::args& parts, cfg_t cfg) {
     auto vs = std::make_shared<views>();
     for (auto& obj : parts) vs->add(obj);
     auto spans = vs->spans;
-    return put_pieces(st, key, std::move(spans), vs, upsert);
+    return put_pieces(st, key, std::move(spans), vs, how_of(upsert, cfg));
   };
   c.def(
-      name, [prep](store& st, const std::string& key, py::args parts, cfg_t) { return run(st, prep(st, key, parts)); },
+      name,
+      [prep](store& st, const std::string& key, py::args parts, cfg_t cfg) {
+        return run(st, prep(st, key, parts, cfg));
+      },
       py::arg("key"), py::kw_only(), py::arg("config") = replicate_config{});
   std::string an = std::string("_async_") + name;
   c.def(
       an.c_str(),
       [prep](store& st, std::shared_ptr<completion_queue> q, std::uint64_t id, const std::string& key, py::args parts,
-             cfg_t) { return start(st, prep(st, key, parts), std::move(q), id); },
+             cfg_t cfg) { return start(st, prep(st, key, parts, cfg), std::move(q), id); },
       py::arg("_queue"), py::arg("_id"), py::arg("key"), py::kw_only(), py::arg("config") = replicate_config{});
 }
 
@@ -408,27 +420,33 @@ void bind_data(store_class& c) {
   for (bool up : {false, true}) {
     def_both<key_t, const py::buffer&, cfg_t>(
         c, up ? "upsert" : "put",
-        [up](store& st, key_t k, const py::buffer& v, cfg_t) { return put_buffer(st, k, v, up); }, py::arg("key"),
-        py::arg("value"), cfg);
+        [up](store& st, key_t k, const py::buffer& v, cfg_t cfg) { return put_buffer(st, k, v, how_of(up, cfg)); },
+        py::arg("key"), py::arg("value"), cfg);
     def_both<keys_t, const std::vector<py::buffer>&, cfg_t>(
         c, up ? "upsert_batch" : "put_batch",
-        [up](store& st, keys_t k, const std::vector<py::buffer>& v, cfg_t) { return batch_put_buffers(st, k, v, up); },
+        [up](store& st, keys_t k, const std::vector<py::buffer>& v, cfg_t cfg) {
+          return batch_put_buffers(st, k, v, how_of(up, cfg));
+        },
         py::arg("keys"), py::arg("values"), cfg);
     def_both<key_t, std::uintptr_t, std::size_t, cfg_t>(
         c, up ? "upsert_from" : "put_from",
-        [up](store& st, key_t k, std::uintptr_t p, std::size_t n, cfg_t) { return put_from(st, k, p, n, up); },
+        [up](store& st, key_t k, std::uintptr_t p, std::size_t n, cfg_t cfg) {
+          return put_from(st, k, p, n, how_of(up, cfg));
+        },
         py::arg("key"), py::arg("buffer_ptr"), py::arg("size"), cfg);
     def_both<keys_t, ptrs, sizes, cfg_t>(
         c, up ? "batch_upsert_from" : "batch_put_from",
-        [up](store& st, keys_t k, ptrs p, sizes n, cfg_t) {
+        [up](store& st, keys_t k, ptrs p, sizes n, cfg_t cfg) {
           if (p.size() != k.size() || n.size() != k.size())
             return rejected(constant(std::vector<int>(k.size(), static_cast<int>(errc::invalid_params))));
-          return batch_put_pointers(st, k, singles(p), singles(n), up);
+          return batch_put_pointers(st, k, singles(p), singles(n), how_of(up, cfg));
         },
         py::arg("keys"), py::arg("buffer_ptrs"), py::arg("sizes"), cfg);
     def_both<keys_t, ptrs2, sizes2, cfg_t>(
         c, up ? "batch_upsert_from_multi_buffers" : "batch_put_from_multi_buffers",
-        [up](store& st, keys_t k, ptrs2 p, sizes2 n, cfg_t) { return batch_put_pointers(st, k, p, n, up); },
+        [up](store& st, keys_t k, ptrs2 p, sizes2 n, cfg_t cfg) {
+          return batch_put_pointers(st, k, p, n, how_of(up, cfg));
+        },
         py::arg("keys"), py::arg("all_buffer_ptrs"), py::arg("all_sizes"), cfg);
     def_parts(c, up ? "upsert_parts" : "put_parts", up);
   }

@@ -298,23 +298,27 @@ mc::store::put_options put_opts(bool pure_client) {
 }  // namespace
 
 task<int> store_session::op_put_parts(node& n, std::string key, std::vector<std::span<const std::byte>> pieces,
-                                      bool upsert) {
+                                      put_how how) {
   // (Named vectors: gcc 12 destroys braced temporaries passed to a coroutine twice.)
   std::vector<std::string> keys;
   keys.push_back(std::move(key));
   std::vector<std::vector<std::span<const std::byte>>> values;
   values.push_back(std::move(pieces));
-  auto results = co_await op_batch_put_parts(n, std::move(keys), std::move(values), upsert);
+  auto results = co_await op_batch_put_parts(n, std::move(keys), std::move(values), how);
   co_return results.empty() ? e(errc::internal_error) : results[0];
 }
 
 task<std::vector<int>> store_session::op_batch_put_parts(node& n, std::vector<std::string> keys,
                                                          std::vector<std::vector<std::span<const std::byte>>> values,
-                                                         bool upsert) {
+                                                         put_how how) {
   std::vector<int> out(keys.size(), e(errc::invalid_params));
-  if (keys.size() != values.size()) co_return out;
+  if (keys.size() != values.size() || how.replicas == 0) co_return out;
+  if (how.replicas > 1 && n.attached) {
+    out.assign(keys.size(), e(errc::unsupported));
+    co_return out;
+  }
   std::vector<bool> todo(keys.size(), true);
-  if (!upsert) todo = co_await absent_keys(n, keys);
+  if (!how.upsert) todo = co_await absent_keys(n, keys);
   std::vector<std::size_t> idx;
   std::vector<std::string> k2;
   std::vector<std::vector<std::span<const std::byte>>> v2;
@@ -329,6 +333,7 @@ task<std::vector<int>> store_session::op_batch_put_parts(node& n, std::vector<st
   }
   if (idx.empty()) co_return out;
   auto opts = put_opts(n.pure_client);
+  opts.replicas = how.replicas;
   auto r = co_await put_batch(n, std::move(k2), std::move(v2), opts);
   for (std::size_t j = 0; j < idx.size() && j < r.size(); ++j) out[idx[j]] = r[j] ? 0 : code(r[j].error());
   co_return out;

@@ -46,6 +46,12 @@ inline constexpr int hc_master_unreachable = 2;
 
 /// A value read into memory owned by the caller of get_buffer (the Python
 /// BufferHandle). Independent of the node: it stays valid after close().
+/// How a put writes (Mooncake's put vs upsert, ReplicateConfig.replica_num).
+struct put_how {
+  bool upsert = false;
+  std::uint32_t replicas = 1;
+};
+
 struct owned_buffer {
   std::unique_ptr<std::byte[]> data;
   std::size_t size = 0;
@@ -117,11 +123,15 @@ class store_session : public std::enable_shared_from_this<store_session> {
   // ---- Operations (coroutines on the node's runtime) -------------------------
   // Only through run() / spawn(), which hold the node for their duration.
 
-  /// Mooncake's put: with `upsert` false a key that already exists anywhere is
-  /// kept (0, nothing written); with `upsert` true the value replaces it.
-  task<int> op_put_parts(node& n, std::string key, std::vector<std::span<const std::byte>> pieces, bool upsert);
+  /// Mooncake's put: with `how.upsert` false a key that already exists
+  /// anywhere is kept (0, nothing written); with it true the value replaces
+  /// it. `how.replicas` copies on distinct nodes (put_options::replicas;
+  /// -1108 REPLICATION_INCOMPLETE when only some committed; an attached
+  /// session (setup_dummy) writes one copy and answers -1103 UNSUPPORTED
+  /// for more).
+  task<int> op_put_parts(node& n, std::string key, std::vector<std::span<const std::byte>> pieces, put_how how);
   task<std::vector<int>> op_batch_put_parts(node& n, std::vector<std::string> keys,
-                                            std::vector<std::vector<std::span<const std::byte>>> values, bool upsert);
+                                            std::vector<std::vector<std::span<const std::byte>>> values, put_how how);
   /// Bytes read into the pieces, or a negative code (buffer_overflow when they
   /// hold less than the value: nothing is written).
   task<std::int64_t> op_get_parts(node& n, std::string key, std::vector<std::span<std::byte>> pieces);

@@ -42,6 +42,13 @@ done
 check "64 MiB value through the SSD tier" roundtrip big $((64 * 1024 * 1024)) 127.0.0.1:12346
 check "stat names the owner" bash -c "'${CLI[0]}' --master_server_address 127.0.0.1:50051 stat b-1 | grep -q 'owner: 127.0.0.1:12346 rpc=127.0.0.1:12346 transfer=127.0.0.1:50053'"
 check "get to stdout" bash -c "'${CLI[0]}' --master_server_address 127.0.0.1:50051 get a-4097 | cmp -s - in.a-4097"
+# --- Replicated put through the CLI: both nodes hold a copy (SSD on B).
+random_file in.rep 300007
+check "put --replicas 2 stores on both nodes" "${CLI[@]}" put --replicas 2 rep in.rep
+check "stat lists both copies" bash -c "'${CLI[0]}' --master_server_address 127.0.0.1:50051 stat rep | grep -c '^owner:' | grep -qx 2"
+check "the replicated value reads back" bash -c "'${CLI[0]}' --master_server_address 127.0.0.1:50051 get rep | cmp -s - in.rep"
+"${CLI[@]}" put --replicas 3 rep3 in.rep 2>err.txt; rc=$?
+check "more copies than nodes: exit 1 with REPLICATION_INCOMPLETE" bash -c "[[ $rc == 1 ]] && grep -q REPLICATION_INCOMPLETE err.txt"
 
 # --- Missing key and usage errors.
 "${CLI[@]}" get no-such-key out.none 2>err.txt; rc=$?

@@ -153,3 +153,70 @@ def test_fork_child_gets_errors_and_can_set_up(master, store):
     os.close(r)
     assert msg == b"ok", msg
     assert store.get("before-fork") == b"v"  # the parent is unaffected
+
+
+def test_replica_num_copies_survive_kill9_and_are_repaired(procs):
+    """ReplicateConfig.replica_num = 2: each value on two distinct nodes;
+    kill -9 of a holder loses nothing (reads fall back to the other copy),
+    the master has a survivor copy it to the third node, and after that the
+    other original holder can die too."""
+    import json
+    import urllib.request
+
+    from conftest import BIN, free_port, start_node, wait_port
+    from mooncake.store import ReplicateConfig
+
+    rpc, http = free_port(), free_port()
+    procs.spawn("master-rep", [os.path.join(BIN, "mooncake_master"), "--rpc_port", str(rpc), "--metrics_port",
+                               str(http), "--client_ttl", "1s", "--client_drop_ttl", "3s"])
+    wait_port(rpc)
+    wait_port(http)
+    master = f"127.0.0.1:{rpc}"
+    nodes = {}
+    for i in range(3):
+        p, port = start_node(procs, master, f"rep{i}")
+        nodes[port] = p
+
+    def holders(key):
+        with urllib.request.urlopen(f"http://127.0.0.1:{http}/key/{key}", timeout=5) as r:
+            body = json.load(r)
+        return sorted(int(x["rpc_endpoint"].rsplit(":", 1)[1]) for x in body["replicas"])
+
+    pure = new_store(master, segment=0)  # holds nothing itself: every copy is on a node
+    cfg = ReplicateConfig()
+    cfg.replica_num = 2
+    rnd = random.Random(7)
+    data = {f"rep{i}": rnd.randbytes(n) for i, n in enumerate([1, 4097, 65537, (1 << 20) + 13, 3 * (1 << 20) + 7])}
+    for k, v in data.items():
+        assert pure.put(k, v, cfg) == 0, k
+    for k in data:
+        hs = holders(k)
+        assert len(hs) == 2 and len(set(hs)) == 2, (k, hs)
+    first, second = holders("rep4")
+    nodes[first].kill()  # SIGKILL: no unregistration
+    nodes[first].wait()
+    for k, v in data.items():
+        assert pure.get(k) == v, k  # the other copy answers
+    # Repaired: two live copies of every key again, none on the dead node.
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            if all(len(hs) == 2 and first not in hs for hs in map(holders, data)):
+                break
+        except OSError:
+            pass
+        time.sleep(0.2)
+    for k in data:
+        hs = holders(k)
+        assert len(hs) == 2 and first not in hs, (k, hs)
+    nodes[second].kill()
+    nodes[second].wait()
+    # Only the repaired copies are left for the keys the two dead nodes held.
+    fresh = new_store(master, segment=0)
+    for k, v in data.items():
+        assert fresh.get(k) == v, k
+    bad = ReplicateConfig()
+    bad.replica_num = 0
+    assert pure.put("rep-bad", b"x", bad) == -600
+    fresh.close()
+    pure.close()

@@ -152,12 +152,13 @@ TEST_SUITE("data manager io") {
     // committed but never recorded.
     std::mutex mu;
     std::set<std::string> published;
-    f.dm->set_commit_hook([&](const std::string& key, std::uint64_t, std::uint64_t) -> mc::task<mc::result<void>> {
-      if (auto r = co_await mc::sleep_for(300us); !r) co_return r;
-      std::lock_guard lk(mu);
-      published.insert(key);
-      co_return mc::result<void>{};
-    });
+    f.dm->set_commit_hook(
+        [&](const std::string& key, std::uint64_t, std::uint64_t, mc::tiered::value_tag) -> mc::task<mc::result<void>> {
+          if (auto r = co_await mc::sleep_for(300us); !r) co_return r;
+          std::lock_guard lk(mu);
+          published.insert(key);
+          co_return mc::result<void>{};
+        });
     std::mt19937_64 rng(99);
     int cancelled = 0, completed = 0;
     for (int i = 0; i < 200; ++i) {

@@ -135,7 +135,8 @@ TEST_SUITE("data manager") {
   TEST_CASE("the commit hook runs after the commit and its error is reported") {
     dm_fixture f;
     int calls = 0;
-    f.dm->set_commit_hook([&calls](const std::string&, std::uint64_t, std::uint64_t) -> mc::task<mc::result<void>> {
+    f.dm->set_commit_hook([&calls](const std::string&, std::uint64_t, std::uint64_t,
+                                   mc::tiered::value_tag) -> mc::task<mc::result<void>> {
       ++calls;
       co_return mc::fail(mc::errc::rpc_fail);
     });

@@ -27,11 +27,12 @@ struct cluster {
   std::vector<node> nodes;
   std::vector<std::string> temp_dirs;
 
-  cluster() {
+  explicit cluster(const std::function<void(mc::master::master_options&)>& tweak_master = {}) {
     master_rt.start();
     mc::master::master_options mo;
     mo.rpc_address = "127.0.0.1";
     mo.rpc_port = 0;
+    if (tweak_master) tweak_master(mo);
     master = std::make_unique<mc::master::master_server>(master_rt, mo);
     REQUIRE(master->start());
   }

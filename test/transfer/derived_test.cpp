@@ -280,6 +280,29 @@ TEST_SUITE("transfer_derived") {
     CHECK(denied(t.rt.block_on(t.a->write(cbytes(payload), child->describe()))));  // revoked with its parent
   }
 
+  TEST_CASE("a per-request (non-derivable) registration is never another request's parent") {
+    two_engines t;
+    std::vector<std::uint8_t> a(70001);
+    // Request 1 registers the buffer for itself; request 2, over the same
+    // bytes, must not derive from it (request 1's end would revoke it too).
+    auto one = t.b->register_memory(a.data(), a.size(), region_access::remote_write, /*derivable=*/false);
+    REQUIRE(one);
+    CHECK_FALSE(t.b->find_registration(a.data(), a.size()));
+    auto derived = t.b->register_within(a.data(), a.size(), region_access::remote_write);
+    REQUIRE_FALSE(derived);
+    CHECK(mc::is(derived.error(), mc::errc::out_of_range));
+    auto two = t.b->register_memory(a.data(), a.size(), region_access::remote_write, /*derivable=*/false);
+    REQUIRE(two);
+    one->reset();  // request 1 ends
+    auto payload = mc::test::random_bytes(a.size(), 21);
+    REQUIRE(t.rt.block_on(t.a->write(cbytes(payload), two->describe())).has_value());  // request 2 unaffected
+    CHECK(mc::test::checksum(a.data(), a.size()) == mc::test::checksum(payload.data(), payload.size()));
+    // A lasting registration over the same bytes is a parent as before.
+    auto lasting = t.b->register_memory(a.data(), a.size(), region_access::remote_write);
+    REQUIRE(lasting);
+    CHECK(t.b->register_within(a.data() + 1, 10, region_access::remote_write));
+  }
+
   TEST_CASE("registration tokens are unique, never zero, and cost no getrandom per call") {
     using namespace mc::transfer::detail;
     (void)random_nonzero_u64();  // this thread is seeded

@@ -171,6 +171,12 @@ response metrics(const server& s, client& c) {
   e.single("mc_client_write_route_lease_drops_total", "counter",
            "Write-route leases dropped after a put through them failed at the owner.",
            static_cast<double>(cs.write_route_lease_drops));
+  e.single("mc_client_replication_incomplete_total", "counter",
+           "Replicated puts of a key that committed some but not all copies (the master repairs the rest).",
+           static_cast<double>(cs.replication_incomplete));
+  e.family("mc_client_repairs_total", "counter", "Copies this node made (or failed to make) for the master's repairs.");
+  e.sample("mc_client_repairs_total", {{"outcome", "done"}}, static_cast<double>(cs.repairs_done));
+  e.sample("mc_client_repairs_total", {{"outcome", "failed"}}, static_cast<double>(cs.repairs_failed));
   batch_metrics(e, cs);
   ordering_metrics(e, cs);
 
@@ -235,6 +241,9 @@ bj::object stats_json(client& c) {
                       {"write_routes", cs.write_routes},
                       {"write_route_lease_hits", cs.write_route_lease_hits},
                       {"write_route_lease_drops", cs.write_route_lease_drops},
+                      {"replication_incomplete", cs.replication_incomplete},
+                      {"repairs_done", cs.repairs_done},
+                      {"repairs_failed", cs.repairs_failed},
                       {"master_errors", cs.master_errors}}},
                     {"data_manager",
                      {{"remote_reads", d.remote_reads},

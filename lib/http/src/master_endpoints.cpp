@@ -77,6 +77,24 @@ void add_master_endpoints(server& s, mc::master::master_server& m, node_status& 
     e.single("mc_master_keys", "gauge", "Keys known to the master.", static_cast<double>(md.key_count()));
     e.single("mc_master_replicas", "gauge", "Replicas (key, holder) known to the master.",
              static_cast<double>(md.replica_count()));
+    {
+      auto rs = md.repairs();
+      e.single("mc_master_under_replicated_keys", "gauge",
+               "Replicated keys with fewer live copies than asked (at least one), as of the last background scan.",
+               static_cast<double>(rs.under_replicated));
+      e.single("mc_master_repairs_queued", "gauge", "Under-replicated keys waiting for a repair plan.",
+               static_cast<double>(rs.queued));
+      e.single("mc_master_repairs_in_flight", "gauge", "Repairs handed to a holder and not yet published.",
+               static_cast<double>(rs.in_flight));
+      e.family("mc_master_repairs_total", "counter", "Replica repairs by outcome.");
+      e.sample("mc_master_repairs_total", {{"outcome", "scheduled"}}, static_cast<double>(rs.scheduled));
+      e.sample("mc_master_repairs_total", {{"outcome", "completed"}}, static_cast<double>(rs.completed));
+      e.sample("mc_master_repairs_total", {{"outcome", "timed_out"}}, static_cast<double>(rs.timed_out));
+      e.sample("mc_master_repairs_total", {{"outcome", "no_target"}}, static_cast<double>(rs.no_target));
+      e.single("mc_master_replicas_trimmed_total", "counter",
+               "Copies refused because their key already had the copies its put asked for.",
+               static_cast<double>(rs.trimmed));
+    }
     std::uint64_t cap = 0, used = 0;
     for (auto& c : clients) {
       cap += c.info.capacity;

@@ -30,6 +30,18 @@ struct KeySize {
   key @0 :Text;
   size @1 :UInt64;
   version @2 :UInt64;
+  # The copy's replication (mc::master::replication::tag(): group << 8 |
+  # copies; 0 = a single-copy put). Copies of one group join, not supersede.
+  replication @3 :UInt64;
+}
+
+# Copy `key` (held at `version` with `replication`) to `target` through the
+# remote write path: the master repairs a replicated key that lost a copy.
+struct RepairTask {
+  key @0 :Text;
+  version @1 :UInt64;
+  replication @2 :UInt64;
+  target @3 :Replica;
 }
 
 struct KeyVersion {
@@ -56,8 +68,9 @@ interface Master {
   registerClient @0 (info :ClientInfo) -> (status :Status, term :UInt64);
   # The reply carries drop notices for copies superseded by a newer publish
   # elsewhere (at most 1024 per reply) and `resync` when they overflowed.
+  # `repairs`: copies to make (at most 64 per reply).
   heartbeat @1 (clientId :Text, used :UInt64, capacity :UInt64)
-      -> (status :Status, drops :List(KeyVersion), resync :Bool, term :UInt64);
+      -> (status :Status, drops :List(KeyVersion), resync :Bool, term :UInt64, repairs :List(RepairTask));
   unregisterClient @2 (clientId :Text) -> (status :Status);
   # republish: re-announcing held copies (never supersedes a live holder);
   # epoch: tags the entries for finishRepublish.
@@ -83,6 +96,10 @@ interface Master {
   # complex pattern.
   removeMatching @11 (pattern :Text, all :Bool, limit :UInt32, fromShard :UInt32)
       -> (status :Status, removed :List(RemovedKey), more :Bool, nextShard :UInt32);
+  # Up to `count` (1..16) distinct healthy clients with room for `size`
+  # bytes, most free first, none named in `exclude` (at most 64 ids); fewer
+  # when fewer qualify, NO_AVAILABLE_HANDLE when none does.
+  writeRoutes @12 (size :UInt64, count :UInt32, exclude :List(Text)) -> (status :Status, replicas :List(Replica));
 }
 
 struct RemovedKey {

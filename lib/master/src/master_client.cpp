@@ -178,9 +178,13 @@ task<result<holder_notices>> master_client::heartbeat(std::string client_id, std
   if (auto st = from_status(r->getStatus()); !st) co_return st.error();
   auto drops = r->getDrops();
   if (drops.size() > max_drops_per_heartbeat) co_return fail(errc::rpc_fail);  // not what a master sends
+  auto repairs = r->getRepairs();
+  if (repairs.size() > max_repairs_per_heartbeat) co_return fail(errc::rpc_fail);
   holder_notices out;
   out.resync = r->getResync();
   for (auto d : drops) out.drops.push_back({str(d.getKey()), d.getVersion()});
+  for (auto t : repairs)
+    out.repairs.push_back({str(t.getKey()), t.getVersion(), t.getReplication(), read_replica(t.getTarget())});
   co_return out;
 }
 
@@ -212,6 +216,7 @@ task<result<std::vector<result<void>>>> master_client::add_replicas_once(std::st
     list[i].setKey(text(items[i].key));
     list[i].setSize(items[i].size);
     list[i].setVersion(items[i].version);
+    list[i].setReplication(items[i].replication);
   }
   auto r = co_await mc::rpc::call(req.send(), timeout_);
   if (!r) co_return note(r.error());
@@ -344,6 +349,35 @@ task<result<replica>> master_client::write_route_once(std::uint64_t size, std::s
   if (!r) co_return note(r.error());
   if (auto st = from_status(r->getStatus()); !st) co_return st.error();
   co_return read_replica(r->getReplica());
+}
+
+task<result<std::vector<replica>>> master_client::write_routes(std::uint64_t size, std::uint32_t count,
+                                                               std::vector<std::string> exclude) {
+  if (count == 0 || count > replication::max_copies || exclude.size() > max_route_excludes)
+    co_return fail(errc::invalid_params);
+  if (!locator_) co_return co_await write_routes_once(size, count, exclude);
+  co_return co_await across_failover<std::vector<replica>>([&] { return write_routes_once(size, count, exclude); },
+                                                           timeout_, false);
+}
+
+task<result<std::vector<replica>>> master_client::write_routes_once(std::uint64_t size, std::uint32_t count,
+                                                                    const std::vector<std::string>& exclude) {
+  auto where = co_await resolve();
+  if (!where) co_return where.error();
+  auto m = co_await connect_master(*where);
+  if (!m) co_return note(m.error());
+  auto req = m->writeRoutesRequest();
+  req.setSize(size);
+  req.setCount(count);
+  auto ex = req.initExclude(static_cast<unsigned>(exclude.size()));
+  for (unsigned i = 0; i < exclude.size(); ++i) ex.set(i, text(exclude[i]));
+  auto r = co_await mc::rpc::call(req.send(), timeout_);
+  if (!r) co_return note(r.error());
+  if (auto st = from_status(r->getStatus()); !st) co_return st.error();
+  std::vector<replica> out;
+  for (auto rep : r->getReplicas()) out.push_back(read_replica(rep));
+  if (out.empty() || out.size() > count) co_return fail(errc::rpc_fail);  // not what a master sends
+  co_return out;
 }
 
 task<result<std::vector<replica>>> master_client::remove_key_once(std::string key) {

@@ -94,12 +94,20 @@ class master_impl final : public Master::Server {
     set_status(res.initStatus(), hb);
     res.setTerm(gate_.term());
     if (!hb) return kj::READY_NOW;
-    auto notices = md_.take_notices(id, max_drops_per_heartbeat);
+    auto notices = md_.take_notices(id, max_drops_per_heartbeat, max_repairs_per_heartbeat);
     res.setResync(notices.resync);
     auto drops = res.initDrops(static_cast<unsigned>(notices.drops.size()));
     for (unsigned i = 0; i < notices.drops.size(); ++i) {
       drops[i].setKey(text(notices.drops[i].key));
       drops[i].setVersion(notices.drops[i].version);
+    }
+    auto repairs = res.initRepairs(static_cast<unsigned>(notices.repairs.size()));
+    for (unsigned i = 0; i < notices.repairs.size(); ++i) {
+      auto& t = notices.repairs[i];
+      repairs[i].setKey(text(t.key));
+      repairs[i].setVersion(t.version);
+      repairs[i].setReplication(t.replication);
+      set_replica(repairs[i].initTarget(), t.target);
     }
     return kj::READY_NOW;
   }
@@ -120,7 +128,7 @@ class master_impl final : public Master::Server {
     auto out = ctx.getResults().initResults(items.size());
     for (unsigned i = 0; i < items.size(); ++i)
       set_status(out[i], md_.add_replica(str(items[i].getKey()), id, items[i].getSize(), items[i].getVersion(), kind,
-                                         p.getEpoch()));
+                                         p.getEpoch(), items[i].getReplication()));
     return kj::READY_NOW;
   }
   kj::Promise<void> removeReplicas(RemoveReplicasContext ctx) override {
@@ -186,6 +194,28 @@ class master_impl final : public Master::Server {
     }
     set_status(res.initStatus(), result<void>{});
     set_replica(res.initReplica(), *r);
+    return kj::READY_NOW;
+  }
+  kj::Promise<void> writeRoutes(WriteRoutesContext ctx) override {
+    MC_MASTER_GATE();
+    auto p = ctx.getParams();
+    auto res = ctx.getResults();
+    auto ex = p.getExclude();
+    if (p.getCount() == 0 || p.getCount() > replication::max_copies || ex.size() > max_route_excludes) {
+      set_status(res.initStatus(), fail(errc::invalid_params));
+      return kj::READY_NOW;
+    }
+    std::vector<std::string> exclude;
+    for (auto e : ex) exclude.push_back(str(e));
+    auto r = md_.write_routes(p.getSize(), p.getCount(), exclude);
+    if (!r) {
+      const bool rebuilding = mc::is(r.error(), errc::no_available_handle) && gate_.rebuilding.load();
+      set_status(res.initStatus(), rebuilding ? fail(errc::unavailable_in_current_status) : r.error());
+      return kj::READY_NOW;
+    }
+    set_status(res.initStatus(), result<void>{});
+    auto reps = res.initReplicas(static_cast<unsigned>(r->size()));
+    for (unsigned j = 0; j < r->size(); ++j) set_replica(reps[j], (*r)[j]);
     return kj::READY_NOW;
   }
   kj::Promise<void> removeKey(RemoveKeyContext ctx) override {
@@ -417,6 +447,9 @@ mc::task<void> sweep_loop(std::shared_ptr<boost::asio::steady_timer> t, metadata
       // leader must not delete what the next one recorded).
       if (gate->on_unregister && gate->serving()) gate->on_unregister(id);
     }
+    // Repairs only from a leader whose table is complete: while rebuilding,
+    // copies not re-published yet would look missing.
+    if (gate->serving() && !gate->rebuilding.load()) (void)md->schedule_repairs();
   }
 }
 }  // namespace

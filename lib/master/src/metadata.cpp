@@ -28,6 +28,8 @@ metadata::metadata(metadata_options opts)
   // Key lengths are stored in 32 bits.
   opts_.max_key_bytes = std::min<std::size_t>(opts_.max_key_bytes, std::numeric_limits<std::uint32_t>::max());
   for (std::size_t i = 0; i < opts_.shards; ++i) shards_.push_back(std::make_unique<shard>());
+  repair_ = std::make_unique<repair_state>();
+  repair_->per_shard.assign(shards_.size(), 0);
 }
 
 metadata::~metadata() = default;

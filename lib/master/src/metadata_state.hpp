@@ -10,6 +10,8 @@
 #include <deque>
 #include <new>
 #include <string_view>
+#include <unordered_map>
+#include <unordered_set>
 
 namespace mc::master {
 
@@ -22,6 +24,9 @@ struct metadata::client_entry {
   // metadata_options::max_pending_drops; `resync` once they overflowed.
   std::deque<key_version> drops;
   bool resync = false;
+  // Guarded by clients_mu_: repairs to run (bounded by max_repairs_queued).
+  std::deque<repair_task> repairs;
+  static constexpr std::size_t max_repairs_queued = 1024;
 };
 
 /// Interned client ids: key entries name a holder by a u32 slot instead of a
@@ -85,6 +90,7 @@ struct metadata::shard {
   /// first holder; further holders (superseded copies, rare) in `rest`.
   struct node {
     std::uint64_t size = 0;  ///< of the last accepted publish
+    std::uint64_t repl = 0;  ///< replication::tag() of the live copies' group (0 = single copy)
     holder first;
     std::vector<holder>* rest = nullptr;
     std::uint32_t hash = 0;  ///< low bits of the key's hash
@@ -120,6 +126,13 @@ struct metadata::shard {
         if (at(i).live) return true;
       return false;
     }
+    std::size_t live_count() const noexcept {
+      std::size_t k = 0;
+      for (std::size_t i = 0, n = count(); i < n; ++i) k += at(i).live ? 1 : 0;
+      return k;
+    }
+    /// Copies the live group asked for (1 = not replicated).
+    std::uint32_t copies() const noexcept { return replication::of(repl).copies; }
 
     static node* make(std::string_view key, std::uint32_t hash) {
       void* p = ::operator new(sizeof(node) + key.size());
@@ -135,7 +148,7 @@ struct metadata::shard {
       ::operator delete(n);
     }
   };
-  static_assert(sizeof(node) == 48);
+  static_assert(sizeof(node) == 56);
 
   /// Open addressing with linear probing over node pointers; removal shifts
   /// the following entries back (no tombstones). Load factor <= 3/4. Beside
@@ -235,6 +248,18 @@ struct metadata::shard {
 
 struct metadata::counters {
   std::atomic<std::uint64_t> stale_publishes{0}, stale_removals{0}, superseded{0}, notice_overflows{0};
+};
+
+/// Replica repair bookkeeping. `mu` is a leaf lock: nothing else is taken
+/// while it is held, so it may be taken under a shard's or clients_mu_.
+struct metadata::repair_state {
+  std::mutex mu;
+  std::deque<std::string> queue;                                   ///< keys to plan, FIFO
+  std::unordered_set<std::string, std::hash<std::string>> queued;  ///< members of queue
+  std::unordered_map<std::string, clock::time_point> in_flight;    ///< planned key -> deadline
+  std::vector<std::uint64_t> per_shard;                            ///< under-replicated keys per shard at its last scan
+  std::size_t scan_cursor = 0;
+  std::atomic<std::uint64_t> scheduled{0}, completed{0}, timed_out{0}, no_target{0}, trimmed{0};
 };
 
 }  // namespace mc::master

@@ -27,9 +27,12 @@ void metadata::queue_drop(std::uint32_t holder, const std::string& key, std::uin
 }
 
 result<void> metadata::add_replica(const std::string& key, const std::string& client_id, std::uint64_t size,
-                                   std::uint64_t version, publish_kind kind, std::uint64_t epoch) {
+                                   std::uint64_t version, publish_kind kind, std::uint64_t epoch,
+                                   std::uint64_t replication_tag) {
   if (auto r = check_key(key); !r) return r;
   if (version == 0) return fail(errc::invalid_version);
+  const auto repl = replication::of(replication_tag);  // normalised: the tag came from a peer
+  const auto tag = repl.tag();
   std::shared_ptr<client_entry> c;
   std::uint32_t self = 0;
   {
@@ -42,7 +45,7 @@ result<void> metadata::add_replica(const std::string& key, const std::string& cl
     // the reference of the entry this publish adds).
     slots_->slots[self].refs.fetch_add(1, relaxed);
   }
-  bool pinned = true, stale = false, became_live = false;
+  bool pinned = true, stale = false, became_live = false, trimmed = false, full = false;
   std::vector<std::pair<std::uint32_t, std::uint64_t>> superseded;  // (holder, version)
   auto [sp, hash] = shard_for(key);
   {
@@ -53,6 +56,7 @@ result<void> metadata::add_replica(const std::string& key, const std::string& cl
     if (!n) {
       n = shard::node::make(key, hash);
       n->size = size;
+      n->repl = tag;
       n->first = {version, epoch, self, true};
       t.put(i, n);
       ++t.size;
@@ -60,15 +64,17 @@ result<void> metadata::add_replica(const std::string& key, const std::string& cl
       pinned = false;
     } else {
       constexpr auto none = std::numeric_limits<std::size_t>::max();
-      std::size_t pos = none;
-      bool others_live = false, idempotent = false;
+      std::size_t pos = none, others_live = 0;
+      bool idempotent = false;
       for (std::size_t j = 0, cnt = n->count(); j < cnt; ++j) {
         auto& h = n->at(j);
         if (h.slot == self)
           pos = j;
         else if (h.live)
-          others_live = true;
+          ++others_live;
       }
+      // A copy of the live group's value: joins the other copies.
+      const bool joins = tag != 0 && n->repl == tag && others_live > 0;
       if (pos != none) {
         auto& h = n->at(pos);
         if (version < h.version || (version == h.version && !h.live)) {
@@ -78,7 +84,12 @@ result<void> metadata::add_replica(const std::string& key, const std::string& cl
           idempotent = true;
         }
       }
-      if (!stale && !idempotent && kind == publish_kind::republish && others_live) stale = true;
+      if (!stale && !idempotent && kind == publish_kind::republish && others_live > 0 && !joins) stale = true;
+      if (!stale && !idempotent && joins && others_live >= repl.copies) {
+        // The group has its copies: this one is surplus (trimmed by its holder).
+        stale = true;
+        trimmed = true;
+      }
       if (!stale && !idempotent) {
         if (pos == none) {
           n->push({version, epoch, self, true});
@@ -90,16 +101,24 @@ result<void> metadata::add_replica(const std::string& key, const std::string& cl
           h = {version, std::max(h.epoch, epoch), self, true};
         }
         n->size = size;
-        for (std::size_t j = 0, cnt = n->count(); j < cnt; ++j) {
-          auto& h = n->at(j);
-          if (h.live && h.slot != self) {
-            h.live = false;
-            superseded.emplace_back(h.slot, h.version);
+        if (!joins) {
+          n->repl = tag;
+          for (std::size_t j = 0, cnt = n->count(); j < cnt; ++j) {
+            auto& h = n->at(j);
+            if (h.live && h.slot != self) {
+              h.live = false;
+              superseded.emplace_back(h.slot, h.version);
+            }
           }
         }
+        // A put that committed fewer copies than asked is found by the
+        // background scan (not queued here: its other copies may be on the way).
+        full = joins && others_live + 1 >= repl.copies;
       }
     }
   }
+  if (full) repair_done(key);
+  if (trimmed) repair_->trimmed.fetch_add(1, relaxed);
   if (became_live) c->keys.fetch_add(1, relaxed);
   if (!superseded.empty()) {
     counters_->superseded.fetch_add(superseded.size(), relaxed);
@@ -158,7 +177,10 @@ result<void> metadata::remove_replica(const std::string& key, const std::string&
           newer = true;
         } else {
           was_live = h.live;
-          if (!n->erase(j)) t.erase_at(i);
+          if (!n->erase(j))
+            t.erase_at(i);
+          else if (was_live && n->copies() > 1 && n->any_live())
+            note_under_replicated(key);  // e.g. an evicted replica
         }
         break;
       }
@@ -294,12 +316,14 @@ std::pair<std::uint64_t, std::uint64_t> metadata::drop_holder_entries(std::uint3
           continue;
         }
         ++removed;
-        live += h.live ? 1 : 0;
+        const bool was_live = h.live;
+        live += was_live ? 1 : 0;
         if (!n->erase(j)) {
           t.erase_at(i);  // entries after i may move back into i: looked at again
           gone = true;
           break;
         }
+        if (was_live && n->copies() > 1 && n->any_live()) note_under_replicated(n->key());
       }
       if (!gone) ++i;
     }
@@ -331,7 +355,7 @@ result<std::uint64_t> metadata::finish_republish(const std::string& client_id, s
   return removed;
 }
 
-holder_notices metadata::take_notices(const std::string& client_id, std::size_t max) {
+holder_notices metadata::take_notices(const std::string& client_id, std::size_t max, std::size_t max_repairs) {
   holder_notices out;
   std::lock_guard lk(clients_mu_);
   auto it = clients_.find(client_id);
@@ -341,6 +365,9 @@ holder_notices metadata::take_notices(const std::string& client_id, std::size_t 
   out.drops.assign(std::make_move_iterator(c.drops.begin()), std::make_move_iterator(c.drops.begin() + n));
   c.drops.erase(c.drops.begin(), c.drops.begin() + n);
   out.resync = std::exchange(c.resync, false);
+  auto r = std::min(max_repairs, c.repairs.size());
+  out.repairs.assign(std::make_move_iterator(c.repairs.begin()), std::make_move_iterator(c.repairs.begin() + r));
+  c.repairs.erase(c.repairs.begin(), c.repairs.begin() + r);
   return out;
 }
 

@@ -47,6 +47,8 @@ constexpr std::array entries{
     entry{errc::out_of_range, "OUT_OF_RANGE", "address range outside a registered region"},
     entry{errc::too_large, "TOO_LARGE", "value or message too large"},
     entry{errc::overloaded, "OVERLOADED", "overloaded / over a server limit; retry later"},
+    entry{errc::replication_incomplete, "REPLICATION_INCOMPLETE",
+          "fewer copies committed than asked; those stay and are repaired"},
     entry{errc::io_error, "IO_ERROR", "I/O error"},
     entry{errc::misaligned, "MISALIGNED", "buffer, offset or length not aligned for O_DIRECT"},
     entry{errc::no_space, "NO_SPACE", "no space left on device"},

@@ -40,6 +40,10 @@ struct WriteItem {
   clientId @2 :Text;
   pieces @3 :List(RemoteBuffer);
   data @4 :Data;          # non-empty: the value itself (src and pieces unset)
+  # The value's replication (mc::master::replication::tag(); 0 = a single
+  # copy): stored with it and published with it, so that copies of one
+  # replicated put join at the master instead of superseding each other.
+  replication @5 :UInt64;
 }
 
 struct ItemResult {

@@ -90,9 +90,8 @@ result<std::unique_ptr<client>> client::start(mc::runtime::runtime& rt, client_o
   auto* raw = p.get();
   // Before the observer can fire (a remote write may evict as soon as the RPC server runs).
   p->notice_timer = std::make_shared<boost::asio::steady_timer>(rt.executor(0));
-  p->dm->set_commit_hook([raw](const std::string& key, std::uint64_t size, std::uint64_t version) {
-    return raw->publish(key, size, version);
-  });
+  p->dm->set_commit_hook([raw](const std::string& key, std::uint64_t size, std::uint64_t version,
+                               tiered::value_tag tag) { return raw->publish(key, size, version, tag); });
   p->backend->set_observer([raw](const std::string& key, std::uint64_t version, tiered::removal_reason why_removed) {
     raw->on_removed(key, version, why_removed);
   });
@@ -242,6 +241,7 @@ task<void> client::impl::heartbeat_once() {
     auto r = co_await mc::with_deadline(master.heartbeat(id, used, cap), hb_deadline);
     if (r) {
       apply_drops(r->drops);
+      if (!r->repairs.empty()) start_repairs(std::move(r->repairs));
       if (r->resync) resync_needed = true;
       if (!resync_needed) co_return;
       // The notice queue overflowed (here or at the master): replace the
@@ -297,6 +297,9 @@ client_stats client::stats() const {
   out.publishes = s.publishes.load(r);
   out.write_routes = s.write_routes.load(r);
   out.write_route_lease_hits = s.write_route_lease_hits.load(r);
+  out.replication_incomplete = s.replication_incomplete.load(r);
+  out.repairs_done = s.repairs_done.load(r);
+  out.repairs_failed = s.repairs_failed.load(r);
   out.write_route_lease_drops = s.write_route_lease_drops.load(r);
   if (auto& sc = impl_->service_counters) {
     auto refused = sc->snapshot();

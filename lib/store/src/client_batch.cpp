@@ -104,7 +104,10 @@ result<client::impl::exposure> client::impl::expose(const std::vector<std::span<
   // same-host: a registry insert, no system call; RDMA without the bounce
   // arena: ibv_reg_mr).
   for (auto& p : cut) {
-    auto r = engine->register_memory(p.data(), p.size(), access);
+    // Not derivable: a concurrent request over the same memory (the same
+    // bytes put under two keys, the copies of a replicated put) must not
+    // derive from it: this request's end revokes it.
+    auto r = engine->register_memory(p.data(), p.size(), access, /*derivable=*/false);
     if (!r) return r.error();
     e.regions.push_back(std::move(*r));
   }
@@ -170,6 +173,7 @@ task<void> client::impl::fetch_routes(std::vector<get_item*>& items) {
     if (auto c = cached_route(it->key); c && c->size <= it->room) {
       stats.route_cache_hits.fetch_add(1, relaxed);
       it->route = std::move(*c);
+      spread(*it->route);
     } else {
       ask.push_back(it);
     }
@@ -197,6 +201,7 @@ task<void> client::impl::fetch_routes(std::vector<get_item*>& items) {
       }
       cache_route(it->key, *one);
       it->route = std::move(*one);
+      spread(*it->route);
     }
   }
 }

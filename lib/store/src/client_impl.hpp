@@ -17,6 +17,7 @@
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <mutex>
 #include <optional>
@@ -119,6 +120,7 @@ struct client::impl {
     std::atomic<std::uint64_t> notices_sent{0}, notice_batches{0}, notice_overflows{0}, resyncs{0}, superseded_drops{0},
         stale_publishes{0};
     std::atomic<std::uint64_t> write_routes{0}, write_route_lease_hits{0}, write_route_lease_drops{0};
+    std::atomic<std::uint64_t> replication_incomplete{0}, repairs_done{0}, repairs_failed{0};
   } stats;
 
   // Write-route lease (opts.write_route_lease): the master's last write route,
@@ -151,17 +153,32 @@ struct client::impl {
   task<void> heartbeat_once();
   /// Registrations the heartbeat loop tried in a row without success (its thread only).
   std::uint64_t failed_registrations = 0;
-  /// The commit hook: publishes (key, size, version).
-  task<result<void>> publish(const std::string& key, std::uint64_t size, std::uint64_t version);
+  /// The commit hook: publishes (key, size, version, replication tag).
+  task<result<void>> publish(const std::string& key, std::uint64_t size, std::uint64_t version, std::uint64_t tag);
   /// The backend observer: evicted and superseded copies become notices.
   void on_removed(const std::string& key, std::uint64_t version, tiered::removal_reason why);
   /// Drops local copies the master says were superseded (if not newer here).
   void apply_drops(const std::vector<mc::master::key_version>& drops);
+  /// Runs the master's repair tasks in the background (one batch at a time;
+  /// tasks arriving while one runs are dropped: the master plans them again).
+  void start_repairs(std::vector<mc::master::repair_task> tasks);
+  task<void> run_repairs(std::vector<mc::master::repair_task> tasks);
+  /// Copies one held value to the task's target with its replication tag.
+  task<result<void>> repair_one(const mc::master::repair_task& t);
+  std::atomic<bool> repairing{false};
   task<void> notice_loop();
   /// Sends every queued notice in batches (under resync_mu).
   task<void> drain_notices();
   void wake_notice_loop();
 
+  /// Replicated keys: rotates the replica order so successive gets start at
+  /// different copies (the rest stay the fallbacks, in order).
+  void spread(mc::master::key_info& route) {
+    if (route.replicas.size() < 2) return;
+    auto k = spread_next.fetch_add(1, std::memory_order_relaxed) % route.replicas.size();
+    std::rotate(route.replicas.begin(), route.replicas.begin() + static_cast<std::ptrdiff_t>(k), route.replicas.end());
+  }
+  std::atomic<std::uint64_t> spread_next{0};
   std::optional<mc::master::key_info> cached_route(const std::string& key);
   void cache_route(const std::string& key, const mc::master::key_info& info);
   void forget_route(const std::string& key);
@@ -182,6 +199,10 @@ struct client::impl {
   task<std::vector<result<void>>> put_many(std::vector<std::string> keys,
                                            std::vector<std::vector<std::span<const std::byte>>> values,
                                            put_options opts);
+  /// put_many with put_options::replicas > 1: one copy per node, written concurrently.
+  task<std::vector<result<void>>> put_replicated(std::vector<std::string> keys,
+                                                 std::vector<std::vector<std::span<const std::byte>>> values,
+                                                 put_options popts);
   task<void> write_wave(std::string endpoint, std::string transfer_endpoint, std::vector<put_item*> items);
   /// Sends `items` to `endpoint` in waves (inline and transferred).
   task<void> write_waves(const std::string& endpoint, const std::string& transfer_endpoint,

@@ -12,12 +12,13 @@ constexpr auto relaxed = std::memory_order_relaxed;
 constexpr std::size_t republish_batch = 1024;
 }  // namespace
 
-task<result<void>> client::impl::publish(const std::string& key, std::uint64_t size, std::uint64_t version) {
+task<result<void>> client::impl::publish(const std::string& key, std::uint64_t size, std::uint64_t version,
+                                         std::uint64_t tag) {
   // Group commit: queue the item; whoever holds publish_flush sends every
   // queued item in one addReplicas. Concurrent puts (a batch) thus cost one
   // or two master calls, not one each.
   auto mine = std::make_shared<pending_publish>();
-  mine->item = {key, size, version};
+  mine->item = {key, size, version, tag};
   {
     std::lock_guard lk(publish_mu);
     publish_queue.push_back(mine);
@@ -169,7 +170,7 @@ task<result<void>> client::impl::republish_all() {
   auto held = backend->keys();
   std::vector<mc::master::publish_item> batch;
   for (std::size_t i = 0; i < held.size(); ++i) {
-    batch.push_back({std::move(held[i].key), held[i].size, held[i].version});
+    batch.push_back({std::move(held[i].key), held[i].size, held[i].version, held[i].tag});
     if (batch.size() < republish_batch && i + 1 < held.size()) continue;
     auto sent = std::exchange(batch, {});
     auto r = co_await master.add_replicas(id, sent, mc::master::publish_kind::republish, e);

@@ -30,7 +30,7 @@ task<result<void>> client::put(std::string key, std::span<const std::byte> value
   if (auto k = check_key(key); !k) co_return k;
   if (value.empty()) co_return fail(errc::invalid_params);
   impl_->forget_route(key);
-  if (opts.where == placement::local) co_return co_await impl_->dm->put(key, value);
+  if (opts.where == placement::local && opts.replicas == 1) co_return co_await impl_->dm->put(key, value);
   std::vector<std::span<const std::byte>> pieces;
   pieces.push_back(value);
   co_return co_await put_parts(std::move(key), std::move(pieces), std::move(opts));

@@ -5,7 +5,10 @@
 #include "client_impl.hpp"
 
 #include "mc/runtime/deadline.hpp"
+#include "mc/runtime/endpoint.hpp"
 #include "mc/runtime/when_all.hpp"
+
+#include <random>
 
 namespace mc::store {
 namespace {
@@ -21,7 +24,17 @@ struct client::impl::put_item {
   std::vector<std::span<const std::byte>> pieces;
   std::uint64_t size = 0;
   result<void> out = fail(errc::rpc_fail);
+  std::uint64_t tag = 0;  ///< replication tag of the copy (0 = a single copy)
 };
+
+namespace {
+/// A fresh replication group: random, 56 bits, never 0.
+std::uint64_t new_group() {
+  thread_local std::mt19937_64 gen{std::random_device{}()};
+  for (;;)
+    if (auto g = gen() >> 8; g != 0) return g;
+}
+}  // namespace
 
 task<std::vector<result<void>>> client::impl::put_many(std::vector<std::string> keys,
                                                        std::vector<std::vector<std::span<const std::byte>>> values,
@@ -33,6 +46,11 @@ task<std::vector<result<void>>> client::impl::put_many(std::vector<std::string> 
     co_return out;
   }
   for (auto& k : keys) forget_route(k);
+  if (popts.replicas == 0 || popts.replicas > mc::master::replication::max_copies) {
+    out.assign(n, fail(errc::invalid_params));
+    co_return out;
+  }
+  if (popts.replicas > 1) co_return co_await put_replicated(std::move(keys), std::move(values), std::move(popts));
   if (popts.where == placement::local) {
     if (n == 1) {
       out.push_back(co_await dm->put_parts(keys[0], std::move(values[0])));
@@ -102,6 +120,158 @@ task<std::vector<result<void>>> client::impl::put_many(std::vector<std::string> 
   out.reserve(n);
   for (auto& it : items) out.push_back(std::move(it.out));
   co_return out;
+}
+
+task<std::vector<result<void>>> client::impl::put_replicated(
+    std::vector<std::string> keys, std::vector<std::vector<std::span<const std::byte>>> values, put_options popts) {
+  const auto n = keys.size();
+  const auto copies = popts.replicas;
+  const auto tag = mc::master::replication{new_group(), copies}.tag();
+  // Which keys are valid, and their sizes (checked once for every copy).
+  std::vector<result<void>> early(n, result<void>{});
+  std::vector<std::uint64_t> sizes(n, 0);
+  std::uint64_t total = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    sizes[i] = room_of(values[i]);
+    if (auto k = check_key(keys[i]); !k)
+      early[i] = k;
+    else if (sizes[i] == 0 || values[i].size() > max_value_pieces)
+      early[i] = fail(errc::invalid_params);
+    else
+      total += sizes[i];
+  }
+  // The copies' homes: this node or the target first, then the master's choice.
+  const bool local_first = popts.target.empty() && popts.where == placement::local;
+  std::vector<mc::master::replica> homes;
+  if (!popts.target.empty()) {
+    mc::master::replica t;
+    t.rpc_endpoint = popts.target;
+    homes.push_back(std::move(t));
+  }
+  const auto first = (local_first || !popts.target.empty()) ? 1u : 0u;
+  result<void> route_error;
+  if (copies > first && total > 0) {
+    const auto want = copies - first + (popts.target.empty() ? 0u : 1u);  // the target may come back: one spare
+    std::vector<std::string> exclude;
+    exclude.push_back(id);
+    auto r = co_await master.write_routes(total, want, std::move(exclude));
+    if (!r) {
+      route_error = r.error();
+    } else {
+      for (auto& rep : *r)
+        if (rep.rpc_endpoint != popts.target && homes.size() + (local_first ? 1 : 0) < copies)
+          homes.push_back(std::move(rep));
+    }
+  }
+  // One set of items per copy, written concurrently.
+  const auto remote_copies = homes.size();
+  std::vector<std::vector<put_item>> per(remote_copies, std::vector<put_item>(n));
+  std::vector<task<result<void>>> work;
+  std::vector<task<result<void>>> local;
+  for (std::size_t c = 0; c < remote_copies; ++c) {
+    std::vector<put_item*> valid;
+    for (std::size_t i = 0; i < n; ++i) {
+      auto& it = per[c][i];
+      it.key = keys[i];
+      it.pieces = values[i];
+      it.size = sizes[i];
+      it.tag = tag;
+      if (early[i]) valid.push_back(&it);
+    }
+    if (valid.empty()) continue;
+    work.push_back([](impl* self, mc::master::replica home, std::vector<put_item*> items) -> task<result<void>> {
+      co_await self->write_waves(home.rpc_endpoint, home.transfer_endpoint, std::move(items));
+      co_return result<void>{};
+    }(this, homes[c], std::move(valid)));
+  }
+  std::vector<std::size_t> local_index;
+  if (local_first)
+    for (std::size_t i = 0; i < n; ++i)
+      if (early[i]) {
+        local.push_back(dm->put_parts(keys[i], values[i], tag));
+        local_index.push_back(i);
+      }
+  auto local_done = co_await mc::when_all(std::move(local));
+  (void)co_await mc::when_all(std::move(work));
+  // Per key: every copy committed, some (incomplete: repaired later), or none.
+  std::vector<std::uint32_t> committed(n, 0);
+  std::vector<result<void>> first_error(n, result<void>{});
+  auto count = [&](std::size_t i, const result<void>& r) {
+    if (r)
+      ++committed[i];
+    else if (first_error[i])
+      first_error[i] = r;
+  };
+  for (std::size_t k = 0; k < local_index.size(); ++k) count(local_index[k], local_done[k]);
+  for (std::size_t c = 0; c < remote_copies; ++c)
+    for (std::size_t i = 0; i < n; ++i)
+      if (early[i]) count(i, per[c][i].out);
+  std::vector<result<void>> out(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    if (!early[i]) {
+      out[i] = early[i];
+    } else if (committed[i] >= copies) {
+      out[i] = result<void>{};
+    } else if (committed[i] > 0) {
+      stats.replication_incomplete.fetch_add(1, relaxed);
+      out[i] = fail(errc::replication_incomplete);
+    } else {
+      out[i] = !first_error[i] ? first_error[i] : (!route_error ? route_error : fail(errc::no_available_handle));
+    }
+  }
+  co_return out;
+}
+
+void client::impl::start_repairs(std::vector<mc::master::repair_task> tasks) {
+  if (stopped || repairing.exchange(true)) return;  // one batch at a time
+  auto h = background.try_enter();
+  if (!h) {
+    repairing = false;
+    return;
+  }
+  boost::asio::co_spawn(
+      rt.executor(0),
+      [](impl* self, std::vector<mc::master::repair_task> ts, gate_holder g) -> task<void> {
+        co_await self->run_repairs(std::move(ts));
+        self->repairing = false;
+        g.leave();
+      }(this, std::move(tasks), std::move(h)),
+      boost::asio::detached);
+}
+
+task<void> client::impl::run_repairs(std::vector<mc::master::repair_task> tasks) {
+  for (auto& t : tasks) {
+    if (stopped) co_return;
+    auto r = co_await repair_one(t);
+    (r ? stats.repairs_done : stats.repairs_failed).fetch_add(1, relaxed);
+  }
+}
+
+task<result<void>> client::impl::repair_one(const mc::master::repair_task& t) {
+  // Only the copy the master planned with: a value replaced since (another
+  // version or group) is not a copy of that put.
+  auto stamp = backend->stamp_of(t.key);
+  if (!stamp) co_return stamp.error();
+  if (stamp->version != t.version || stamp->tag != t.replication || t.replication == 0)
+    co_return fail(errc::invalid_version);
+  if (!mc::endpoint::parse(t.target.rpc_endpoint)) co_return fail(errc::invalid_params);  // from the master: checked
+  // The value's bytes in our memory for the target to read (an SSD value is
+  // read out first; the repair runs one value at a time).
+  std::vector<std::byte> copy;
+  {
+    auto h = backend->get(t.key);
+    if (!h) co_return h.error();
+    copy.resize(h->size());
+    if (auto r = co_await h->read_into(copy); !r) co_return r.error();
+  }
+  put_item item;
+  item.key = t.key;
+  item.pieces.emplace_back(copy.data(), copy.size());
+  item.size = copy.size();
+  item.tag = t.replication;
+  std::vector<put_item*> one{&item};
+  co_await write_waves(t.target.rpc_endpoint, t.target.transfer_endpoint, std::move(one));
+  co_return std::move(item.out);
 }
 
 std::optional<std::pair<std::string, std::string>> client::impl::take_lease(std::uint64_t bytes) {
@@ -193,6 +363,7 @@ task<void> client::impl::write_wave(std::string endpoint, std::string transfer_e
     if (bounced[k] && !lease) continue;  // no slots: failed above
     peer_write w;
     w.key = it->key;
+    w.replication = it->tag;
     if (it->size <= threshold) {
       w.data = it->pieces;
     } else {

@@ -88,18 +88,18 @@ task<result<unique_lock_guard>> data_manager::lock_exclusive(const std::string& 
   co_return g;
 }
 
-task<result<void>> data_manager::put(const std::string& key, std::span<const std::byte> value) {
+task<result<void>> data_manager::put(const std::string& key, std::span<const std::byte> value, tiered::value_tag tag) {
   if (auto r = check_key(key); !r) co_return r;
   if (value.empty()) co_return fail(errc::invalid_params);
   // The allocation is invisible until commit: no key lock while copying.
   auto h = co_await backend_.allocate(value.size());
   if (!h) co_return h.error();
   if (auto w = co_await h->write(value); !w) co_return w;
-  co_return co_await commit_and_publish(key, std::move(*h), value.size());
+  co_return co_await commit_and_publish(key, std::move(*h), value.size(), tag);
 }
 
-task<result<void>> data_manager::commit_and_publish(const std::string& key, tiered::write_handle h,
-                                                    std::uint64_t size) {
+task<result<void>> data_manager::commit_and_publish(const std::string& key, tiered::write_handle h, std::uint64_t size,
+                                                    tiered::value_tag tag) {
   // Shielded from the caller's cancellation: once the bytes are in, commit
   // and publish run to completion on this executor (the caller still awaits
   // the outcome). The gate lets close() wait for them.
@@ -107,23 +107,23 @@ task<result<void>> data_manager::commit_and_publish(const std::string& key, tier
   if (!g) co_return fail(errc::shutting_down);
   auto ex = co_await boost::asio::this_coro::executor;
   co_return co_await boost::asio::co_spawn(
-      ex, finish_commit(key, std::move(h), size, std::move(g)),
+      ex, finish_commit(key, std::move(h), size, tag, std::move(g)),
       boost::asio::bind_cancellation_slot(boost::asio::cancellation_slot(), boost::asio::use_awaitable));
 }
 
 task<result<void>> data_manager::finish_commit(std::string key, tiered::write_handle h, std::uint64_t size,
-                                               gate_holder g) {
+                                               tiered::value_tag tag, gate_holder g) {
   std::uint64_t version = 0;
   {
     // The exclusive key lock only around the commit itself (no I/O under it).
     auto lock = co_await lock_exclusive(key);
     if (!lock) co_return lock.error();
-    auto c = backend_.commit(key, std::move(h));
+    auto c = backend_.commit(key, std::move(h), tag);
     if (!c) co_return c.error();
     version = *c;
   }
   result<void> r;
-  if (on_commit_) r = co_await on_commit_(key, size, version);  // after the lock is released
+  if (on_commit_) r = co_await on_commit_(key, size, version, tag);  // after the lock is released
   g.leave();
   co_return r;
 }
@@ -151,7 +151,8 @@ task<result<tiered::read_handle>> data_manager::pin(const std::string& key) {
   co_return h;
 }
 
-task<result<void>> data_manager::put_parts(const std::string& key, std::vector<std::span<const std::byte>> pieces) {
+task<result<void>> data_manager::put_parts(const std::string& key, std::vector<std::span<const std::byte>> pieces,
+                                           tiered::value_tag tag) {
   if (auto r = check_key(key); !r) co_return r;
   if (pieces.empty() || pieces.size() > max_value_pieces) co_return fail(errc::invalid_params);
   std::uint64_t total = 0;
@@ -200,7 +201,7 @@ task<result<void>> data_manager::put_parts(const std::string& key, std::vector<s
       off += chunk.size();
     }
   }
-  co_return co_await commit_and_publish(key, std::move(*h), total);
+  co_return co_await commit_and_publish(key, std::move(*h), total, tag);
 }
 
 task<result<std::size_t>> data_manager::get_parts(const std::string& key, std::vector<std::span<std::byte>> pieces) {

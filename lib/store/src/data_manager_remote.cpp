@@ -240,10 +240,12 @@ task<result<void>> data_manager::write_remote(const std::string& key, mc::transf
   co_return co_await write_remote_parts(key, std::move(one), timeout);
 }
 
-task<result<void>> data_manager::write_remote_parts(const std::string& key, remote_pieces src, mc::duration timeout) {
+task<result<void>> data_manager::write_remote_parts(const std::string& key, remote_pieces src, mc::duration timeout,
+                                                    tiered::value_tag tag) {
   std::vector<remote_write_item> one(1);
   one[0].key = key;
   one[0].src = std::move(src);
+  one[0].tag = tag;
   auto out = co_await write_remote_batch(std::move(one), timeout);
   co_return std::move(out[0]);
 }
@@ -319,7 +321,7 @@ task<void> data_manager::commit_batch(const std::vector<remote_write_item>& item
       count_write(out[i], 0);
       continue;
     }
-    commits.push_back(commit_and_publish(items[i].key, std::move(handles[i]), sizes[i]));
+    commits.push_back(commit_and_publish(items[i].key, std::move(handles[i]), sizes[i], items[i].tag));
     committed.push_back(i);
   }
   auto done = co_await mc::when_all(std::move(commits));

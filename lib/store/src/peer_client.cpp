@@ -177,6 +177,7 @@ task<result<std::vector<result<void>>>> peer_client::write_batch(std::string rpc
     auto& it = items[i];
     list[i].setKey(it.key);
     list[i].setClientId(requester_id_);
+    list[i].setReplication(it.replication);
     if (!it.data.empty()) {
       std::size_t total = 0;
       for (auto& d : it.data) total += d.size();

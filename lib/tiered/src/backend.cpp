@@ -150,7 +150,7 @@ value_version backend_core::issue_version() noexcept {
   }
 }
 
-result<value_version> backend_core::commit(std::string key, std::shared_ptr<value> v) {
+result<value_version> backend_core::commit(std::string key, std::shared_ptr<value> v, value_tag tag) {
   std::shared_ptr<value> old;  // destroyed after the lock is released
   auto& sh = shard_of(key);
   std::lock_guard lk(sh.m);
@@ -164,7 +164,7 @@ result<value_version> backend_core::commit(std::string key, std::shared_ptr<valu
   link(*v, it->first);
   // Issued under the key's shard: two commits of one key are ordered like their versions.
   auto version = issue_version();
-  it->second = entry{std::move(v), version};
+  it->second = entry{std::move(v), version, tag};
   return version;
 }
 
@@ -174,6 +174,14 @@ result<value_version> backend_core::version_of(std::string_view key) const {
   auto it = sh.map.find(key);
   if (it == sh.map.end()) return mc::fail(mc::errc::object_not_found);
   return it->second.version;
+}
+
+result<value_stamp> backend_core::stamp_of(std::string_view key) const {
+  auto& sh = shard_of(key);
+  std::lock_guard lk(sh.m);
+  auto it = sh.map.find(key);
+  if (it == sh.map.end()) return mc::fail(mc::errc::object_not_found);
+  return value_stamp{it->second.version, it->second.tag};
 }
 
 result<std::shared_ptr<const value>> backend_core::get(std::string_view key) {
@@ -231,7 +239,7 @@ void backend_core::for_each(const std::function<void(const key_info&)>& fn) cons
   // One shard at a time: a key committed or removed meanwhile may or may not be seen.
   for (auto& sh : shards_) {
     std::lock_guard lk(sh.m);
-    for (auto& [k, e] : sh.map) fn(key_info{k, e.v->size, e.v->t->cfg.type, e.version});
+    for (auto& [k, e] : sh.map) fn(key_info{k, e.v->size, e.v->t->cfg.type, e.version, e.tag});
   }
 }
 

@@ -99,9 +99,10 @@ class backend_core {
 
   // ---- index (backend.cpp)
   task<result<std::shared_ptr<value>>> allocate(std::size_t size, std::optional<tier_type> preferred);
-  result<value_version> commit(std::string key, std::shared_ptr<value> v);
+  result<value_version> commit(std::string key, std::shared_ptr<value> v, value_tag tag);
   value_version issue_version() noexcept;
   result<value_version> version_of(std::string_view key) const;
+  result<value_stamp> stamp_of(std::string_view key) const;
   result<std::shared_ptr<const value>> get(std::string_view key);
   result<void> remove(std::string_view key);
   result<void> drop_superseded(std::string_view key, value_version version);
@@ -129,6 +130,7 @@ class backend_core {
   struct entry {
     std::shared_ptr<value> v;
     value_version version = 0;
+    value_tag tag = 0;
   };
   struct victim {
     std::string key;

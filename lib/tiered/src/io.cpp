@@ -204,13 +204,13 @@ task<result<write_handle>> tiered_backend::allocate(std::size_t size, std::optio
   co_return h;
 }
 
-result<value_version> tiered_backend::commit(std::string key, write_handle&& h) {
+result<value_version> tiered_backend::commit(std::string key, write_handle&& h, value_tag tag) {
   if (key.empty()) return mc::fail(mc::errc::invalid_key);
   if (!h.v_) return mc::fail(mc::errc::invalid_params);
   if (h.v_->t->cfg.type == tier_type::ssd && h.cursor_ != h.v_->size) return mc::fail(mc::errc::invalid_write);
   auto v = std::move(h.v_);
   h.cursor_ = 0;
-  return core_->commit(std::move(key), std::move(v));
+  return core_->commit(std::move(key), std::move(v), tag);
 }
 
 result<read_handle> tiered_backend::get(std::string_view key) {
@@ -227,6 +227,7 @@ result<void> tiered_backend::drop_superseded(std::string_view key, value_version
 }
 value_version tiered_backend::issue_version() noexcept { return core_->issue_version(); }
 result<value_version> tiered_backend::version_of(std::string_view key) const { return core_->version_of(key); }
+result<value_stamp> tiered_backend::stamp_of(std::string_view key) const { return core_->stamp_of(key); }
 bool tiered_backend::exists(std::string_view key) const { return core_->exists(key); }
 std::size_t tiered_backend::count() const { return core_->count(); }
 

@@ -450,11 +450,11 @@ mc::task<void> engine::shutdown() {
 std::string engine::endpoint() const { return impl_->endpoint_; }
 const engine_options& engine::options() const noexcept { return impl_->opts_; }
 
-mc::result<region> engine::register_memory(void* addr, std::size_t len, region_access access) {
+mc::result<region> engine::register_memory(void* addr, std::size_t len, region_access access, bool derivable) {
   if (impl_->stopping_) return fail(errc::shutting_down);
   if (static_cast<std::uint8_t>(access) > 3) return fail(errc::invalid_params);
-  auto t =
-      impl_->rdma_ctx_ ? detail::rdma_register(*impl_, addr, len, access) : impl_->registry_->add(addr, len, access);
+  auto t = impl_->rdma_ctx_ ? detail::rdma_register(*impl_, addr, len, access, derivable)
+                            : impl_->registry_->add(addr, len, access, std::nullopt, derivable);
   if (!t) return t.error();
   return region(impl_->registry_, t->token, t->id, static_cast<std::byte*>(addr), len, impl_->endpoint_);
 }

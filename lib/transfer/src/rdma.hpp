@@ -58,7 +58,8 @@ std::unique_ptr<transport> make_rdma_transport(engine_impl& eng);
 /// the least verbs access `rights` needs (local_only: LOCAL_WRITE only;
 /// remote_read adds REMOTE_READ; remote_write adds REMOTE_WRITE) and adds the
 /// region to the registry with device 0's rkey in the low 32 bits of its token.
-mc::result<added_region> rdma_register(engine_impl& eng, void* addr, std::size_t len, region_access rights);
+mc::result<added_region> rdma_register(engine_impl& eng, void* addr, std::size_t len, region_access rights,
+                                       bool derivable);
 /// Deregisters the MR of `token` (the registry calls it after revocation).
 void rdma_deregister(rdma_context& ctx, std::uint64_t token) noexcept;
 

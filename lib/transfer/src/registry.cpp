@@ -42,7 +42,7 @@ std::uint64_t registry::fresh_token(std::uint64_t mask, std::uint64_t set) const
 }
 
 mc::result<added_region> registry::add(void* addr, std::size_t len, region_access rights,
-                                       std::optional<std::uint32_t> low32) {
+                                       std::optional<std::uint32_t> low32, bool derivable) {
   auto base = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(addr));
   if (addr == nullptr || len == 0 || base + len < base) return fail(errc::invalid_params);
   auto e = std::make_shared<region_entry>();
@@ -55,7 +55,7 @@ mc::result<added_region> registry::add(void* addr, std::size_t len, region_acces
   e->root = e->token;
   e->id = next_id_++;
   by_token_.emplace(e->token, e);
-  by_base_.emplace(e->base, e.get());
+  if (derivable) by_base_.emplace(e->base, e.get());
   return added_region{e->token, e->id};
 }
 

@@ -105,8 +105,11 @@ class registry {
   /// Adds a region and returns its fresh random nonzero token and its id.
   /// With `low32` (the RDMA rkey) only the upper 32 bits are random (bit 63
   /// clear: see derived_token_bit).
+  /// `derivable` false: a registration for one request, never returned by
+  /// find_containing (so never the parent of another request's derived
+  /// registration, which its revocation would revoke too).
   mc::result<added_region> add(void* addr, std::size_t len, region_access rights = region_access::remote_read_write,
-                               std::optional<std::uint32_t> low32 = {});
+                               std::optional<std::uint32_t> low32 = {}, bool derivable = true);
   /// Adds a derived registration of [addr, addr+len) inside the live region
   /// `parent_token` (and, when `parent_id` != 0, exactly that entry) with
   /// `rights` <= the parent's. Its token is fresh; when the registry makes
@@ -155,7 +158,7 @@ class registry {
 
   mutable std::shared_mutex m_;
   std::unordered_map<std::uint64_t, std::shared_ptr<region_entry>> by_token_;
-  std::multimap<std::uint64_t, region_entry*> by_base_;  // top-level entries only
+  std::multimap<std::uint64_t, region_entry*> by_base_;  // derivable top-level entries only
   std::uint64_t next_id_ = 1;                            // guarded by m_
   std::atomic<std::uint64_t> revoked_with_grants_{0};
 };

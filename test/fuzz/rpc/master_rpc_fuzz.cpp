@@ -91,11 +91,12 @@ enum method : std::uint8_t {
   m_remove_matching,
   m_raw_params,
   m_raw_stream,
+  m_write_routes,  // appended: the corpus's earlier method numbers keep their meaning
   m_count
 };
-const char* method_names[] = {"registerClient", "heartbeat",      "unregisterClient", "addReplicas", "removeReplicas",
-                              "getReplicaList", "writeRoute",     "removeKey",        "listClients", "finishRepublish",
-                              "getClient",      "removeMatching", "(raw params)",     "(raw stream)"};
+const char* method_names[] = {"registerClient", "heartbeat",      "unregisterClient", "addReplicas",  "removeReplicas",
+                              "getReplicaList", "writeRoute",     "removeKey",        "listClients",  "finishRepublish",
+                              "getClient",      "removeMatching", "(raw params)",     "(raw stream)", "writeRoutes"};
 
 /// A key: one of the pool, free text (binary included), or a long one.
 template <class IO>
@@ -216,6 +217,11 @@ struct mop {
       case m_raw_stream:
         x.rest(raw);
         break;
+      case m_write_routes:
+        number(x, a);
+        number(x, u1);
+        pooled(x, id, id_pool, 40);
+        break;
       default:
         break;
     }
@@ -230,6 +236,15 @@ struct mop {
   }
   std::size_t list_size() const { return items.size() + extra; }
 };
+
+/// The replication tag an item's publish carries: derived from its fields
+/// (no field of its own, so the corpus keeps decoding as before): about one
+/// item in seven is a copy of a small group (1..3) of 2..4 copies, so that
+/// copies join, overflow (trimmed) and supersede other groups.
+std::uint64_t replication_of(const kitem& it) {
+  if (it.size % 7 != 3) return 0;
+  return md::replication{1 + it.version % 3, static_cast<std::uint32_t>(2 + (it.size >> 3) % 3)}.tag();
+}
 
 // ---- the environment (one master for the whole run) ------------------------
 
@@ -395,6 +410,7 @@ mc::task<void> typed(Master::Client& m, const mop& o, md::metadata& sh, std::set
           l[i].setKey(text(it.key));
           l[i].setSize(it.size);
           l[i].setVersion(it.version);
+          l[i].setReplication(replication_of(it));
         }
         auto r = co_await mc::rpc::call(req.send(), call_timeout);
         MC_FUZZ_CHECK(r.has_value());
@@ -417,10 +433,10 @@ mc::task<void> typed(Master::Client& m, const mop& o, md::metadata& sh, std::set
       for (unsigned i = 0; i < n; ++i) {
         auto it = o.item(i);
         if (named.size() < 256) named.insert(it.key);
-        auto want = o.method == m_add
-                        ? code(sh.add_replica(it.key, o.id, it.size, it.version,
-                                              o.f ? md::publish_kind::republish : md::publish_kind::put, o.c))
-                        : code(sh.remove_replica(it.key, o.id, it.version));
+        auto want = o.method == m_add ? code(sh.add_replica(it.key, o.id, it.size, it.version,
+                                                            o.f ? md::publish_kind::republish : md::publish_kind::put,
+                                                            o.c, replication_of(it)))
+                                      : code(sh.remove_replica(it.key, o.id, it.version));
         MC_FUZZ_CHECK(got[i] == want);
         reached |= !validation(want);
         ok &= want == 0;
@@ -463,6 +479,36 @@ mc::task<void> typed(Master::Client& m, const mop& o, md::metadata& sh, std::set
         MC_FUZZ_CHECK(mine.has_value() && theirs.has_value() && id != o.id);
         MC_FUZZ_CHECK(free_of(*mine) == free_of(*theirs));
         MC_FUZZ_CHECK(str(r->getReplica().getRpcEndpoint()) == mine->rpc_endpoint);
+      }
+      reached = true, ok = want.has_value();
+      break;
+    }
+    case m_write_routes: {
+      auto req = m.writeRoutesRequest();
+      req.setSize(o.a);
+      req.setCount(o.u1);
+      req.initExclude(1).set(0, text(o.id));
+      auto r = co_await mc::rpc::call(req.send(), call_timeout);
+      MC_FUZZ_CHECK(r.has_value());
+      auto c = r->getStatus().getCode();
+      if (o.u1 == 0 || o.u1 > md::replication::max_copies) {
+        MC_FUZZ_CHECK(c == static_cast<std::int32_t>(errc::invalid_params));
+        reached = false, ok = false;
+        break;
+      }
+      std::vector<std::string> exclude{o.id};
+      auto want = sh.write_routes(o.a, o.u1, exclude);
+      MC_FUZZ_CHECK(c == code(want));
+      if (want) {  // ties may break differently: the same free space, in order, distinct, not excluded
+        auto got = r->getReplicas();
+        MC_FUZZ_CHECK(got.size() == want->size());
+        std::set<std::string> seen;
+        for (unsigned i = 0; i < got.size(); ++i) {
+          auto id = str(got[i].getClientId());
+          auto mine = sh.find_client(id), theirs = sh.find_client((*want)[i].client_id);
+          MC_FUZZ_CHECK(mine.has_value() && theirs.has_value() && id != o.id && seen.insert(id).second);
+          MC_FUZZ_CHECK(free_of(*mine) == free_of(*theirs));
+        }
       }
       reached = true, ok = want.has_value();
       break;

@@ -33,6 +33,10 @@ namespace mc::master {
 
 /// Most drop notices the master sends in one heartbeat reply.
 inline constexpr std::size_t max_drops_per_heartbeat = 1024;
+/// Most repair tasks the master sends in one heartbeat reply.
+inline constexpr std::size_t max_repairs_per_heartbeat = 64;
+/// Most ids a writeRoutes request may exclude.
+inline constexpr std::size_t max_route_excludes = 64;
 
 class master_client {
  public:
@@ -60,8 +64,10 @@ class master_client {
   /// from a leader older than one already seen is ignored:
   /// unavailable_in_current_status.
   task<result<void>> register_client(client_info info);
-  /// Heartbeat (the same rule for an older leader's reply); returns the holder's queued drop notices (at most
-  /// max_drops_per_heartbeat; a longer list is rpc_fail) and resync flag.
+  /// Heartbeat (the same rule for an older leader's reply); returns the
+  /// holder's queued drop notices (at most max_drops_per_heartbeat), repair
+  /// tasks (at most max_repairs_per_heartbeat; longer lists are rpc_fail)
+  /// and resync flag.
   task<result<holder_notices>> heartbeat(std::string client_id, std::uint64_t used, std::uint64_t capacity);
   task<result<void>> unregister_client(std::string client_id);
   /// Publishes; one result per item, in order (see metadata::add_replica:
@@ -85,6 +91,13 @@ class master_client {
   /// (An overload, not a default argument: gcc 12 destroys a coroutine's
   /// class-type default argument twice.)
   task<result<replica>> write_route(std::uint64_t size) { return write_route(size, std::string{}); }
+  /// Up to `count` (1..replication::max_copies) distinct nodes with room
+  /// for `size` bytes, none of them named in `exclude` (at most
+  /// max_route_excludes): see metadata::write_routes. Errors:
+  /// invalid_params, no_available_handle, rpc_fail (an empty or oversized
+  /// reply), timeout.
+  task<result<std::vector<replica>>> write_routes(std::uint64_t size, std::uint32_t count,
+                                                  std::vector<std::string> exclude);
   task<result<std::vector<replica>>> remove_key(std::string key);
   /// One page of metadata::remove_matching from `from_shard`: the removed
   /// keys with their holders, and where to continue (nullopt: done). A reply
@@ -108,6 +121,8 @@ class master_client {
   task<result<std::vector<result<void>>>> add_replicas_once(std::string client_id, std::vector<publish_item> items,
                                                             publish_kind kind, std::uint64_t epoch);
   task<result<replica>> write_route_once(std::uint64_t size, std::string exclude);
+  task<result<std::vector<replica>>> write_routes_once(std::uint64_t size, std::uint32_t count,
+                                                       const std::vector<std::string>& exclude);
   task<result<std::vector<replica>>> remove_key_once(std::string key);
   task<result<client_info>> get_client_once(std::string client_id);
   boost::system::error_code note(boost::system::error_code e);

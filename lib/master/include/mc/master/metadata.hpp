@@ -81,6 +81,53 @@ struct publish_item {
   std::string key;
   std::uint64_t size = 0;
   std::uint64_t version = 0;
+  std::uint64_t replication = 0;  ///< the copy's replication::tag() (0 = a single-copy put)
+};
+
+/// A value's replication: which put wrote the copy and how many copies it
+/// asked for. Holders store it with the value (as tag(), a tiered value tag)
+/// and publish it; copies that carry the same group are replicas of one
+/// value: they do not supersede each other, and the master keeps (and
+/// repairs) up to `copies` of them.
+struct replication {
+  static constexpr std::uint32_t max_copies = 16;
+  std::uint64_t group = 0;   ///< the put's random id, 56 bits; 0 = a single-copy put
+  std::uint32_t copies = 1;  ///< copies asked for, 1..max_copies
+
+  /// 0 for single copies, else group (high 56 bits) | copies (low 8 bits).
+  std::uint64_t tag() const noexcept { return group == 0 || copies <= 1 ? 0 : (group << 8) | copies; }
+  /// Inverse of tag(); out-of-range copy counts are clamped to 1..max_copies
+  /// (the tag arrives from peers).
+  static replication of(std::uint64_t tag) noexcept {
+    replication r;
+    if (tag == 0) return r;
+    r.group = tag >> 8;
+    r.copies = static_cast<std::uint32_t>(tag & 0xff);
+    if (r.copies > max_copies) r.copies = max_copies;
+    if (r.group == 0 || r.copies <= 1) return {};
+    return r;
+  }
+};
+
+/// Asks a holder of `key` (at `version`, with replication tag `replication`)
+/// to copy it to `target` (through the remote write path).
+struct repair_task {
+  std::string key;
+  std::uint64_t version = 0;
+  std::uint64_t replication = 0;
+  replica target;
+};
+
+/// Counters of replica repair (for /metrics).
+struct repair_stats {
+  std::uint64_t under_replicated = 0;  ///< keys with 1 <= live copies < asked (as of the last full scan)
+  std::uint64_t queued = 0;            ///< keys waiting for a repair to be planned
+  std::uint64_t in_flight = 0;         ///< repairs handed to a holder, not yet seen published
+  std::uint64_t scheduled = 0;         ///< repairs handed to holders
+  std::uint64_t completed = 0;         ///< repairs whose copy was published
+  std::uint64_t timed_out = 0;         ///< repairs not published within repair_timeout (planned again)
+  std::uint64_t no_target = 0;         ///< plans that found no node with room (the scan retries)
+  std::uint64_t trimmed = 0;           ///< copies refused: the key already had the copies asked for
 };
 
 /// Why a holder publishes.
@@ -97,6 +144,8 @@ struct holder_notices {
   std::vector<key_version> drops;
   /// The queue overflowed: re-publish the full key set (finish_republish).
   bool resync = false;
+  /// Copies this holder should make for under-replicated keys.
+  std::vector<repair_task> repairs;
 };
 
 /// Counters of the ordering rules (for /metrics).
@@ -118,6 +167,16 @@ struct metadata_options {
   /// Drop notices queued per holder; past it the queue is cleared and the
   /// holder is asked to resync (holder_notices::resync).
   std::size_t max_pending_drops = 4096;
+  /// Repairs handed out and not yet published, at most (whole master).
+  std::size_t max_concurrent_repairs = 32;
+  /// A repair not published within this is planned again.
+  clock::duration repair_timeout = std::chrono::seconds(30);
+  /// Under-replicated keys waiting to be planned, at most; more are found by
+  /// the background scan later.
+  std::size_t max_repair_queue = 65536;
+  /// Key-table shards the background scan for under-replicated keys walks
+  /// per schedule_repairs() call.
+  std::size_t repair_scan_shards = 4;
 };
 
 /// Thread-safe. Every method takes short internal locks only.
@@ -156,8 +215,16 @@ class metadata {
   /// the accepted publish. `epoch` tags the entry for finish_republish (the
   /// entry keeps the largest epoch it was published with).
   /// Errors: invalid_key, client_not_found, invalid_version.
+  ///
+  /// Replicas: a publish whose `replication` tag names the group of the
+  /// key's live copies joins them instead of superseding them (any kind),
+  /// while the key has fewer than the group's `copies` live holders; past
+  /// that it is refused with invalid_version (the holder drops its copy: a
+  /// surplus copy, e.g. of a holder declared dead that came back, is
+  /// trimmed). A publish of another group (or none) supersedes as above.
   result<void> add_replica(const std::string& key, const std::string& client_id, std::uint64_t size,
-                           std::uint64_t version, publish_kind kind = publish_kind::put, std::uint64_t epoch = 0);
+                           std::uint64_t version, publish_kind kind = publish_kind::put, std::uint64_t epoch = 0,
+                           std::uint64_t replication = 0);
   /// Removes `client_id`'s entry for `key` (live or superseded) unless it is
   /// newer than `version`: an eviction notice of an old copy never removes a
   /// fresher re-put. Errors: object_not_found (no such entry),
@@ -167,9 +234,24 @@ class metadata {
   /// `epoch` or later): removes that holder's entries tagged with an older
   /// epoch. Returns how many entries were removed; client_not_found.
   result<std::uint64_t> finish_republish(const std::string& client_id, std::uint64_t epoch);
-  /// Takes up to `max` queued drop notices and the resync flag of a holder
-  /// (empty for an unknown client).
-  holder_notices take_notices(const std::string& client_id, std::size_t max);
+  /// Takes up to `max` queued drop notices, up to `max_repairs` repair tasks
+  /// and the resync flag of a holder (empty for an unknown client).
+  holder_notices take_notices(const std::string& client_id, std::size_t max, std::size_t max_repairs = 0);
+  /// Plans repairs of replicated keys with fewer live copies than asked (and
+  /// at least one; a copy counts while its holder is registered, also when
+  /// suspect: only a holder declared dead and dropped loses its copies): for
+  /// each, a healthy surviving holder is asked (its
+  /// next take_notices) to copy the value to a healthy node with room that
+  /// holds no entry of the key. At most max_concurrent_repairs are in
+  /// flight; one not published within repair_timeout is planned again. Also
+  /// walks repair_scan_shards shards of the key table for under-replicated
+  /// keys (the safety net for lost or overflowed plans). Keys become
+  /// under-replicated when a holder is dropped (dead or unregistered), a
+  /// copy is removed (eviction), or a put committed fewer copies than asked.
+  /// Returns the repairs handed out by this call. Call periodically (the
+  /// service does, from its sweep, while leading and not rebuilding).
+  std::size_t schedule_repairs();
+  repair_stats repairs() const;
   ordering_stats ordering() const;
   /// Removes the key from every holder (the caller tells the holders).
   result<std::vector<replica>> remove_key(const std::string& key);
@@ -204,6 +286,11 @@ class metadata {
   /// A healthy client with room for `size` bytes (most free space first),
   /// excluding `exclude`; no_available_handle if none.
   result<replica> write_route(std::uint64_t size, const std::string& exclude = {}) const;
+  /// Up to `count` distinct healthy clients with room for `size` bytes, most
+  /// free space first, none of them in `exclude`; fewer when fewer qualify
+  /// (no_available_handle when none does).
+  result<std::vector<replica>> write_routes(std::uint64_t size, std::size_t count,
+                                            const std::vector<std::string>& exclude) const;
 
   /// Applies TTLs: marks suspects, drops dead clients and their replicas.
   /// Returns the ids dropped. Called periodically by the service.
@@ -252,6 +339,17 @@ class metadata {
   std::vector<replica> release_holders(const std::vector<holder_ref>& holders);
   struct counters;
   std::unique_ptr<counters> counters_;
+  struct repair_state;
+  std::unique_ptr<repair_state> repair_;
+  /// Queues `key` for a repair plan (bounded; not when already queued or in
+  /// flight). Takes only repair_state's lock (a leaf: any lock may be held).
+  void note_under_replicated(std::string_view key);
+  /// A planned repair's copy was published (the key has its copies again).
+  void repair_done(std::string_view key);
+  /// Plans one queued key's repair; true when a task was handed out.
+  bool plan_repair(const std::string& key, clock::time_point now);
+  /// Scans repair_scan_shards shards for under-replicated keys.
+  void scan_for_repairs();
 
   metadata_options opts_;
   /// Guards clients_ and slots_ (lookups take it shared).

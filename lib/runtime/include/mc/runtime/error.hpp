@@ -47,6 +47,9 @@ enum class errc : int {
   /// Over a server-side limit (in-flight keys/bytes, request size, ...): the
   /// request was refused before any work; retry later or with less.
   overloaded = -1107,
+  /// A replicated put committed some but not all of the copies it asked
+  /// for: the committed copies stay readable and the master repairs the rest.
+  replication_incomplete = -1108,
   // I/O.
   io_error = -1200,
   misaligned = -1201,

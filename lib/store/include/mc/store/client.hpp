@@ -51,6 +51,18 @@ struct put_options {
   /// placement::remote: the target's RPC endpoint (host:client_rpc_port);
   /// empty = the master's write route (a healthy client with room).
   std::string target;
+  /// Copies to keep on distinct nodes (1..mc::master::replication::max_copies).
+  /// Above 1, the value is written to `replicas` nodes at once: this node
+  /// (placement::local) or `target` first, the others chosen by the master
+  /// (healthy, room, most free space first). The put succeeds when every
+  /// copy committed; when at least one but not all did, it returns
+  /// errc::replication_incomplete: the committed copies stay readable and
+  /// the master adds the missing ones later (repair); none committed: the
+  /// first copy's error. Gets spread over the copies and fall back across
+  /// them. A holder declared dead is replaced by a repair (a surviving
+  /// holder copies the value to another node); a surplus copy (a dead holder
+  /// that came back) is trimmed.
+  std::uint32_t replicas = 1;
 };
 
 /// What query() reports.
@@ -92,6 +104,11 @@ struct client_stats {
   std::uint64_t write_routes = 0;             ///< write routes asked of the master (remote puts without a target)
   std::uint64_t write_route_lease_hits = 0;   ///< remote puts routed by a cached lease instead
   std::uint64_t write_route_lease_drops = 0;  ///< leases dropped because a put through them failed at the owner
+  /// Replicated puts (put_options::replicas > 1) of a key that committed some
+  /// but not all copies (REPLICATION_INCOMPLETE).
+  std::uint64_t replication_incomplete = 0;
+  std::uint64_t repairs_done = 0;    ///< copies this node made for the master's repairs
+  std::uint64_t repairs_failed = 0;  ///< repair tasks that failed here (gone, changed, target refused)
 };
 
 class client {

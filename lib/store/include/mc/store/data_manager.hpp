@@ -85,6 +85,7 @@ struct remote_read_outcome {
 struct remote_write_item {
   std::string key;
   remote_pieces src;
+  tiered::value_tag tag = 0;  ///< stored with the value, given to the commit hook
 };
 
 struct data_manager_stats {
@@ -107,8 +108,10 @@ class data_manager {
   /// `version` is the value's version issued by the backend's commit
   /// (publishes and removals are ordered by it at the master, so a publish
   /// that overtakes another of the same key cannot leave the older one routed).
-  using commit_hook =
-      std::function<task<result<void>>(const std::string& key, std::uint64_t size, std::uint64_t version)>;
+  /// `tag` is the one the value was committed with (its replication, see
+  /// mc::master::replication; 0 = a single copy).
+  using commit_hook = std::function<task<result<void>>(const std::string& key, std::uint64_t size,
+                                                       std::uint64_t version, tiered::value_tag tag)>;
 
   data_manager(tiered::tiered_backend& backend, mc::transfer::engine& engine,
                std::size_t lock_shards = default_lock_shard_count);
@@ -124,11 +127,13 @@ class data_manager {
   /// (empty value), no_available_handle, too_large, shutting_down (after
   /// close(); nothing stored), and the commit hook's error (the value then
   /// stays stored).
-  task<result<void>> put(const std::string& key, std::span<const std::byte> value);
+  /// `tag` is stored with the value (tiered::value_tag) and given to the hook.
+  task<result<void>> put(const std::string& key, std::span<const std::byte> value, tiered::value_tag tag = 0);
   /// Local put of a value gathered from `pieces` (in order; any sizes, any
   /// addresses). Errors as put() (invalid_params also for no piece, more than
   /// max_value_pieces, or an empty total).
-  task<result<void>> put_parts(const std::string& key, std::vector<std::span<const std::byte>> pieces);
+  task<result<void>> put_parts(const std::string& key, std::vector<std::span<const std::byte>> pieces,
+                               tiered::value_tag tag = 0);
   /// Local get into `dst` (must hold the value). Returns the value's size.
   /// Errors: object_not_found, buffer_overflow (dst too small; nothing copied).
   task<result<std::size_t>> get(const std::string& key, std::span<std::byte> dst);
@@ -173,7 +178,8 @@ class data_manager {
                                                            std::uint64_t inline_limit, std::uint64_t inline_budget);
   /// The spec's remote write with the value gathered from `src` pieces (in
   /// order). Errors as write_remote().
-  task<result<void>> write_remote_parts(const std::string& key, remote_pieces src, mc::duration timeout);
+  task<result<void>> write_remote_parts(const std::string& key, remote_pieces src, mc::duration timeout,
+                                        tiered::value_tag tag = 0);
   /// The batch form of the remote write, one result per item in order: every
   /// item is allocated, then every DRAM-bound value comes in through ONE
   /// TransferEngine batch (values for other tiers through staging buffers,
@@ -194,8 +200,10 @@ class data_manager {
   task<void> close();
 
  private:
-  task<result<void>> commit_and_publish(const std::string& key, tiered::write_handle h, std::uint64_t size);
-  task<result<void>> finish_commit(std::string key, tiered::write_handle h, std::uint64_t size, gate_holder g);
+  task<result<void>> commit_and_publish(const std::string& key, tiered::write_handle h, std::uint64_t size,
+                                        tiered::value_tag tag);
+  task<result<void>> finish_commit(std::string key, tiered::write_handle h, std::uint64_t size, tiered::value_tag tag,
+                                   gate_holder g);
   task<result<tiered::read_handle>> pin(const std::string& key);
   task<result<void>> send_staged(const tiered::read_handle& h, const remote_pieces& dest,
                                  std::chrono::steady_clock::time_point deadline);

@@ -60,6 +60,7 @@ struct peer_write {
   std::string key;
   std::vector<mc::transfer::remote_buffer> src;
   std::vector<std::span<const std::byte>> data;
+  std::uint64_t replication = 0;  ///< mc::master::replication::tag() of the copy (0 = a single copy)
 };
 
 class peer_client {

@@ -46,6 +46,15 @@ enum class removal_reason {
 /// increasing as long as the wall clock does not step back by more than the
 /// restart took (NTP slewing is fine; a manual step backwards is not). Never 0.
 using value_version = std::uint64_t;
+/// An opaque 64-bit word stored with a committed value and reported with it
+/// (key_info, stamp_of); the store keeps a value's replication group in it.
+/// The backend never interprets it.
+using value_tag = std::uint64_t;
+/// A committed value's version and tag.
+struct value_stamp {
+  value_version version = 0;
+  value_tag tag = 0;
+};
 
 /// A value being written. Move-only. Destroying it without commit() frees the
 /// space. Not thread-safe (one writer).
@@ -145,6 +154,7 @@ struct key_info {
   std::size_t size = 0;
   tier_type tier = tier_type::dram;
   value_version version = 0;  ///< issued by commit()
+  value_tag tag = 0;          ///< given to commit()
 };
 
 struct backend_options {
@@ -187,13 +197,16 @@ class tiered_backend {
   /// so a later commit of the same key always gets a larger one).
   /// Errors: errc::invalid_params (empty handle), errc::invalid_write (SSD
   /// value not completely written), errc::invalid_key (empty key).
-  result<value_version> commit(std::string key, write_handle&& h);
+  /// `tag` is stored with the value (see value_tag).
+  result<value_version> commit(std::string key, write_handle&& h, value_tag tag = 0);
 
   /// A fresh version from the backend's hybrid clock (see value_version);
   /// larger than every version issued before by this backend. Thread-safe.
   value_version issue_version() noexcept;
   /// The version of the value held under `key`; errc::object_not_found.
   result<value_version> version_of(std::string_view key) const;
+  /// The version and tag of the value held under `key`; errc::object_not_found.
+  result<value_stamp> stamp_of(std::string_view key) const;
 
   /// Pins and returns the value; marks it most recently used.
   /// errc::object_not_found if absent.

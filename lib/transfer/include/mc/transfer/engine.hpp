@@ -250,9 +250,12 @@ class engine {
   /// verbs access flags. Thread-safe, O(1) lookups afterwards. Regions may
   /// overlap (each has its own token). Errors: invalid_params (null / empty /
   /// address overflow), shutting_down; with "rdma" buffer_overflow / io_error
-  /// from ibv_reg_mr.
+  /// from ibv_reg_mr. `derivable` false: a registration that serves one
+  /// request; register_within(addr, ...) and find_registration never pick
+  /// it as the parent (its revocation at that request's end would revoke
+  /// another request's derived token over the same memory too).
   mc::result<region> register_memory(void* addr, std::size_t len,
-                                     region_access access = region_access::remote_read_write);
+                                     region_access access = region_access::remote_read_write, bool derivable = true);
 
   /// Derived registration (a "child"): registers [parent.data() + offset,
   /// + length) inside the live registration `parent` of this engine with a
