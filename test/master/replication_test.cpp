@@ -39,7 +39,7 @@ TEST_SUITE("master replication") {
     CHECK(r.copies == 3);
     CHECK(replication::of(0).copies == 1);
     CHECK(replication::of((7ull << 8) | 0xff).copies == replication::max_copies);  // clamped
-    CHECK(replication::of((7ull << 8) | 1).group == 0);                           // one copy: not replicated
+    CHECK(replication::of((7ull << 8) | 1).group == 0);                            // one copy: not replicated
     CHECK(replication::of(0x42).group == 0);                                       // no group
   }
 

@@ -162,7 +162,8 @@ TEST_SUITE("store replicas") {
     std::vector<std::vector<std::uint8_t>> vs;
     for (std::size_t i = 0; i < 4; ++i) {
       vs.push_back(random_bytes(1 + i * 400009, 40 + i));
-      auto r = cl.on(0, put_n(*cl.nodes[0].client, "heal/" + std::to_string(i), vs[i], 2, mc::store::placement::remote));
+      auto r =
+          cl.on(0, put_n(*cl.nodes[0].client, "heal/" + std::to_string(i), vs[i], 2, mc::store::placement::remote));
       REQUIRE_MESSAGE(r.has_value(), r.error().message());
     }
     // Warm a's route cache, then stop a holder of key 0 (it unregisters:

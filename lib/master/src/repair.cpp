@@ -49,8 +49,8 @@ result<std::vector<replica>> metadata::write_routes(std::uint64_t size, std::siz
     std::vector<replica> out;
     out.reserve(count);
     for (std::size_t i = 0; i < count; ++i)
-      out.push_back({fit[i].second->info.client_id, fit[i].second->info.rpc_endpoint,
-                     fit[i].second->info.transfer_endpoint});
+      out.push_back(
+          {fit[i].second->info.client_id, fit[i].second->info.rpc_endpoint, fit[i].second->info.transfer_endpoint});
     return out;
   }
 }
