@@ -73,8 +73,24 @@ TEST_SUITE("master replication") {
     CHECK(mc::is(m.add_replica("k", "a", 10, 100, publish_kind::put, 0, g).error(), mc::errc::invalid_version));
     REQUIRE(m.add_replica("k", "b", 20, 901, publish_kind::put, 0, g2));
     CHECK(holders(m, "k") == std::set<std::string>{"b", "d"});
+    CHECK(m.replica_count() == 2);
     REQUIRE(m.add_replica("k", "c", 30, 71));  // single copy: supersedes both
     CHECK(holders(m, "k") == std::set<std::string>{"c"});
+    // The counters follow every change (they are not recounted).
+    CHECK(m.replica_count() == 1);
+    CHECK(m.key_count() == 1);
+    REQUIRE(m.add_replica("j", "a", 5, 1000, publish_kind::put, 0, g));
+    REQUIRE(m.add_replica("j", "b", 5, 1000, publish_kind::put, 0, g));
+    CHECK(m.replica_count() == 3);
+    CHECK(m.key_count() == 2);
+    REQUIRE(m.unregister_client("a"));
+    CHECK(m.replica_count() == 2);
+    REQUIRE(m.remove_key("j"));
+    CHECK(m.replica_count() == 1);
+    CHECK(m.key_count() == 1);
+    REQUIRE(m.remove_matching("", true, 10));
+    CHECK(m.replica_count() == 0);
+    CHECK(m.key_count() == 0);
   }
 
   TEST_CASE("a dropped holder's replicated keys are repaired to another node") {

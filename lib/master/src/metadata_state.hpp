@@ -248,6 +248,24 @@ struct metadata::shard {
 
 struct metadata::counters {
   std::atomic<std::uint64_t> stale_publishes{0}, stale_removals{0}, superseded{0}, notice_overflows{0};
+  /// Keys with a live holder and live (key, holder) entries, kept up to date
+  /// by every change under the shard locks (key_count / replica_count read
+  /// them: /metrics never walks the table).
+  std::atomic<std::int64_t> live_keys{0}, live_entries{0};
+  /// A node's contribution to both: (has a live holder, live holders).
+  struct live_state {
+    std::int64_t keys = 0, entries = 0;
+  };
+  static live_state of(const shard::node* n) noexcept {
+    if (!n) return {};
+    const auto e = static_cast<std::int64_t>(n->live_count());
+    return {e > 0 ? 1 : 0, e};
+  }
+  void changed(live_state before, live_state after) noexcept {
+    if (after.keys != before.keys) live_keys.fetch_add(after.keys - before.keys, std::memory_order_relaxed);
+    if (after.entries != before.entries)
+      live_entries.fetch_add(after.entries - before.entries, std::memory_order_relaxed);
+  }
 };
 
 /// Replica repair bookkeeping. `mu` is a leaf lock: nothing else is taken

@@ -62,7 +62,9 @@ result<void> metadata::add_replica(const std::string& key, const std::string& cl
       ++t.size;
       became_live = true;
       pinned = false;
+      counters_->changed({}, counters::of(n));
     } else {
+      const auto before = counters::of(n);
       constexpr auto none = std::numeric_limits<std::size_t>::max();
       std::size_t pos = none, others_live = 0;
       bool idempotent = false;
@@ -115,6 +117,7 @@ result<void> metadata::add_replica(const std::string& key, const std::string& cl
         // background scan (not queued here: its other copies may be on the way).
         full = joins && others_live + 1 >= repl.copies;
       }
+      counters_->changed(before, counters::of(n));
     }
   }
   if (full) repair_done(key);
@@ -177,10 +180,14 @@ result<void> metadata::remove_replica(const std::string& key, const std::string&
           newer = true;
         } else {
           was_live = h.live;
-          if (!n->erase(j))
+          const auto before = counters::of(n);
+          if (!n->erase(j)) {
             t.erase_at(i);
-          else if (was_live && n->copies() > 1 && n->any_live())
-            note_under_replicated(key);  // e.g. an evicted replica
+            counters_->changed(before, {});
+          } else {
+            counters_->changed(before, counters::of(n));
+            if (was_live && n->copies() > 1 && n->any_live()) note_under_replicated(key);  // e.g. an evicted replica
+          }
         }
         break;
       }
@@ -211,6 +218,7 @@ result<std::vector<replica>> metadata::remove_key(const std::string& key) {
     if (i == shard::table::npos) return fail(errc::object_not_found);
     auto* n = t.at(i);
     for (std::size_t j = 0, cnt = n->count(); j < cnt; ++j) holders.push_back({n->at(j).slot, n->at(j).live});
+    counters_->changed(counters::of(n), {});
     t.erase_at(i);
   }
   // Superseded holders are returned too: they may still hold an old copy.
@@ -283,6 +291,7 @@ result<metadata::removal_page> metadata::remove_matching(const std::string& patt
         for (std::size_t j = 0, cnt = n->count(); j < cnt; ++j) hs.push_back({n->at(j).slot, n->at(j).live});
         page.removed.push_back({std::string(n->key()), {}});
         refs.push_back(std::move(hs));
+        counters_->changed(counters::of(n), {});
         t.erase_at(i);
       }
     }
@@ -309,6 +318,7 @@ std::pair<std::uint64_t, std::uint64_t> metadata::drop_holder_entries(std::uint3
         continue;
       }
       bool gone = false;
+      const auto before = counters::of(n);
       for (std::size_t j = 0; j < n->count();) {
         auto& h = n->at(j);
         if (h.slot != slot || (below_epoch && h.epoch >= *below_epoch)) {
@@ -325,6 +335,7 @@ std::pair<std::uint64_t, std::uint64_t> metadata::drop_holder_entries(std::uint3
         }
         if (was_live && n->copies() > 1 && n->any_live()) note_under_replicated(n->key());
       }
+      counters_->changed(before, gone ? counters::live_state{} : counters::of(n));
       if (!gone) ++i;
     }
   }
@@ -428,26 +439,11 @@ std::vector<std::pair<std::string, key_info>> metadata::keys(const std::string& 
 }
 
 std::uint64_t metadata::key_count() const {
-  std::uint64_t n = 0;
-  for (auto& s : shards_) {
-    std::lock_guard lk(s->mu);
-    for (std::size_t i = 0; i < s->map.capacity(); ++i) {
-      auto* x = s->map.at(i);
-      n += x && x->any_live() ? 1 : 0;
-    }
-  }
-  return n;
+  return static_cast<std::uint64_t>(std::max<std::int64_t>(0, counters_->live_keys.load(relaxed)));
 }
 
 std::uint64_t metadata::replica_count() const {
-  std::uint64_t n = 0;
-  for (auto& s : shards_) {
-    std::lock_guard lk(s->mu);
-    for (std::size_t i = 0; i < s->map.capacity(); ++i)
-      if (auto* x = s->map.at(i))
-        for (std::size_t j = 0, cnt = x->count(); j < cnt; ++j) n += x->at(j).live ? 1 : 0;
-  }
-  return n;
+  return static_cast<std::uint64_t>(std::max<std::int64_t>(0, counters_->live_entries.load(relaxed)));
 }
 
 }  // namespace mc::master

@@ -301,9 +301,9 @@ class metadata {
   result<client_info> find_client(const std::string& client_id) const;
   /// Keys with a prefix, at most `limit`, in no particular order.
   std::vector<std::pair<std::string, key_info>> keys(const std::string& prefix, std::size_t limit) const;
-  /// Keys with a live (routable) holder.
+  /// Keys with a live (routable) holder. O(1): a counter kept by every change.
   std::uint64_t key_count() const;
-  /// Live (routable) (key, holder) entries.
+  /// Live (routable) (key, holder) entries. O(1), as key_count().
   std::uint64_t replica_count() const;
 
  private:
