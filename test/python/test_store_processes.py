@@ -220,3 +220,65 @@ def test_replica_num_copies_survive_kill9_and_are_repaired(procs):
     assert pure.put("rep-bad", b"x", bad) == -600
     fresh.close()
     pure.close()
+
+
+def test_replica_of_a_holder_back_from_the_dead_is_trimmed(procs):
+    """A holder frozen past the drop TTL is declared dead and its copies are
+    repaired elsewhere; when it wakes up and re-publishes, its copy is
+    surplus: the master refuses it (trimmed) and the key keeps exactly N."""
+    import json
+    import urllib.request
+
+    from conftest import BIN, free_port, start_node, wait_port
+    from mooncake.store import ReplicateConfig
+
+    rpc, http = free_port(), free_port()
+    procs.spawn("master-trim", [os.path.join(BIN, "mooncake_master"), "--rpc_port", str(rpc), "--metrics_port",
+                                str(http), "--client_ttl", "1s", "--client_drop_ttl", "3s"])
+    wait_port(rpc)
+    wait_port(http)
+    master = f"127.0.0.1:{rpc}"
+    nodes = {}
+    for i in range(3):
+        p, port = start_node(procs, master, f"trim{i}")
+        nodes[port] = p
+
+    def get(path):
+        with urllib.request.urlopen(f"http://127.0.0.1:{http}{path}", timeout=5) as r:
+            return r.read().decode()
+
+    def holders(key):
+        return sorted(int(x["rpc_endpoint"].rsplit(":", 1)[1]) for x in json.loads(get(f"/key/{key}"))["replicas"])
+
+    def metric(name):
+        for line in get("/metrics").splitlines():
+            if line.startswith(name + " "):
+                return float(line.split()[1])
+        return 0.0
+
+    pure = new_store(master, segment=0)
+    cfg = ReplicateConfig()
+    cfg.replica_num = 2
+    v = random.Random(3).randbytes(200_003)
+    assert pure.put("trim", v, cfg) == 0
+    frozen, kept = holders("trim")
+    sigstop(nodes[frozen].pid)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            hs = holders("trim")
+            if len(hs) == 2 and frozen not in hs:
+                break
+            time.sleep(0.2)
+        assert len(holders("trim")) == 2 and frozen not in holders("trim")
+    finally:
+        os.kill(nodes[frozen].pid, signal.SIGCONT)
+    # It re-registers and re-publishes; its copy is refused and dropped.
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and metric("mc_master_replicas_trimmed_total") < 1:
+        time.sleep(0.2)
+    assert metric("mc_master_replicas_trimmed_total") >= 1
+    hs = holders("trim")
+    assert len(hs) == 2 and frozen not in hs and kept in hs
+    assert pure.get("trim") == v
+    pure.close()
