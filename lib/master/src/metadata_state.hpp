@@ -251,20 +251,23 @@ struct metadata::counters {
   /// Keys with a live holder and live (key, holder) entries, kept up to date
   /// by every change under the shard locks (key_count / replica_count read
   /// them: /metrics never walks the table).
-  std::atomic<std::int64_t> live_keys{0}, live_entries{0};
-  /// A node's contribution to both: (has a live holder, live holders).
+  /// Keys whose live group is replicated (the repair scan is skipped while 0).
+  std::atomic<std::int64_t> live_keys{0}, live_entries{0}, replicated_keys{0};
+  /// A node's contribution to them: (has a live holder, live holders, replicated).
   struct live_state {
-    std::int64_t keys = 0, entries = 0;
+    std::int64_t keys = 0, entries = 0, replicated = 0;
   };
   static live_state of(const shard::node* n) noexcept {
     if (!n) return {};
     const auto e = static_cast<std::int64_t>(n->live_count());
-    return {e > 0 ? 1 : 0, e};
+    return {e > 0 ? 1 : 0, e, n->repl != 0 ? 1 : 0};
   }
   void changed(live_state before, live_state after) noexcept {
     if (after.keys != before.keys) live_keys.fetch_add(after.keys - before.keys, std::memory_order_relaxed);
     if (after.entries != before.entries)
       live_entries.fetch_add(after.entries - before.entries, std::memory_order_relaxed);
+    if (after.replicated != before.replicated)
+      replicated_keys.fetch_add(after.replicated - before.replicated, std::memory_order_relaxed);
   }
 };
 

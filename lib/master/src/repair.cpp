@@ -111,6 +111,12 @@ bool metadata::plan_repair(const std::string& key, clock::time_point now) {
 
 void metadata::scan_for_repairs() {
   auto& r = *repair_;
+  if (counters_->replicated_keys.load(relaxed) <= 0) {
+    // No replicated key: nothing to find (and no shard lock taken).
+    std::lock_guard lk(r.mu);
+    std::fill(r.per_shard.begin(), r.per_shard.end(), 0);
+    return;
+  }
   for (std::size_t k = 0; k < opts_.repair_scan_shards && k < shards_.size(); ++k) {
     std::size_t at = 0;
     {
