@@ -249,9 +249,15 @@ struct session {
       }
     }
     if (ok == o.replicas) co_return 0;
-    if (ok > 0)
-      co_return op_error(mc::fail(mc::errc::replication_incomplete),
-                         "put " + key + " (" + std::to_string(ok) + " of " + std::to_string(o.replicas) + " copies)");
+    if (ok > 0) {
+      std::string what = "put " + key;
+      what += " (";
+      what += std::to_string(ok);
+      what += " of ";
+      what += std::to_string(o.replicas);
+      what += " copies)";
+      co_return op_error(mc::fail(mc::errc::replication_incomplete), what);
+    }
     co_return op_error(last, "put " + key);
   }
 

@@ -18,6 +18,12 @@ using mc::master::publish_kind;
 using mc::master::replication;
 
 namespace {
+/// prefix + i (appended: gcc 12 at -O3 warns falsely, -Wrestrict, on "literal" + std::to_string(i)).
+std::string numbered(const char* prefix, std::size_t i) {
+  std::string s(prefix);
+  s += std::to_string(i);
+  return s;
+}
 client_info client(const std::string& id, std::uint64_t cap = 1000, std::uint64_t used = 0) {
   return {id, id + ":12345", id + ":50052", cap, used, 0, {}};
 }
@@ -100,7 +106,7 @@ TEST_SUITE("master replication") {
     for (auto id : {"a", "b", "c", "d"}) REQUIRE(m.register_client(client(id, 1000 + (id[0] == 'c' ? 500 : 0))));
     const auto g = tag(9, 2);
     for (int i = 0; i < 5; ++i) {
-      auto key = "r" + std::to_string(i);
+      auto key = numbered("r", i);
       REQUIRE(m.add_replica(key, "a", 10, 100 + i, publish_kind::put, 0, g));
       REQUIRE(m.add_replica(key, "b", 10, 200 + i, publish_kind::put, 0, g));
     }
@@ -151,7 +157,7 @@ TEST_SUITE("master replication") {
     REQUIRE(m.register_client(client("full", 1000, 1000)));
     const auto g = tag(3, 2);
     for (int i = 0; i < 4; ++i) {
-      auto key = "k" + std::to_string(i);
+      auto key = numbered("k", i);
       REQUIRE(m.add_replica(key, "a", 10, 1, publish_kind::put, 0, g));
       REQUIRE(m.add_replica(key, "b", 10, 1, publish_kind::put, 0, g));
     }

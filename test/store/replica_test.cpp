@@ -16,6 +16,12 @@ using mc::test::random_bytes;
 using mc::test::writable;
 
 namespace {
+/// prefix + i (appended: gcc 12 at -O3 warns falsely, -Wrestrict, on "literal" + std::to_string(i)).
+std::string numbered(const char* prefix, std::size_t i) {
+  std::string s(prefix);
+  s += std::to_string(i);
+  return s;
+}
 /// Short TTLs: the master sweeps (and plans repairs) every 250 ms.
 void quick_master(mc::master::master_options& o) {
   o.client_ttl = 1s;
@@ -80,7 +86,7 @@ TEST_SUITE("store replicas") {
     std::vector<std::vector<std::uint8_t>> vs;
     for (std::size_t i = 0; i < sizes.size(); ++i) {
       vs.push_back(random_bytes(sizes[i], 500 + i));
-      auto key = "rep/local/" + std::to_string(i);
+      auto key = numbered("rep/local/", i);
       auto r = cl.on(0, put_n(*cl.nodes[0].client, key, vs[i], 3, mc::store::placement::local));
       REQUIRE_MESSAGE(r.has_value(), r.error().message());
       auto hs = holders_of(cl, 1, key);
@@ -95,7 +101,7 @@ TEST_SUITE("store replicas") {
     std::vector<std::string> keys;
     std::vector<std::vector<std::uint8_t>> bvs;
     for (std::size_t i = 0; i < 6; ++i) {
-      keys.push_back("rep/batch/" + std::to_string(i));
+      keys.push_back(numbered("rep/batch/", i));
       bvs.push_back(random_bytes(1 + i * 70001, 900 + i));
     }
     auto rs = cl.on(3, batch_put_n(*cl.nodes[3].client, keys, bvs, 2));
@@ -162,8 +168,7 @@ TEST_SUITE("store replicas") {
     std::vector<std::vector<std::uint8_t>> vs;
     for (std::size_t i = 0; i < 4; ++i) {
       vs.push_back(random_bytes(1 + i * 400009, 40 + i));
-      auto r =
-          cl.on(0, put_n(*cl.nodes[0].client, "heal/" + std::to_string(i), vs[i], 2, mc::store::placement::remote));
+      auto r = cl.on(0, put_n(*cl.nodes[0].client, numbered("heal/", i), vs[i], 2, mc::store::placement::remote));
       REQUIRE_MESSAGE(r.has_value(), r.error().message());
     }
     // Warm a's route cache, then stop a holder of key 0 (it unregisters:
@@ -174,12 +179,12 @@ TEST_SUITE("store replicas") {
     const auto gone = *hs.begin();
     const auto gone_i = index_of(cl, gone);
     cl.nodes[gone_i].client->stop();
-    for (std::size_t i = 0; i < vs.size(); ++i) check_value(cl, 0, "heal/" + std::to_string(i), vs[i]);
+    for (std::size_t i = 0; i < vs.size(); ++i) check_value(cl, 0, numbered("heal/", i), vs[i]);
     // Every key has two live copies again, none on the stopped node.
     auto deadline = std::chrono::steady_clock::now() + 60s;
     auto healed = [&] {
       for (std::size_t i = 0; i < vs.size(); ++i) {
-        auto h = holders_of(cl, 0, "heal/" + std::to_string(i));
+        auto h = holders_of(cl, 0, numbered("heal/", i));
         if (h.size() != 2 || h.contains(gone)) return false;
       }
       return true;
@@ -187,7 +192,7 @@ TEST_SUITE("store replicas") {
     while (!healed() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(50ms);
     REQUIRE(healed());
     for (std::size_t i = 0; i < vs.size(); ++i) {
-      auto key = "heal/" + std::to_string(i);
+      auto key = numbered("heal/", i);
       for (auto& h : holders_of(cl, 0, key)) {
         auto n = index_of(cl, h);
         CHECK(cl.nodes[n].client->data().exists(key));
