@@ -16,14 +16,9 @@ using mc::master::client_info;
 using mc::master::metadata;
 using mc::master::publish_kind;
 using mc::master::replication;
+using mc::test::numbered;
 
 namespace {
-/// prefix + i (appended: gcc 12 at -O3 warns falsely, -Wrestrict, on "literal" + std::to_string(i)).
-std::string numbered(const char* prefix, std::size_t i) {
-  std::string s(prefix);
-  s += std::to_string(i);
-  return s;
-}
 client_info client(const std::string& id, std::uint64_t cap = 1000, std::uint64_t used = 0) {
   return {id, id + ":12345", id + ":50052", cap, used, 0, {}};
 }

@@ -155,32 +155,43 @@ def test_fork_child_gets_errors_and_can_set_up(master, store):
     assert store.get("before-fork") == b"v"  # the parent is unaffected
 
 
-def test_replica_num_copies_survive_kill9_and_are_repaired(procs):
-    """ReplicateConfig.replica_num = 2: each value on two distinct nodes;
-    kill -9 of a holder loses nothing (reads fall back to the other copy),
-    the master has a survivor copy it to the third node, and after that the
-    other original holder can die too."""
+def replica_cluster(procs, name):
+    """A master with short TTLs (routes 1 s, drop 3 s) and HTTP, and three
+    mooncake_client nodes. Returns (master address, {rpc port: process},
+    holders(key) -> sorted rpc ports of its copies, get(path) -> master HTTP body)."""
     import json
     import urllib.request
 
     from conftest import BIN, free_port, start_node, wait_port
-    from mooncake.store import ReplicateConfig
 
     rpc, http = free_port(), free_port()
-    procs.spawn("master-rep", [os.path.join(BIN, "mooncake_master"), "--rpc_port", str(rpc), "--metrics_port",
-                               str(http), "--client_ttl", "1s", "--client_drop_ttl", "3s"])
+    procs.spawn("master-" + name, [os.path.join(BIN, "mooncake_master"), "--rpc_port", str(rpc), "--metrics_port",
+                                   str(http), "--client_ttl", "1s", "--client_drop_ttl", "3s"])
     wait_port(rpc)
     wait_port(http)
     master = f"127.0.0.1:{rpc}"
     nodes = {}
     for i in range(3):
-        p, port = start_node(procs, master, f"rep{i}")
+        p, port = start_node(procs, master, f"{name}{i}")
         nodes[port] = p
 
+    def get(path):
+        with urllib.request.urlopen(f"http://127.0.0.1:{http}{path}", timeout=5) as r:
+            return r.read().decode()
+
     def holders(key):
-        with urllib.request.urlopen(f"http://127.0.0.1:{http}/key/{key}", timeout=5) as r:
-            body = json.load(r)
-        return sorted(int(x["rpc_endpoint"].rsplit(":", 1)[1]) for x in body["replicas"])
+        return sorted(int(x["rpc_endpoint"].rsplit(":", 1)[1]) for x in json.loads(get(f"/key/{key}"))["replicas"])
+
+    return master, nodes, holders, get
+
+def test_replica_num_copies_survive_kill9_and_are_repaired(procs):
+    """ReplicateConfig.replica_num = 2: each value on two distinct nodes;
+    kill -9 of a holder loses nothing (reads fall back to the other copy),
+    the master has a survivor copy it to the third node, and after that the
+    other original holder can die too."""
+    from mooncake.store import ReplicateConfig
+
+    master, nodes, holders, _ = replica_cluster(procs, "rep")
 
     pure = new_store(master, segment=0)  # holds nothing itself: every copy is on a node
     cfg = ReplicateConfig()
@@ -226,29 +237,9 @@ def test_replica_of_a_holder_back_from_the_dead_is_trimmed(procs):
     """A holder frozen past the drop TTL is declared dead and its copies are
     repaired elsewhere; when it wakes up and re-publishes, its copy is
     surplus: the master refuses it (trimmed) and the key keeps exactly N."""
-    import json
-    import urllib.request
-
-    from conftest import BIN, free_port, start_node, wait_port
     from mooncake.store import ReplicateConfig
 
-    rpc, http = free_port(), free_port()
-    procs.spawn("master-trim", [os.path.join(BIN, "mooncake_master"), "--rpc_port", str(rpc), "--metrics_port",
-                                str(http), "--client_ttl", "1s", "--client_drop_ttl", "3s"])
-    wait_port(rpc)
-    wait_port(http)
-    master = f"127.0.0.1:{rpc}"
-    nodes = {}
-    for i in range(3):
-        p, port = start_node(procs, master, f"trim{i}")
-        nodes[port] = p
-
-    def get(path):
-        with urllib.request.urlopen(f"http://127.0.0.1:{http}{path}", timeout=5) as r:
-            return r.read().decode()
-
-    def holders(key):
-        return sorted(int(x["rpc_endpoint"].rsplit(":", 1)[1]) for x in json.loads(get(f"/key/{key}"))["replicas"])
+    master, nodes, holders, get = replica_cluster(procs, "trim")
 
     def metric(name):
         for line in get("/metrics").splitlines():

@@ -12,16 +12,11 @@
 using namespace std::chrono_literals;
 using mc::test::bytes_of;
 using mc::test::cluster;
+using mc::test::numbered;
 using mc::test::random_bytes;
 using mc::test::writable;
 
 namespace {
-/// prefix + i (appended: gcc 12 at -O3 warns falsely, -Wrestrict, on "literal" + std::to_string(i)).
-std::string numbered(const char* prefix, std::size_t i) {
-  std::string s(prefix);
-  s += std::to_string(i);
-  return s;
-}
 /// Short TTLs: the master sweeps (and plans repairs) every 250 ms.
 void quick_master(mc::master::master_options& o) {
   o.client_ttl = 1s;
