@@ -28,6 +28,15 @@ struct client::impl::put_item {
 };
 
 namespace {
+/// A put item's own checks (before any work): its key, and a value of at
+/// least one byte in at most max_value_pieces pieces.
+result<void> check_put(const std::string& key, const std::vector<std::span<const std::byte>>& pieces,
+                       std::uint64_t size) {
+  if (auto k = check_key(key); !k) return k;
+  if (size == 0 || pieces.size() > max_value_pieces) return fail(errc::invalid_params);
+  return {};
+}
+
 /// A fresh replication group: random, 56 bits, never 0.
 std::uint64_t new_group() {
   thread_local std::mt19937_64 gen{std::random_device{}()};
@@ -68,10 +77,8 @@ task<std::vector<result<void>>> client::impl::put_many(std::vector<std::string> 
     it.key = std::move(keys[i]);
     it.pieces = std::move(values[i]);
     it.size = room_of(it.pieces);
-    if (auto k = check_key(it.key); !k)
-      it.out = k;
-    else if (it.size == 0 || it.pieces.size() > max_value_pieces)
-      it.out = fail(errc::invalid_params);
+    if (auto c = check_put(it.key, it.pieces, it.size); !c)
+      it.out = c;
     else {
       valid.push_back(&it);
       total += it.size;
@@ -133,12 +140,8 @@ task<std::vector<result<void>>> client::impl::put_replicated(
   std::uint64_t total = 0;
   for (std::size_t i = 0; i < n; ++i) {
     sizes[i] = room_of(values[i]);
-    if (auto k = check_key(keys[i]); !k)
-      early[i] = k;
-    else if (sizes[i] == 0 || values[i].size() > max_value_pieces)
-      early[i] = fail(errc::invalid_params);
-    else
-      total += sizes[i];
+    early[i] = check_put(keys[i], values[i], sizes[i]);
+    if (early[i]) total += sizes[i];
   }
   // The copies' homes: this node or the target first, then the master's choice.
   const bool local_first = popts.target.empty() && popts.where == placement::local;
