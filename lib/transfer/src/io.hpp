@@ -127,6 +127,38 @@ task<result<void>> recv_all(Socket& s, void* p, std::size_t n) {
   co_return result<void>{};
 }
 
+/// Receives exactly n bytes into p and, in the same system calls, up to
+/// `tail_len` bytes that follow them into `tail` (e.g. the start of the next
+/// message's header); `*tail_got` is set to the bytes of `tail` received.
+template <class Socket>
+task<result<void>> recv_all_and_tail(Socket& s, void* p, std::size_t n, void* tail, std::size_t tail_len,
+                                     std::size_t* tail_got) {
+  auto* b = static_cast<std::byte*>(p);
+  *tail_got = 0;
+  rcvlowat lowat(s.native_handle());
+  while (n > 0) {
+    iovec iov[2] = {{b, n}, {tail, tail_len}};
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = tail_len > 0 ? 2 : 1;
+    ssize_t r = ::recvmsg(s.native_handle(), &msg, MSG_DONTWAIT);
+    if (r == 0) co_return fail(errc::transfer_fail);  // orderly shutdown by the peer
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      if (errno != EAGAIN && errno != EWOULDBLOCK) co_return fail(errno_to_errc(errno));
+      lowat.before_wait(n);
+      auto w = co_await wait_ready(s, Socket::wait_read);
+      if (!w) co_return w;
+      continue;
+    }
+    const auto got = static_cast<std::size_t>(r);
+    if (got > n) *tail_got = got - n;
+    b += std::min(got, n);
+    n -= std::min(got, n);
+  }
+  co_return result<void>{};
+}
+
 /// Reads and discards n bytes (payload of a rejected write).
 template <class Socket>
 task<result<void>> discard(Socket& s, std::uint64_t n) {

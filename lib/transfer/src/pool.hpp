@@ -7,7 +7,9 @@
 
 #include <sys/socket.h>
 
+#include <array>
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -77,8 +79,11 @@ struct pooled_conn final : closable {
   Socket sock;
   live_registration reg;
   std::uint64_t next_id = 1;
-  std::int64_t peer_pid = 0;        // same-host control connections
-  std::uint64_t peer_instance = 0;  // same-host: the peer engine's instance id
+  std::uint64_t answered_id = 1;      // TCP: the id the next answer must carry
+  std::array<std::byte, 48> ahead{};  // TCP: start of the next answer's header, read with a payload
+  std::size_t ahead_have = 0;         // its bytes
+  std::int64_t peer_pid = 0;          // same-host control connections
+  std::uint64_t peer_instance = 0;    // same-host: the peer engine's instance id
 
  private:
   std::atomic<std::uint64_t>* counter_;

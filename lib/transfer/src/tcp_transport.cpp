@@ -1,6 +1,7 @@
 // TCP transport, initiator side: slices requests over a bounded pool of
-// connections to the peer; each connection carries a window of pipelined
-// requests (up to 16 slices / 4 MiB), sent in one gathered send.
+// connections to the peer; each connection carries windows of pipelined
+// requests (up to 16 slices / 4 MiB each, sent in one gathered send), two
+// windows in flight so the connection does not idle between them.
 #include "engine_impl.hpp"
 #include "io.hpp"
 #include "wire.hpp"
@@ -13,7 +14,9 @@
 
 #include <algorithm>
 #include <array>
+#include <cstring>
 #include <optional>
+#include <utility>
 
 namespace mc::transfer::detail {
 namespace {
@@ -109,8 +112,8 @@ class tcp_transport final : public transport {
   task<int> worker(job& j, std::size_t w) {
     lease c;
     bool first_on_conn = true;
-    std::vector<slice> retry;  // a window to retry once on a fresh connection
-    std::vector<slice> win;
+    std::vector<slice> retry;  // windows to retry once on a fresh connection
+    std::vector<slice> cur, nxt;
     for (;;) {
       if (retry.empty() && j.next >= j.slices.size()) co_return 0;
       if (!c) {
@@ -127,15 +130,53 @@ class tcp_transport final : public transport {
         first_on_conn = true;
       }
       const bool is_retry = !retry.empty();
-      win.clear();
+      cur.clear();
+      nxt.clear();
       if (is_retry)
-        win.swap(retry);
+        cur.swap(retry);
       else
-        take(j, win);
-      if (win.empty()) continue;  // every slice left belonged to finished items
+        take(j, cur);
+      if (cur.empty()) continue;  // every slice left belonged to finished items
+      // Two windows in flight: the next window's requests go out before the
+      // current one's answers are read, so the connection never idles for a
+      // round trip between windows. Safe from send/receive deadlock: one
+      // direction of every window carries only headers (at most two windows'
+      // worth, far below any socket buffer).
       c.begin();
-      auto r = co_await run_window(*c, j, win);
-      if (r.resolved == win.size()) {
+      window_result r;
+      bool sent_cur = false;
+      for (;;) {
+        if (!sent_cur) {
+          if (auto s = co_await send_window(*c, j, cur); !s) {
+            r = window_result{0, s.error()};
+            break;
+          }
+          sent_cur = true;
+        }
+        if (!is_retry) take(j, nxt);
+        bool sent_nxt = false;
+        if (!nxt.empty()) {
+          if (auto s = co_await send_window(*c, j, nxt); !s) {
+            r = co_await read_window(*c, j, cur);  // still collect what answered
+            if (r.resolved == cur.size()) r = window_result{cur.size(), s.error()};
+            cur.insert(cur.end(), nxt.begin(), nxt.end());
+            nxt.clear();
+            break;
+          }
+          sent_nxt = true;
+        }
+        r = co_await read_window(*c, j, cur);
+        if (r.resolved != cur.size()) {
+          cur.insert(cur.end(), nxt.begin(), nxt.end());  // the next window is unresolved too
+          nxt.clear();
+          break;
+        }
+        if (!sent_nxt) break;  // nothing more for this connection: every window answered
+        cur.swap(nxt);
+        nxt.clear();
+        first_on_conn = false;
+      }
+      if (r.resolved == cur.size() && !r.ec) {
         c.keep();  // every request and whole response done: reusable
         first_on_conn = false;
         continue;
@@ -145,16 +186,16 @@ class tcp_transport final : public transport {
         co_return 0;  // deadline / stop: the unresolved items stay unfinished
       }
       // Broken connection. A pooled connection that fails before its first
-      // answer is probably stale (peer restarted): retry the window once on a
+      // answer is probably stale (peer restarted): retry the windows once on a
       // fresh one (READ and WRITE are idempotent).
       const bool stale = c.reused() && first_on_conn && !is_retry && r.resolved == 0;
       c.discard();
       if (stale) {
         j.pool->drop_idle();
-        retry.assign(win.begin(), win.end());
+        retry.assign(cur.begin(), cur.end());
         continue;
       }
-      for (std::size_t k = r.resolved; k < win.size(); ++k) j.items[win[k].item]->finish(r.ec);
+      for (std::size_t k = r.resolved; k < cur.size(); ++k) j.items[cur[k].item]->finish(r.ec);
     }
   }
 
@@ -162,12 +203,10 @@ class tcp_transport final : public transport {
     for (; j.next < j.slices.size(); ++j.next) j.items[j.slices[j.next].item]->finish(ec);
   }
 
-  /// Sends every request of `win` in one gathered send, then reads the
-  /// answers in order. A target's refusal finishes that item and keeps the
-  /// stream in step; anything else unexpected breaks the connection.
-  task<window_result> run_window(pooled_conn<tcp_socket>& c, job& j, const std::vector<slice>& win) {
+  /// Sends every request of `win` (and the payload of its writes) in one
+  /// gathered send; the request ids are the connection's next ones, in order.
+  task<result<void>> send_window(pooled_conn<tcp_socket>& c, job& j, const std::vector<slice>& win) {
     std::array<header_bytes, max_window> hbs;
-    std::array<std::uint64_t, max_window> ids;
     std::array<iovec, 2 * max_window> iov;
     int n_iov = 0;
     for (std::size_t k = 0; k < win.size(); ++k) {
@@ -175,7 +214,7 @@ class tcp_transport final : public transport {
       transfer_item& it = *j.items[s.item];
       header h;
       h.op = it.op == op_kind::write ? wire_op::write_req : wire_op::read_req;
-      h.request_id = ids[k] = c.next_id++;
+      h.request_id = c.next_id++;
       h.address = it.address + s.offset;
       h.length = s.length;
       h.token = it.token;
@@ -183,15 +222,39 @@ class tcp_transport final : public transport {
       iov[n_iov++] = {hbs[k].data(), hbs[k].size()};
       if (it.op == op_kind::write) iov[n_iov++] = {it.local + s.offset, static_cast<std::size_t>(s.length)};
     }
-    if (auto r = co_await send_all(c.sock, iov.data(), n_iov); !r) co_return window_result{0, r.error()};
+    co_return co_await send_all(c.sock, iov.data(), n_iov);
+  }
+
+  /// Reads the answers to `win`, sent by send_window, in order. A target's
+  /// refusal finishes that item and keeps the stream in step; anything else
+  /// unexpected breaks the connection. The answers of a window of writes are
+  /// headers only: they are read with one receive.
+  task<window_result> read_window(pooled_conn<tcp_socket>& c, job& j, const std::vector<slice>& win) {
+    const bool all_writes =
+        std::all_of(win.begin(), win.end(), [&](const slice& s) { return j.items[s.item]->op == op_kind::write; });
+    std::array<header_bytes, max_window> answers;
+    if (all_writes) {
+      static_assert(sizeof(header_bytes) == header_size && sizeof(c.ahead) == header_size);
+      std::memcpy(answers.data(), c.ahead.data(), c.ahead_have);
+      const auto have = std::exchange(c.ahead_have, 0);
+      if (auto r = co_await recv_all(c.sock, answers.data()->data() + have, win.size() * header_size - have); !r)
+        co_return window_result{0, r.error()};
+    }
     for (std::size_t k = 0; k < win.size(); ++k) {
       const slice& s = win[k];
       transfer_item& it = *j.items[s.item];
-      header_bytes rb;
-      if (auto r = co_await recv_all(c.sock, rb.data(), rb.size()); !r) co_return window_result{k, r.error()};
+      header_bytes& rb = answers[k];
+      if (!all_writes) {
+        // Part of this header may have arrived with the previous payload.
+        std::memcpy(rb.data(), c.ahead.data(), c.ahead_have);
+        const auto have = std::exchange(c.ahead_have, 0);
+        if (auto r = co_await recv_all(c.sock, rb.data() + have, rb.size() - have); !r)
+          co_return window_result{k, r.error()};
+      }
       auto resp = decode(rb);
       const auto expect = it.op == op_kind::write ? wire_op::write_resp : wire_op::read_resp;
-      if (!resp || resp->op != expect || resp->request_id != ids[k])
+      const std::uint64_t id = c.answered_id++;
+      if (!resp || resp->op != expect || resp->request_id != id)
         co_return window_result{k, make_error_code(errc::transfer_fail)};
       if (resp->status != 0) {
         if (resp->length != 0) co_return window_result{k, make_error_code(errc::transfer_fail)};
@@ -200,7 +263,14 @@ class tcp_transport final : public transport {
       }
       if (it.op == op_kind::read) {
         if (resp->length != s.length) co_return window_result{k, make_error_code(errc::transfer_fail)};
-        if (auto p = co_await recv_all(c.sock, it.local + s.offset, static_cast<std::size_t>(s.length)); !p)
+        // The payload and, in the same system calls, whatever has arrived
+        // of the next answer's header (answers to requests still in flight:
+        // the connection is only kept once every request is answered, so
+        // nothing read ahead can belong to another exchange).
+        const bool more = c.answered_id < c.next_id;
+        if (auto p = co_await recv_all_and_tail(c.sock, it.local + s.offset, static_cast<std::size_t>(s.length),
+                                                c.ahead.data(), more ? c.ahead.size() : 0, &c.ahead_have);
+            !p)
           co_return window_result{k, p.error()};
       } else if (resp->length != 0) {
         co_return window_result{k, make_error_code(errc::transfer_fail)};
