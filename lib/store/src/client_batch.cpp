@@ -125,29 +125,32 @@ task<std::vector<result<std::size_t>>> client::impl::get_many(std::vector<std::s
   }
   std::vector<get_item> items(n);
   std::vector<task<result<std::size_t>>> local;
-  std::vector<get_item*> probing;
+  std::vector<get_item*> probing;  // keys this node holds: read here
+  std::vector<get_item*> remote;
   for (std::size_t i = 0; i < n; ++i) {
     auto& it = items[i];
     it.key = std::move(keys[i]);
     it.pieces = std::move(pieces[i]);
     it.room = room_of(it.pieces);
-    if (auto k = check_key(it.key); !k)
+    if (auto k = check_key(it.key); !k) {
       it.finish(k.error());
-    else if (it.pieces.size() > max_value_pieces)
+    } else if (it.pieces.size() > max_value_pieces) {
       it.finish(fail(errc::invalid_params));
-    else {
-      if (probe_local) local.push_back(dm->get_parts(it.key, it.pieces));
+    } else if (probe_local && dm->exists(it.key)) {
+      // Only keys held here start a local read (a coroutine each); the
+      // others go to their owners without one. A key removed in between
+      // reads as not found below and is fetched remotely all the same.
+      local.push_back(dm->get_parts(it.key, it.pieces));
       probing.push_back(&it);
+    } else {
+      remote.push_back(&it);
     }
   }
   std::vector<result<std::size_t>> found;
-  if (!probe_local)
-    found.assign(probing.size(), fail(errc::object_not_found));
-  else if (local.size() == 1)
+  if (local.size() == 1)
     found.push_back(co_await std::move(local.front()));
-  else
+  else if (!local.empty())
     found = co_await mc::when_all(std::move(local));
-  std::vector<get_item*> remote;
   for (std::size_t k = 0; k < probing.size(); ++k) {
     auto& r = found[k];
     if (r || !mc::is(r.error(), errc::object_not_found)) {
