@@ -20,7 +20,7 @@ pkgs=(
   chromium        # headless browser of test/integration/status_page_test.sh (the master's status page)
 )
 if [[ "${1:-}" == "--bench" ]]; then
-  pkgs+=(redis-server redis-tools libhiredis-dev fio gnuplot-nox)
+  pkgs+=(redis-server redis-tools libhiredis-dev fio gnuplot-nox libmimalloc2.0 libjemalloc2)  # allocators: bench/store/allocator_swap.py
 fi
 if [[ "${1:-}" == "--rdma" ]]; then
   # scripts/rxe-vm.sh (the Soft-RoCE VM of `make test-rdma`): qemu boots Debian's
