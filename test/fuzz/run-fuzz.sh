@@ -40,5 +40,12 @@ else
   rc=$?
   cat "$logs/explore.log" >&2
   echo "run-fuzz: $name: exploration failed (exit $rc); the input is under $artifacts" >&2
+  # The failing inputs in base64 too: a CI log is often all there is to
+  # reproduce from (exploration depends on timing through the coverage of
+  # background threads, so the same seed need not find it again).
+  for f in "$artifacts"/*; do
+    [[ -f $f ]] || continue
+    echo "run-fuzz: $name: $(basename "$f") (base64): $(head -c 65536 "$f" | base64 -w0)" >&2
+  done
   exit "$rc"
 fi

@@ -44,6 +44,15 @@ TEST_SUITE("http") {
     CHECK(r.status == 404);
     CHECK(r.text.find("\"error\":\"OBJECT_NOT_FOUND\"") != std::string::npos);
     CHECK(mc::http::status_for(mc::errc::timeout) == 504);
+    // "Over a limit, retry later" is 503 (the status page's OVERLOADED
+    // answer carries Retry-After), never a 500 that reads as a server bug.
+    CHECK(mc::http::status_for(mc::errc::overloaded) == 503);
+    CHECK(mc::http::status_for(mc::errc::access_denied) == 403);
+    CHECK(mc::http::status_for(mc::errc::object_already_exists) == 409);
+    CHECK(mc::http::status_for(mc::errc::internal_error) == 500);
+    auto o = mc::http::error_response(mc::errc::overloaded, "busy");
+    CHECK(o.status == 503);
+    CHECK(o.text.find("\"error\":\"OVERLOADED\"") != std::string::npos);
   }
 
   TEST_CASE("the server routes, bounds bodies and answers garbage with 4xx") {
@@ -109,6 +118,15 @@ TEST_SUITE("http") {
       CHECK(head.find(" 200 ") != std::string::npos);
       CHECK(head.find("Content-Length: 5") != std::string::npos);
       CHECK(head.find("QQQQQ") == std::string::npos);
+      // A rejected HEAD (bad target, body over the limit) is answered without
+      // a body too: the JSON error would be read as a next response.
+      for (const char* raw :
+           {"HEAD kv/k1 HTTP/1.1\r\nHost: a\r\n\r\n", "HEAD /echo/x HTTP/1.1\r\nContent-Length: 17\r\n\r\n"}) {
+        auto bad = mc::test::exchange(port, raw);
+        CHECK((bad.find(" 400 ") != std::string::npos || bad.find(" 413 ") != std::string::npos));
+        CHECK(bad.find("Content-Length: ") != std::string::npos);
+        CHECK(bad.ends_with("\r\n\r\n"));
+      }
       // An incomplete header is cut off by the header deadline (no answer).
       auto t0 = std::chrono::steady_clock::now();
       CHECK(mc::test::exchange(port, "GET /echo/x HTTP/1.1\r\nHost: a").empty());

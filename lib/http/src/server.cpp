@@ -171,16 +171,20 @@ task<void> linger(beast::tcp_stream& stream, std::chrono::steady_clock::time_poi
   }
 }
 
-task<void> answer_and_close(server::impl& s, beast::tcp_stream& stream, response& res) {
-  co_await write_response(s, stream, res, false);
+/// `head`: the request was HEAD (no body in the answer, as for any answer to
+/// HEAD; the client would read a body as the next response).
+task<void> answer_and_close(server::impl& s, beast::tcp_stream& stream, response& res, bool head = false) {
+  co_await write_response(s, stream, res, false, head);
   co_await linger(stream, std::chrono::steady_clock::now() + std::chrono::seconds(2), std::size_t{1} << 20);
 }
 
 /// Answers a request that cannot be served (malformed / oversize) and closes.
-task<void> reject(server::impl& s, beast::tcp_stream& stream, unsigned status, std::string_view why) {
+/// `head`: the request's header was read and it is a HEAD.
+task<void> reject(server::impl& s, beast::tcp_stream& stream, unsigned status, std::string_view why,
+                  bool head = false) {
   s.bad_requests.fetch_add(1, std::memory_order_relaxed);
   auto res = detail::json_response(status, {{"error", detail::json_string(why)}});
-  co_await answer_and_close(s, stream, res);
+  co_await answer_and_close(s, stream, res, head);
 }
 
 /// Whether a request for `path` with this Authorization header may proceed.
@@ -216,7 +220,7 @@ task<auth_verdict> enforce_auth(server::impl& s, beast::tcp_stream& stream, cons
   s.auth_failures.fetch_add(1, std::memory_order_relaxed);
   auto res = unauthorized();
   if (body_follows) {
-    co_await answer_and_close(s, stream, res);
+    co_await answer_and_close(s, stream, res, req.verb == method::head);
     co_return auth_verdict::close;
   }
   co_await write_response(s, stream, res, req.keep_alive, req.verb == method::head);
@@ -261,7 +265,7 @@ task<void> serve_connection(server::impl& s, beast::tcp_stream& stream) {
     if (q != std::string_view::npos) req.query = std::string(target.substr(q + 1));
     auto decoded = detail::percent_decode(target.substr(0, q), false);
     if (!decoded || decoded->empty() || (*decoded)[0] != '/') {
-      co_await reject(s, stream, 400, "bad request target");
+      co_await reject(s, stream, 400, "bad request target", req.verb == method::head);
       co_return;
     }
     req.path = std::move(*decoded);
@@ -275,7 +279,8 @@ task<void> serve_connection(server::impl& s, beast::tcp_stream& stream) {
       std::size_t limit = route ? route->max_body : 0;
       auto len = hp.content_length();
       if (limit == 0 || (len && *len > limit)) {
-        co_await reject(s, stream, 413, "request body too large (limit " + std::to_string(limit) + " bytes)");
+        co_await reject(s, stream, 413, "request body too large (limit " + std::to_string(limit) + " bytes)",
+                        req.verb == method::head);
         co_return;
       }
       bhttp::request_parser<bhttp::vector_body<char>> bp(std::move(hp));
@@ -284,7 +289,8 @@ task<void> serve_connection(server::impl& s, beast::tcp_stream& stream) {
       stream.expires_after(s.opts.body_timeout);
       co_await bhttp::async_read(stream, buf, bp, asio::redirect_error(asio::use_awaitable, ec));
       if (ec) {
-        if (unsigned st = read_error_status(s, ec, deadline)) co_await reject(s, stream, st, ec.message());
+        if (unsigned st = read_error_status(s, ec, deadline))
+          co_await reject(s, stream, st, ec.message(), req.verb == method::head);
         co_return;
       }
       req.body = std::move(bp.get().body());

@@ -144,8 +144,17 @@ unsigned status_for(errc e) noexcept {
     case errc::rpc_fail:
     case errc::transfer_fail:
       return 502;
+    case errc::access_denied:
+      return 403;
+    case errc::object_already_exists:
+    case errc::object_has_lease:
+    case errc::invalid_version:
+      return 409;
     case errc::shutting_down:
     case errc::unavailable_in_current_status:
+    case errc::unavailable_in_current_mode:
+    case errc::replica_is_not_ready:
+    case errc::overloaded:  // "retry later": the caller adds Retry-After
       return 503;
     default:
       return 500;

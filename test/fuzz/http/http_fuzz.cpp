@@ -223,11 +223,13 @@ std::vector<bhttp::verb> requests_in(std::string_view raw, std::size_t& complete
     p.eager(true);
     boost::system::error_code ec;
     auto used = p.put(boost::asio::buffer(raw.data(), raw.size()), ec);
-    if (ec == bhttp::error::need_more && p.is_header_done()) ++complete_headers;
-    if (ec || !p.is_header_done()) break;
-    ++complete_headers;
-    verbs.push_back(p.get().method());
-    if (!p.is_done()) break;
+    // A complete header counts (and its verb: an answer to HEAD has no body)
+    // even when its body is incomplete or malformed.
+    if (p.is_header_done()) {
+      ++complete_headers;
+      verbs.push_back(p.get().method());
+    }
+    if (ec || !p.is_header_done() || !p.is_done()) break;
     ++complete;
     raw.remove_prefix(used);
     if (!p.get().keep_alive()) break;
