@@ -45,8 +45,8 @@ boost::system::error_code record_errno(int err, const char* op, const std::strin
 }
 
 fixed_registry& fixed_registry::instance() {
-  static fixed_registry r;
-  return r;
+  static auto* r = new fixed_registry;  // never destroyed: runtime threads may use it during exit
+  return *r;
 }
 
 int fixed_registry::add(std::byte* base, std::size_t len, unsigned count) {

@@ -66,9 +66,13 @@ struct method_registry {
   std::deque<method_counters> slots;  // stable addresses
   std::atomic<bool> enabled{true};
 };
+/// Never destroyed: runtime threads that outlive main's return (a process
+/// that exits without stopping its runtimes) may still record a call while
+/// exit handlers run static destructors (a use-after-free the http fuzz
+/// target hit at exit).
 inline method_registry& registry() {
-  static method_registry r;
-  return r;
+  static auto* r = new method_registry;
+  return *r;
 }
 }  // namespace detail
 
