@@ -122,6 +122,16 @@ TEST_SUITE("http") {
       CHECK(keys.at("limit").to_number<std::uint64_t>() == 10);
       REQUIRE(keys.at("keys").as_array().size() == 2);
       for (auto& k : keys.at("keys").as_array()) CHECK((str(k.at("key")) == nasty_utf8 || str(k.at("key")) == "plain"));
+      CHECK(str(keys.at("cursor")) == "0");  // one page walked every shard
+      CHECK(keys.at("complete").as_bool());
+      for (const char* bad : {"/keys?cursor=x", "/keys?cursor=", "/keys?cursor=-1", "/keys?cursor=18446744073709551615",
+                              "/keys?cursor=99999999999999999999"}) {
+        CAPTURE(bad);
+        CHECK(str(parsed_body(get(bad)).at("error")) == "INVALID_PARAMS");
+      }
+      auto resumed = parsed_body(get("/keys?limit=10&cursor=4294967296"));  // shard 1 on: a valid position
+      CHECK(resumed.at("keys").as_array().size() <= 2);
+      CHECK(resumed.at("complete").as_bool());
 
       auto clients = parsed_body(get("/clients"));
       REQUIRE(clients.at("clients").as_array().size() == 1);

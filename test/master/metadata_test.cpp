@@ -264,6 +264,70 @@ TEST_SUITE("master metadata") {
     CHECK(m.key_count() == 0);
   }
 
+  TEST_CASE("a paged key scan lists every key present throughout, while tables grow and entries shift") {
+    mc::master::metadata_options o;
+    o.shards = 4;  // small shards: growth and backward shifts happen between pages
+    metadata m(o);
+    REQUIRE(m.register_client(client("a")));
+    std::set<std::string> stable;
+    for (int i = 0; i < 300; ++i) {
+      stable.insert(mc::test::numbered("s/", i));
+      REQUIRE(m.add_replica(mc::test::numbered("s/", i), "a", 7, 1));
+    }
+    for (std::size_t limit : {1u, 7u, 64u}) {
+      CAPTURE(limit);
+      std::set<std::string> seen;
+      std::uint64_t cursor = 0;
+      int pages = 0, churn = 0;
+      do {
+        auto page = m.scan_keys("s/", cursor, limit);
+        REQUIRE(page);
+        // A page never exceeds the limit but for one home slot's keys.
+        CHECK(page->keys.size() <= std::max<std::size_t>(limit, 8));
+        for (auto& [k, ki] : page->keys) {
+          CHECK(k.starts_with("s/"));
+          CHECK(ki.size == 7);
+          CHECK(ki.replicas.size() == 1);
+          seen.insert(k);
+        }
+        cursor = page->cursor;
+        // Between pages: many inserts (the tables double) and removals (the
+        // entries behind them shift back), none of a stable key.
+        for (int j = 0; j < 40; ++j, ++churn) REQUIRE(m.add_replica(mc::test::numbered("n/", churn), "a", 1, 1));
+        for (int j = churn - 40; j < churn; j += 2) REQUIRE(m.remove_replica(mc::test::numbered("n/", j), "a", 1));
+        REQUIRE(++pages < 2000);
+      } while (cursor != 0);
+      for (auto& k : stable) {
+        CAPTURE(k);
+        CHECK(seen.count(k) == 1);
+      }
+      CHECK(seen.size() == stable.size());  // the prefix kept the churned keys out
+    }
+    // Bounded: a prefix no key has is still a scan of bounded pages.
+    std::uint64_t cursor = 0;
+    int pages = 0;
+    do {
+      auto page = m.scan_keys("none/", cursor, 10);
+      REQUIRE(page);
+      CHECK(page->keys.empty());
+      cursor = page->cursor;
+      REQUIRE(++pages < 100);
+    } while (cursor != 0);
+    // Hostile cursors: a shard past the end is refused; any other value is a
+    // position (it may skip keys, never crash).
+    CHECK(mc::is(m.scan_keys("", std::uint64_t{4} << 32, 10).error(), mc::errc::out_of_range));
+    CHECK(mc::is(m.scan_keys("", ~std::uint64_t{0}, 10).error(), mc::errc::out_of_range));
+    CHECK(mc::is(m.scan_keys("", 0, 0).error(), mc::errc::invalid_params));
+    for (std::uint64_t c : {std::uint64_t{0xFFFFFFFFu}, (std::uint64_t{3} << 32) | 0x80000000u, std::uint64_t{12345}})
+      CHECK(m.scan_keys("", c, 100).has_value());
+    // keys() is a loop of pages without duplicates.
+    auto all = m.keys("", 1'000'000);
+    std::set<std::string> distinct;
+    for (auto& [k, ki] : all) distinct.insert(k);
+    CHECK(distinct.size() == all.size());
+    CHECK(all.size() == m.key_count());
+  }
+
   TEST_CASE("a publish older than the holder's entry is ignored; its size does not win") {
     metadata m;
     REQUIRE(m.register_client(client("a")));

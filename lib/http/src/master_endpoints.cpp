@@ -168,12 +168,24 @@ void add_master_endpoints(server& s, mc::master::master_server& m, node_status& 
         co_return error_response(errc::invalid_params, "limit must be a positive integer");
       limit = std::min(limit, max_key_limit);
     }
-    auto keys = master->state().keys(prefix, limit);
+    std::uint64_t cursor = 0;
+    if (auto c = req.query_param("cursor")) {
+      auto [p, ec] = std::from_chars(c->data(), c->data() + c->size(), cursor);
+      if (ec != std::errc{} || p != c->data() + c->size() || c->empty())
+        co_return error_response(errc::invalid_params, "cursor must be a cursor returned by /keys");
+    }
+    auto page = master->state().scan_keys(prefix, cursor, limit);
+    if (!page) co_return error_response(errc::invalid_params, "cursor must be a cursor returned by /keys");
     bj::array items;
-    items.reserve(keys.size());
-    for (auto& [k, info] : keys) items.push_back(key_json(k, info));
-    co_return json_response(
-        200, bj::object{{"total_keys", master->state().key_count()}, {"limit", limit}, {"keys", std::move(items)}});
+    items.reserve(page->keys.size());
+    for (auto& [k, info] : page->keys) items.push_back(key_json(k, info));
+    // The cursor is a string: it is a 64-bit value, past JSON numbers'
+    // exact range in most parsers.
+    co_return json_response(200, bj::object{{"total_keys", master->state().key_count()},
+                                            {"limit", limit},
+                                            {"keys", std::move(items)},
+                                            {"cursor", std::to_string(page->cursor)},
+                                            {"complete", page->cursor == 0}});
   });
 
   s.route("/key/", [master](request& req) -> task<response> {

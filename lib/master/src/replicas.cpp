@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <limits>
 #include <optional>
+#include <unordered_set>
 
 namespace mc::master {
 namespace {
@@ -414,27 +415,98 @@ result<key_info> metadata::lookup(const std::string& key) const {
 
 bool metadata::exists(const std::string& key) const { return lookup(key).has_value(); }
 
+namespace {
+
+std::uint32_t reverse_bits(std::uint32_t v) noexcept {
+  v = ((v >> 1) & 0x55555555u) | ((v & 0x55555555u) << 1);
+  v = ((v >> 2) & 0x33333333u) | ((v & 0x33333333u) << 2);
+  v = ((v >> 4) & 0x0F0F0F0Fu) | ((v & 0x0F0F0F0Fu) << 4);
+  v = ((v >> 8) & 0x00FF00FFu) | ((v & 0x00FF00FFu) << 8);
+  return (v >> 16) | (v << 16);
+}
+
+/// The home slot after `c` in reverse-binary order for a table with `mask`
+/// (Redis' SCAN cursor): the bits above the mask are set before the
+/// reversed increment, so a cursor stays valid when the table grows (the
+/// slots that split from already visited ones are skipped or visited
+/// again, never missed). 0 when the table has been walked.
+std::uint32_t next_home(std::uint32_t c, std::uint32_t mask) noexcept {
+  c |= ~mask;
+  return reverse_bits(reverse_bits(c) + 1);
+}
+
+}  // namespace
+
+result<metadata::key_page> metadata::scan_keys(const std::string& prefix, std::uint64_t cursor,
+                                               std::size_t limit) const {
+  if (limit == 0) return fail(errc::invalid_params);
+  auto shard_index = static_cast<std::size_t>(cursor >> 32);
+  auto c = static_cast<std::uint32_t>(cursor);
+  if (shard_index >= shards_.size()) return fail(errc::out_of_range);
+  const std::size_t budget =
+      std::max(scan_slot_budget, std::min(limit, std::numeric_limits<std::size_t>::max() / 4) * 4);
+  key_page page;
+  std::vector<std::pair<std::string, key_info>> group;
+  std::size_t visited = 0;
+  while (shard_index < shards_.size() && page.keys.size() < limit && visited < budget) {
+    auto& s = *shards_[shard_index];
+    {
+      std::lock_guard lk(s.mu);
+      std::shared_lock clk(clients_mu_);
+      const auto cap = s.map.capacity();
+      if (cap == 0) {
+        c = 0;
+      } else {
+        const auto mask = static_cast<std::uint32_t>(cap - 1);
+        while (page.keys.size() < limit && visited < budget) {
+          const std::uint32_t home = c & mask;
+          group.clear();
+          // A key with this home sits at it or after it, before the next
+          // empty slot (linear probing, no tombstones).
+          for (std::size_t i = home; s.map.at(i) != nullptr; i = (i + 1) & mask) {
+            auto* n = s.map.at(i);
+            if ((n->hash & mask) != home || !n->key().starts_with(prefix) || !n->any_live()) continue;
+            key_info ki;
+            ki.size = n->size;
+            for (std::size_t j = 0, cnt = n->count(); j < cnt; ++j) {
+              auto& h = n->at(j);
+              if (!h.live) continue;
+              if (auto* cl = slots_->slots[h.slot].client)
+                ki.replicas.push_back({cl->info.client_id, cl->info.rpc_endpoint, cl->info.transfer_endpoint});
+            }
+            group.emplace_back(std::string(n->key()), std::move(ki));
+          }
+          // One home slot's keys stay together: the cursor can only resume
+          // at a home slot.
+          if (!page.keys.empty() && page.keys.size() + group.size() > limit) break;
+          for (auto& k : group) page.keys.push_back(std::move(k));
+          ++visited;
+          c = next_home(c, mask);
+          if (c == 0) break;
+        }
+      }
+    }
+    if (c != 0) break;  // stopped inside this shard: resume there
+    ++shard_index;      // this shard is done
+  }
+  page.cursor = shard_index >= shards_.size() ? 0 : (static_cast<std::uint64_t>(shard_index) << 32) | c;
+  return page;
+}
+
 std::vector<std::pair<std::string, key_info>> metadata::keys(const std::string& prefix, std::size_t limit) const {
   std::vector<std::pair<std::string, key_info>> out;
-  for (auto& s : shards_) {
-    if (out.size() >= limit) break;
-    std::lock_guard lk(s->mu);
-    std::shared_lock clk(clients_mu_);
-    for (std::size_t i = 0; i < s->map.capacity(); ++i) {
-      auto* n = s->map.at(i);
+  if (limit == 0) return out;
+  std::unordered_set<std::string> seen;
+  std::uint64_t cursor = 0;
+  do {
+    auto page = scan_keys(prefix, cursor, limit - out.size());
+    if (!page) break;
+    for (auto& k : page->keys) {
       if (out.size() >= limit) break;
-      if (!n || !n->key().starts_with(prefix) || !n->any_live()) continue;
-      key_info ki;
-      ki.size = n->size;
-      for (std::size_t j = 0, cnt = n->count(); j < cnt; ++j) {
-        auto& h = n->at(j);
-        if (!h.live) continue;
-        if (auto* c = slots_->slots[h.slot].client)
-          ki.replicas.push_back({c->info.client_id, c->info.rpc_endpoint, c->info.transfer_endpoint});
-      }
-      out.emplace_back(std::string(n->key()), std::move(ki));
+      if (seen.insert(k.first).second) out.push_back(std::move(k));
     }
-  }
+    cursor = page->cursor;
+  } while (cursor != 0 && out.size() < limit);
   return out;
 }
 

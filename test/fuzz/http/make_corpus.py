@@ -70,6 +70,7 @@ SEEDS = [
                                "http://127.0.0.1:PORT/kv/a%20b"]),
     ("master_clients", 1, ["http://127.0.0.1:PORT/clients"]),
     ("master_keys", 1, ["http://127.0.0.1:PORT/keys?prefix=layer0/&limit=50"]),
+    ("master_keys_cursor", 1, ["http://127.0.0.1:PORT/keys?prefix=layer0/&limit=5&cursor=8589934597"]),
     ("master_key", 1, ["http://127.0.0.1:PORT/key/layer0%2Fblock7"]),
     ("master_targets", 1, ["http://127.0.0.1:PORT/prometheus/targets"]),
     ("master_status", 1, ["http://127.0.0.1:PORT/status"]),

@@ -539,6 +539,23 @@ void apply(md::metadata& real, model& m, const op& o) {
         MC_FUZZ_CHECK(ki.size == it->second.size);
         MC_FUZZ_CHECK(same_replicas(ki.replicas, m.replicas_of(it->second.holders, true)));
       }
+      // One page from an arbitrary (hostile) cursor: refused past the last
+      // shard, else only matching live keys, and a cursor that moves on.
+      // (Derived from the op's fields, so the input format is unchanged.)
+      const std::uint64_t cursor = ((o.a % (real.shard_count() + 1)) << 32) |
+                                   static_cast<std::uint32_t>(std::hash<std::string>{}(o.key) * 0x9E3779B97F4A7C15u);
+      auto page = real.scan_keys(o.key, cursor, static_cast<std::size_t>(o.a) + 1);
+      if ((cursor >> 32) >= real.shard_count()) {
+        MC_FUZZ_CHECK(!page && mc::is(page.error(), errc::out_of_range));
+      } else {
+        MC_FUZZ_CHECK(page.has_value());
+        for (auto& [k, ki] : page->keys) {
+          auto it = m.keys.find(k);
+          MC_FUZZ_CHECK(it != m.keys.end() && k.compare(0, o.key.size(), o.key) == 0);
+          MC_FUZZ_CHECK(ki.size == it->second.size);
+        }
+        MC_FUZZ_CHECK(page->cursor != cursor || cursor == 0);
+      }
       break;
     }
     case op_kind::count:

@@ -299,7 +299,37 @@ class metadata {
   std::vector<client_status> clients() const;
   /// One registered client's info. client_not_found when unknown (or dropped).
   result<client_info> find_client(const std::string& client_id) const;
-  /// Keys with a prefix, at most `limit`, in no particular order.
+  /// One page of a paged scan of the keys (scan_keys).
+  struct key_page {
+    /// Keys with the prefix and a live holder, with their live holders (as
+    /// registered; healthy or suspect), in no particular order.
+    std::vector<std::pair<std::string, key_info>> keys;
+    /// Where the next page starts; 0 once the scan is complete.
+    std::uint64_t cursor = 0;
+  };
+  /// Home slots one scan_keys call looks at, at most: a page costs bounded
+  /// work whatever the prefix matches (it may then hold fewer than `limit`
+  /// keys, or none, with a cursor that is not 0).
+  static constexpr std::size_t scan_slot_budget = 8192;
+  /// One page of a scan of the keys starting with `prefix` (empty: every
+  /// key). Start with cursor 0 and pass each page's cursor to the next call
+  /// until it returns 0 (the reverse-binary cursor of Redis' SCAN, over the
+  /// home slots of each shard's table, one shard after another). Guarantees:
+  /// every key that exists, with a live holder, from the first call to the
+  /// last is returned at least once, also when tables grow or entries move
+  /// between calls; a key may be returned more than once (when its shard's
+  /// table grew mid-scan); keys added or removed during the scan may or may
+  /// not appear. A page holds at most `limit` keys, except that the keys
+  /// sharing one home slot are never split across pages (a page with a
+  /// single home slot's keys may exceed a tiny limit), and looks at no more
+  /// than max(scan_slot_budget, 4 * limit) home slots. Holds one shard's
+  /// lock at a time, never across calls; a cursor carries no state on the
+  /// master (any cursor value is safe). Errors: invalid_params (limit 0), out_of_range (a cursor whose
+  /// shard is past shard_count(), e.g. from a master with fewer shards).
+  result<key_page> scan_keys(const std::string& prefix, std::uint64_t cursor, std::size_t limit) const;
+  /// Up to `limit` distinct keys with a prefix, in no particular order: a
+  /// scan_keys loop (bounded pages; no lock held between them). For tests
+  /// and small tables; the HTTP /keys endpoint serves pages.
   std::vector<std::pair<std::string, key_info>> keys(const std::string& prefix, std::size_t limit) const;
   /// Keys with a live (routable) holder. O(1): a counter kept by every change.
   std::uint64_t key_count() const;
