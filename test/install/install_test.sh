@@ -42,8 +42,10 @@ check "a program builds against the installed tree with only pkg-config ($((SECO
 [[ -x "$WORK/app/install_smoke" ]] || { cat "$WORK/compile.log" >&2; exit 1; }
 
 # A local cluster from the installed binaries and configs (flags override the
-# files' ports so it does not clash with a running `make run`).
-MRPC=50151 TE=50152 RPC=12445 HTTP=19445
+# files' ports so it does not clash with a running `make run`). Every port is
+# below the kernel's ephemeral range (32768-60999): a test running beside
+# this one cannot hold it as the source port of an outgoing connection.
+MRPC=21151 TE=21152 RPC=12445 HTTP=19445
 spawn master "$INST_BIN/mooncake_master" --config "$ETC/master.toml" --rpc_address 127.0.0.1 --rpc_port $MRPC \
   --metrics_port 0
 spawn node "$INST_BIN/mooncake_client" --config "$ETC/client.toml" --master_server_address 127.0.0.1:$MRPC \
@@ -56,6 +58,12 @@ check "the node registered with the installed master" wait_for 10 bash -c \
   "'$INST_BIN/mooncake_cli' --master_server_address 127.0.0.1:$MRPC clients | grep -q healthy"
 check "the pkg-config-built program puts, gets back and compares through the cluster" \
   timeout 60 "$WORK/app/install_smoke" --master_server_address 127.0.0.1:$MRPC --target 127.0.0.1:$RPC
+if ((FAILS > 0)); then  # name the cause in the test log (the work dir is removed at exit)
+  for n in master node; do
+    echo "--- last lines of the installed $n's log:" >&2
+    tail -n 20 "$WORK/$n.log" >&2
+  done
+fi
 # The Python package (when the build has it): installed into the interpreter's
 # dist-packages under the prefix, without the `mooncake` shim by default.
 PYSITE=$(find "$DEST" -type d -path '*/dist-packages' | head -1)
