@@ -79,7 +79,9 @@ class Figure:
                 parts.append(f"'{datafile}' using {using} title \"{title}\" {style}")
             body.append("plot " + ", \\\n     ".join(parts) if parts else "plot 1/0 notitle")
         body.append("unset multiplot")
-        s = [f"cd '{directory}'",
+        # Paths are relative to the plots directory (gnuplot runs there), so a
+        # committed report's scripts name no path outside it.
+        s = [f"# run from {os.path.basename(os.path.normpath(directory))}/: gnuplot data/{self.name}.gp",
              f"set terminal pngcairo size {self.width},{self.height} font \"sans,10\" noenhanced",
              f"set output '{self.name}.png'"] + body
         s += [f"set terminal svg size {self.width},{self.height} font \"sans,10\" noenhanced dynamic",
@@ -357,7 +359,8 @@ def make_plots(rows, directory):
             script = os.path.join(directory, "data", fig.name + ".gp")
             with open(script, "w") as f:
                 f.write(fig.script(directory))
-            p = subprocess.run(["gnuplot", script], capture_output=True, text=True)
+            p = subprocess.run(["gnuplot", os.path.join("data", fig.name + ".gp")], capture_output=True, text=True,
+                               cwd=directory)
             if p.returncode != 0 or not os.path.exists(os.path.join(directory, fig.name + ".png")):
                 notes.append(f"{fig.name} failed: {p.stderr.strip()[-300:]}")
                 print(f"bench_report: gnuplot failed on {script}:\n{p.stderr}", file=sys.stderr)
