@@ -19,6 +19,14 @@ using detail::json_response;
 using detail::json_string;
 namespace bj = boost::json;
 
+/// Parses all of `text` as a decimal number (no sign, no blanks); false
+/// when empty, malformed or out of T's range.
+template <class T>
+bool whole_number(std::string_view text, T& out) {
+  auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
+  return ec == std::errc{} && p == text.data() + text.size();
+}
+
 bj::array replicas_json(const std::vector<mc::master::replica>& rs) {
   bj::array out;
   out.reserve(rs.size());
@@ -163,15 +171,13 @@ void add_master_endpoints(server& s, mc::master::master_server& m, node_status& 
     std::string prefix = req.query_param("prefix").value_or("");
     std::size_t limit = default_key_limit;
     if (auto l = req.query_param("limit")) {
-      auto [p, ec] = std::from_chars(l->data(), l->data() + l->size(), limit);
-      if (ec != std::errc{} || p != l->data() + l->size() || limit == 0)
+      if (!whole_number(*l, limit) || limit == 0)
         co_return error_response(errc::invalid_params, "limit must be a positive integer");
       limit = std::min(limit, max_key_limit);
     }
     std::uint64_t cursor = 0;
     if (auto c = req.query_param("cursor")) {
-      auto [p, ec] = std::from_chars(c->data(), c->data() + c->size(), cursor);
-      if (ec != std::errc{} || p != c->data() + c->size() || c->empty())
+      if (!whole_number(*c, cursor))
         co_return error_response(errc::invalid_params, "cursor must be a cursor returned by /keys");
     }
     auto page = master->state().scan_keys(prefix, cursor, limit);

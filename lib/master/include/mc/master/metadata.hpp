@@ -324,8 +324,9 @@ class metadata {
   /// single home slot's keys may exceed a tiny limit), and looks at no more
   /// than max(scan_slot_budget, 4 * limit) home slots. Holds one shard's
   /// lock at a time, never across calls; a cursor carries no state on the
-  /// master (any cursor value is safe). Errors: invalid_params (limit 0), out_of_range (a cursor whose
-  /// shard is past shard_count(), e.g. from a master with fewer shards).
+  /// master (any cursor value is safe). Errors: invalid_params (limit 0),
+  /// out_of_range (a cursor whose shard is past shard_count(), e.g. from a
+  /// master with fewer shards).
   result<key_page> scan_keys(const std::string& prefix, std::uint64_t cursor, std::size_t limit) const;
   /// Up to `limit` distinct keys with a prefix, in no particular order: a
   /// scan_keys loop (bounded pages; no lock held between them). For tests
