@@ -360,7 +360,7 @@ TEST_SUITE("master metadata") {
     REQUIRE(m.register_client(client("a")));
     REQUIRE(m.register_client(client("b")));
     REQUIRE(m.add_replica("k", "a", 64, 100));
-    REQUIRE(m.add_replica("k", "b", 64, 7));  // other clock, smaller number: last arrival still wins
+    REQUIRE(m.add_replica("k", "b", 64, 107));
     auto info = m.lookup("k");
     REQUIRE(info);
     REQUIRE(info->replicas.size() == 1);
@@ -381,17 +381,54 @@ TEST_SUITE("master metadata") {
     CHECK(m.lookup("k")->replicas[0].client_id == "b");
     // a confirms the drop: its superseded entry goes away.
     REQUIRE(m.remove_replica("k", "a", 100));
-    // A fresh put on a supersedes b in turn.
-    REQUIRE(m.add_replica("k", "a", 32, 101));
+    // A fresh (newer) put on a supersedes b in turn.
+    REQUIRE(m.add_replica("k", "a", 32, 108));
     info = m.lookup("k");
     CHECK(info->replicas[0].client_id == "a");
     CHECK(info->size == 32);
-    CHECK(m.take_notices("b", 10).drops.at(0).version == 7);
-    // A republish never takes a key away from a live holder.
+    CHECK(m.take_notices("b", 10).drops.at(0).version == 107);
+    // A republish takes a key from a live holder only with a newer version.
     REQUIRE(m.register_client(client("c")));
-    CHECK(mc::is(m.add_replica("k", "c", 32, 500, mc::master::publish_kind::republish).error(),
-                 mc::errc::invalid_version));
+    CHECK(mc::is(m.add_replica("k", "c", 32, 50, mc::master::publish_kind::republish).error(), mc::errc::superseded));
+    CHECK(mc::is(m.add_replica("k", "c", 32, 108, mc::master::publish_kind::republish).error(), mc::errc::superseded));
     CHECK(m.lookup("k")->replicas[0].client_id == "a");
+    REQUIRE(m.add_replica("k", "c", 16, 500, mc::master::publish_kind::republish));
+    CHECK(m.lookup("k")->replicas[0].client_id == "c");
+    CHECK(m.lookup("k")->size == 16);
+    CHECK(m.take_notices("a", 10).drops.at(0).version == 108);
+  }
+
+  TEST_CASE("across holders a key's puts are ordered by version: a late publish never replaces a newer value") {
+    // The soak's timed-out write: a put (version 200) was committed by its
+    // owner b, whose publish arrived only after the requester had given up
+    // and a later put (version 300) had been published by a.
+    metadata m;
+    REQUIRE(m.register_client(client("a")));
+    REQUIRE(m.register_client(client("b")));
+    REQUIRE(m.register_client(client("c")));
+    REQUIRE(m.add_replica("k", "a", 64, 300));
+    CHECK(mc::is(m.add_replica("k", "b", 32, 200).error(), mc::errc::superseded));
+    auto info = m.lookup("k");
+    REQUIRE(info);
+    REQUIRE(info->replicas.size() == 1);
+    CHECK(info->replicas[0].client_id == "a");
+    CHECK(info->size == 64);
+    CHECK(m.take_notices("a", 10).drops.empty());
+    CHECK(m.ordering().stale_publishes == 1);
+    CHECK(m.replica_count() == 1);
+    // Also when the newer value's holder was itself superseded since: c's
+    // put (400) is live, a's 300 superseded, and b's 200 still loses.
+    REQUIRE(m.add_replica("k", "c", 8, 400));
+    CHECK(mc::is(m.add_replica("k", "b", 32, 350).error(), mc::errc::superseded));
+    CHECK(m.lookup("k")->replicas.at(0).client_id == "c");
+    // Equal versions on two holders (one put written twice, e.g. retried at
+    // another owner): the later publish wins, nothing is refused.
+    REQUIRE(m.add_replica("k", "b", 8, 400));
+    CHECK(m.lookup("k")->replicas.at(0).client_id == "b");
+    // A newer put anywhere wins.
+    REQUIRE(m.add_replica("k", "a", 4, 401));
+    CHECK(m.lookup("k")->replicas.at(0).client_id == "a");
+    CHECK(m.lookup("k")->size == 4);
   }
 
   TEST_CASE("a holder's drop queue is bounded: overflow asks for a resync") {
@@ -535,7 +572,8 @@ TEST_SUITE("master metadata") {
     // The first holder leaves: the others stay, in order.
     REQUIRE(m.remove_replica("k", "a", 10));
     // b re-puts a newer copy: it is live again, d superseded.
-    REQUIRE(m.add_replica("k", "b", 5, 21));
+    CHECK(mc::is(m.add_replica("k", "b", 5, 21).error(), mc::errc::superseded));  // older than d's
+    REQUIRE(m.add_replica("k", "b", 5, 41));
     CHECK(m.lookup("k")->replicas.at(0).client_id == "b");
     CHECK(m.lookup("k")->size == 5);
     CHECK(m.clients()[1].keys == 1);  // b

@@ -49,7 +49,7 @@ TEST_SUITE("master replication") {
     for (auto id : {"a", "b", "c", "d"}) REQUIRE(m.register_client(client(id)));
     const auto g = tag(77, 2);
     REQUIRE(m.add_replica("k", "a", 10, 100, publish_kind::put, 0, g));
-    REQUIRE(m.add_replica("k", "b", 10, 900, publish_kind::put, 0, g));  // versions are per holder
+    REQUIRE(m.add_replica("k", "b", 10, 900, publish_kind::put, 0, g));  // copies need not share a version
     CHECK(holders(m, "k") == std::set<std::string>{"a", "b"});
     CHECK(m.replica_count() == 2);
     CHECK(m.key_count() == 1);
@@ -63,9 +63,11 @@ TEST_SUITE("master replication") {
     REQUIRE(m.remove_replica("k", "b", 900));
     CHECK(m.add_replica("k", "c", 10, 70, publish_kind::republish, 0, g));
     CHECK(holders(m, "k") == std::set<std::string>{"a", "c"});
-    // A put of another group (or a single copy) supersedes every copy.
+    // A newer put of another group (or a single copy) supersedes every copy;
+    // an older one is refused.
     const auto g2 = tag(78, 2);
-    REQUIRE(m.add_replica("k", "d", 20, 5, publish_kind::put, 0, g2));
+    CHECK(mc::is(m.add_replica("k", "d", 20, 5, publish_kind::put, 0, g2).error(), mc::errc::superseded));
+    REQUIRE(m.add_replica("k", "d", 20, 1000, publish_kind::put, 0, g2));
     CHECK(holders(m, "k") == std::set<std::string>{"d"});
     CHECK(m.lookup("k")->size == 20);
     CHECK(m.take_notices("a", 10).drops.size() == 1);
@@ -75,7 +77,7 @@ TEST_SUITE("master replication") {
     REQUIRE(m.add_replica("k", "b", 20, 901, publish_kind::put, 0, g2));
     CHECK(holders(m, "k") == std::set<std::string>{"b", "d"});
     CHECK(m.replica_count() == 2);
-    REQUIRE(m.add_replica("k", "c", 30, 71));  // single copy: supersedes both
+    REQUIRE(m.add_replica("k", "c", 30, 1001));  // single copy: supersedes both
     CHECK(holders(m, "k") == std::set<std::string>{"c"});
     // The counters follow every change (they are not recounted).
     CHECK(m.replica_count() == 1);

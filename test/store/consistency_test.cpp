@@ -1,6 +1,7 @@
 // Versions, supersede and eviction notices, end to end: an in-process master
 // and several clients (test/store/store_fixture.hpp). See the README's
 // "Consistency model".
+#include "mc/store/peer_client.hpp"
 #include "mc/tiered/tiered_backend.hpp"
 #include "store_fixture.hpp"
 
@@ -47,6 +48,33 @@ std::string holder_of(cluster& cl, const std::string& key) {
   auto info = cl.master->state().lookup(key);
   if (!info || info->replicas.size() != 1) return info ? "<" + std::to_string(info->replicas.size()) + " holders>" : "";
   return info->replicas[0].client_id;
+}
+
+/// Sends one write of `bytes` under `key` at `version` to `owner` as the
+/// requester `from` would (inline when `inline_data`, else transferred out of
+/// a registration in from's engine), and returns the item's result.
+mc::result<void> late_write(cluster& cl, mc::store::client& from, mc::store::client& owner, const std::string& key,
+                            std::vector<std::uint8_t>& bytes, std::uint64_t version, bool inline_data) {
+  mc::store::peer_client pc(5s);
+  pc.set_requester_id(from.id());
+  mc::store::peer_write w;
+  w.key = key;
+  w.version = version;
+  std::optional<mc::transfer::region> reg;
+  if (inline_data) {
+    w.data.push_back(bytes_of(bytes));
+  } else {
+    auto r = from.engine().register_memory(bytes.data(), bytes.size());
+    REQUIRE(r);
+    reg.emplace(std::move(*r));
+    w.src.push_back(reg->describe());
+  }
+  std::vector<mc::store::peer_write> ws;
+  ws.push_back(std::move(w));
+  auto r = cl.on(0, pc.write_batch(owner.rpc_endpoint(), std::move(ws)));
+  REQUIRE_MESSAGE(r.has_value(), r.error().message());
+  REQUIRE(r->size() == 1);
+  return std::move((*r)[0]);
 }
 
 const char* one_mib_dram = R"({"tiers":[{"type":"DRAM","capacity":"1MiB","priority":100}]})";
@@ -152,5 +180,74 @@ TEST_SUITE("store consistency") {
     auto r = cl.on(1, get(b, "big", out));
     REQUIRE_MESSAGE(r.has_value(), r.error().message());
     CHECK(checksum(out.data(), out.size()) == checksum(big.data(), big.size()));
+  }
+
+  TEST_CASE("a write that reaches its owner after its put gave up never replaces a later value") {
+    // The soak's timed-out put: a remote write carries the version its put
+    // started with (the requester's hybrid clock). Here it reaches its owner
+    // only after a later put of the key completed on another node (the
+    // owner's commit or its publish stalled past the requester's deadline):
+    // the master refuses the older version, the owner drops its copy and
+    // answers SUPERSEDED, and every node keeps reading the later value.
+    // Before versions were taken at the put's start and compared across
+    // holders, the late publish won ("last publish to arrive").
+    cluster cl;
+    auto& a = cl.add("a");
+    auto& b = cl.add("b");
+    auto& c = cl.add("c");
+    for (std::size_t n : {std::size_t{1000}, 300 * kib + 7}) {  // inline, then transferred
+      const bool inline_data = n < 64 * kib;
+      auto key = "late/" + std::to_string(n);
+      auto stale = random_bytes(n, 10 + n), fresh = random_bytes(n + 3, 20 + n);
+      const auto started = a.backend().issue_version();                 // a's put starts...
+      REQUIRE(cl.on(2, put(c, key, fresh)));                            // ...a later put completes on c
+      auto r = late_write(cl, a, b, key, stale, started, inline_data);  // ...then a's write reaches b
+      REQUIRE(r.has_error());
+      CHECK(mc::is(r.error(), mc::errc::superseded));
+      CHECK(holder_of(cl, key) == "c");
+      CHECK(cl.master->state().lookup(key)->size == fresh.size());
+      CHECK_FALSE(b.backend().exists(key));  // b dropped the copy the master refused
+      for (std::size_t i : {0u, 1u, 2u}) {
+        std::vector<std::uint8_t> out(fresh.size() + 10, 0);
+        auto g = cl.on(i, get(*cl.nodes[i].client, key, out));
+        REQUIRE_MESSAGE(g.has_value(), g.error().message());
+        CHECK(*g == fresh.size());
+        CHECK(checksum(out.data(), fresh.size()) == checksum(fresh.data(), fresh.size()));
+      }
+      // A write with a version from after that put wins, as any later put.
+      auto newer = random_bytes(n, 30 + n);
+      REQUIRE(late_write(cl, a, b, key, newer, a.backend().issue_version(), inline_data));
+      CHECK(holder_of(cl, key) == "b");
+      REQUIRE(eventually([&] { return !c.backend().exists(key); }));  // c's superseded copy (drop notice)
+      std::vector<std::uint8_t> out(n, 0);
+      REQUIRE(cl.on(2, get(c, key, out)));
+      CHECK(checksum(out.data(), n) == checksum(newer.data(), n));
+    }
+    CHECK(b.stats().stale_publishes == 2);
+
+    // The owner itself holds a newer value: its commit refuses the older
+    // version (nothing replaced, nothing published).
+    auto held = random_bytes(5000, 40);
+    const auto before = a.backend().issue_version();
+    REQUIRE(cl.on(1, put(b, "held", held)));
+    auto stale = random_bytes(70 * kib + 1, 41);
+    auto r = late_write(cl, a, b, "held", stale, before, false);
+    REQUIRE(r.has_error());
+    CHECK(mc::is(r.error(), mc::errc::superseded));
+    CHECK(holder_of(cl, "held") == "b");
+    std::vector<std::uint8_t> out(held.size(), 0);
+    REQUIRE(cl.on(0, get(a, "held", out)));
+    CHECK(checksum(out.data(), out.size()) == checksum(held.data(), held.size()));
+
+    // A version far ahead of the owner's clock (a skewed or hostile peer) is
+    // refused before anything is stored: it would drag b's clock along.
+    auto ahead = random_bytes(100, 42);
+    auto far = a.backend().issue_version() + std::uint64_t{3600} * 1'000'000'000u;
+    auto h = late_write(cl, a, b, "held", ahead, far, true);
+    REQUIRE(h.has_error());
+    CHECK(mc::is(h.error(), mc::errc::invalid_params));
+    REQUIRE(cl.on(0, get(a, "held", out)));
+    CHECK(checksum(out.data(), out.size()) == checksum(held.data(), held.size()));
+    CHECK(b.backend().issue_version() < far);
   }
 }

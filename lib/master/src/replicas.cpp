@@ -46,7 +46,7 @@ result<void> metadata::add_replica(const std::string& key, const std::string& cl
     // the reference of the entry this publish adds).
     slots_->slots[self].refs.fetch_add(1, relaxed);
   }
-  bool pinned = true, stale = false, became_live = false, trimmed = false, full = false;
+  bool pinned = true, stale = false, became_live = false, trimmed = false, full = false, older = false;
   std::vector<std::pair<std::uint32_t, std::uint64_t>> superseded;  // (holder, version)
   auto [sp, hash] = shard_for(key);
   {
@@ -68,13 +68,19 @@ result<void> metadata::add_replica(const std::string& key, const std::string& cl
       const auto before = counters::of(n);
       constexpr auto none = std::numeric_limits<std::size_t>::max();
       std::size_t pos = none, others_live = 0;
+      std::uint64_t others_max = 0, others_live_max = 0;  // the other holders' newest versions
       bool idempotent = false;
       for (std::size_t j = 0, cnt = n->count(); j < cnt; ++j) {
         auto& h = n->at(j);
-        if (h.slot == self)
+        if (h.slot == self) {
           pos = j;
-        else if (h.live)
+          continue;
+        }
+        others_max = std::max(others_max, h.version);
+        if (h.live) {
           ++others_live;
+          others_live_max = std::max(others_live_max, h.version);
+        }
       }
       // A copy of the live group's value: joins the other copies.
       const bool joins = tag != 0 && n->repl == tag && others_live > 0;
@@ -87,7 +93,12 @@ result<void> metadata::add_replica(const std::string& key, const std::string& cl
           idempotent = true;
         }
       }
-      if (!stale && !idempotent && kind == publish_kind::republish && others_live > 0 && !joins) stale = true;
+      // Across holders a key's values are ordered by version (taken when
+      // their put started): an older one never replaces a newer one, however
+      // late it arrives. A republish also yields to an equal live one.
+      if (!stale && !idempotent && !joins &&
+          (version < others_max || (kind == publish_kind::republish && others_live > 0 && version <= others_live_max)))
+        stale = older = true;
       if (!stale && !idempotent && joins && others_live >= repl.copies) {
         // The group has its copies: this one is surplus (trimmed by its holder).
         stale = true;
@@ -148,7 +159,7 @@ result<void> metadata::add_replica(const std::string& key, const std::string& cl
   }
   if (stale) {
     counters_->stale_publishes.fetch_add(1, relaxed);
-    return fail(errc::invalid_version);
+    return fail(older ? errc::superseded : errc::invalid_version);
   }
   return {};
 }

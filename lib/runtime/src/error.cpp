@@ -49,6 +49,7 @@ constexpr std::array entries{
     entry{errc::overloaded, "OVERLOADED", "overloaded / over a server limit; retry later"},
     entry{errc::replication_incomplete, "REPLICATION_INCOMPLETE",
           "fewer copies committed than asked; those stay and are repaired"},
+    entry{errc::superseded, "SUPERSEDED", "a newer put of the key won; this value was discarded"},
     entry{errc::io_error, "IO_ERROR", "I/O error"},
     entry{errc::misaligned, "MISALIGNED", "buffer, offset or length not aligned for O_DIRECT"},
     entry{errc::no_space, "NO_SPACE", "no space left on device"},

@@ -44,6 +44,14 @@ struct WriteItem {
   # copy): stored with it and published with it, so that copies of one
   # replicated put join at the master instead of superseding each other.
   replication @5 :UInt64;
+  # The put's version: taken from the hybrid clock (CLOCK_REALTIME ns, kept
+  # increasing) of the node that started the put, when it started. The owner
+  # commits the value under it and publishes it with it; the master orders a
+  # key's puts by it across holders, so a write that arrives after its put
+  # gave up, or after a newer put, is refused (SUPERSEDED) instead of
+  # replacing the newer value. 0: the owner issues one at the commit. More
+  # than 60 s ahead of the owner's clock: INVALID_PARAMS.
+  version @6 :UInt64;
 }
 
 struct ItemResult {

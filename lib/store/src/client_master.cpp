@@ -65,6 +65,12 @@ task<void> client::impl::flush_publishes() {
         // Drop it unless a newer local value replaced it meanwhile.
         stats.stale_publishes.fetch_add(1, relaxed);
         (void)backend->drop_superseded(batch[k]->item.key, batch[k]->item.version);
+      } else if (!one && mc::is(one.error(), errc::superseded)) {
+        // Another holder has a newer value of the key (a later put, or this
+        // put's publish came after its requester gave up): this put lost.
+        stats.stale_publishes.fetch_add(1, relaxed);
+        (void)backend->drop_superseded(batch[k]->item.key, batch[k]->item.version);
+        outcomes[k] = one;
       } else {
         outcomes[k] = one;
       }
@@ -186,7 +192,8 @@ task<result<void>> client::impl::republish_all() {
         co_return one.error();
       }
       // Superseded by a newer write elsewhere while we were away: drop it.
-      if (mc::is(one.error(), errc::invalid_version) && backend->drop_superseded(sent[j].key, sent[j].version))
+      if ((mc::is(one.error(), errc::invalid_version) || mc::is(one.error(), errc::superseded)) &&
+          backend->drop_superseded(sent[j].key, sent[j].version))
         stats.superseded_drops.fetch_add(1, relaxed);
     }
   }

@@ -25,6 +25,10 @@ struct client::impl::put_item {
   std::uint64_t size = 0;
   result<void> out = fail(errc::rpc_fail);
   std::uint64_t tag = 0;  ///< replication tag of the copy (0 = a single copy)
+  /// The put's version, taken when it started (see peer_write::version): a
+  /// write that reaches its owner, or the master, after this put gave up
+  /// cannot replace a value of a later put.
+  std::uint64_t version = 0;
 };
 
 namespace {
@@ -77,6 +81,7 @@ task<std::vector<result<void>>> client::impl::put_many(std::vector<std::string> 
     it.key = std::move(keys[i]);
     it.pieces = std::move(values[i]);
     it.size = room_of(it.pieces);
+    it.version = backend->issue_version();
     if (auto c = check_put(it.key, it.pieces, it.size); !c)
       it.out = c;
     else {
@@ -136,9 +141,10 @@ task<std::vector<result<void>>> client::impl::put_replicated(
   const auto tag = mc::master::replication{new_group(), copies}.tag();
   // Which keys are valid, and their sizes (checked once for every copy).
   std::vector<result<void>> early(n, result<void>{});
-  std::vector<std::uint64_t> sizes(n, 0);
+  std::vector<std::uint64_t> sizes(n, 0), versions(n, 0);  // every copy of a key: one version
   std::uint64_t total = 0;
   for (std::size_t i = 0; i < n; ++i) {
+    versions[i] = backend->issue_version();
     sizes[i] = room_of(values[i]);
     early[i] = check_put(keys[i], values[i], sizes[i]);
     if (early[i]) total += sizes[i];
@@ -179,6 +185,7 @@ task<std::vector<result<void>>> client::impl::put_replicated(
       it.pieces = values[i];
       it.size = sizes[i];
       it.tag = tag;
+      it.version = versions[i];
       if (early[i]) valid.push_back(&it);
     }
     if (valid.empty()) continue;
@@ -191,7 +198,7 @@ task<std::vector<result<void>>> client::impl::put_replicated(
   if (local_first)
     for (std::size_t i = 0; i < n; ++i)
       if (early[i]) {
-        local.push_back(dm->put_parts(keys[i], values[i], tag));
+        local.push_back(dm->put_parts(keys[i], values[i], tag, versions[i]));
         local_index.push_back(i);
       }
   auto local_done = co_await mc::when_all(std::move(local));
@@ -272,6 +279,7 @@ task<result<void>> client::impl::repair_one(const mc::master::repair_task& t) {
   item.pieces.emplace_back(copy.data(), copy.size());
   item.size = copy.size();
   item.tag = t.replication;
+  item.version = t.version;  // the copy of that put: its version
   std::vector<put_item*> one{&item};
   co_await write_waves(t.target.rpc_endpoint, t.target.transfer_endpoint, std::move(one));
   co_return std::move(item.out);
@@ -367,6 +375,7 @@ task<void> client::impl::write_wave(std::string endpoint, std::string transfer_e
     peer_write w;
     w.key = it->key;
     w.replication = it->tag;
+    w.version = it->version;
     if (it->size <= threshold) {
       w.data = it->pieces;
     } else {

@@ -184,11 +184,12 @@ struct item_request {
   std::span<const std::byte> data;  // writes: the value inside the request (lives with the call)
   bool malformed = false;           // both a single buffer and pieces, or too many pieces
   std::uint64_t tag = 0;            // writes: the value's replication (normalised)
+  std::uint64_t version = 0;        // writes: the put's version (0 = issued at the commit)
 };
 
 template <class R>
 item_request common_item(R r) {
-  item_request item{str(r.getKey()), str(r.getClientId()), {}, 0, {}, false, 0};
+  item_request item{str(r.getKey()), str(r.getClientId()), {}, 0, {}, false, 0, 0};
   auto pieces = r.getPieces();
   if (pieces.size() > max_value_pieces) {
     item.malformed = true;
@@ -213,6 +214,7 @@ item_request read_request(ReadItem::Reader r) {
 item_request write_request(WriteItem::Reader r) {
   auto item = common_item(r);
   item.tag = mc::master::replication::of(r.getReplication()).tag();  // from a peer: normalised
+  item.version = r.getVersion();                                     // checked at the commit (data_manager::put)
   auto d = r.getData();
   item.data = {reinterpret_cast<const std::byte*>(d.begin()), d.size()};
   if (r.hasSrc() && r.getSrc().getLength() > 0) {
@@ -338,14 +340,17 @@ class client_service_impl final : public mc::rpc::service<ClientService> {
     if (!ticket) co_return refuse(item);
     if (!item.data.empty()) {  // inline: the value is in the request
       auto size = item.data.size();
-      co_return outcome_of(co_await s_->dm.put(item.key, item.data, item.tag), size);
+      // Admitted too late: the requester has answered TIMEOUT (see commit_batch).
+      if (clock::now() >= deadline) co_return refused(errc::timeout);
+      co_return outcome_of(co_await s_->dm.put(item.key, item.data, item.tag, item.version), size);
     }
     if (auto r = co_await resolve_all(item); !r) co_return item_outcome{r.error().value(), 0};
     auto size = total_length(item.pieces).value_or(0);
     auto room = co_await s_->serving.acquire_for(size, mc::time_left(deadline));
     if (!room) co_return item_outcome{room.error().value(), 0};
     auto left = mc::time_left(deadline);
-    co_return outcome_of(co_await s_->dm.write_remote_parts(item.key, std::move(item.pieces), left, item.tag), size);
+    co_return outcome_of(
+        co_await s_->dm.write_remote_parts(item.key, std::move(item.pieces), left, item.tag, item.version), size);
   }
 
   /// Runs read items: admitted and resolved ones go to the DataManager in one

@@ -10,6 +10,7 @@
 #include <boost/asio/use_awaitable.hpp>
 
 #include <algorithm>
+#include <ctime>
 #include <atomic>
 #include <charconv>
 #include <chrono>
@@ -88,18 +89,19 @@ task<result<unique_lock_guard>> data_manager::lock_exclusive(const std::string& 
   co_return g;
 }
 
-task<result<void>> data_manager::put(const std::string& key, std::span<const std::byte> value, tiered::value_tag tag) {
+task<result<void>> data_manager::put(const std::string& key, std::span<const std::byte> value, tiered::value_tag tag,
+                                     std::uint64_t version) {
   if (auto r = check_key(key); !r) co_return r;
   if (value.empty()) co_return fail(errc::invalid_params);
   // The allocation is invisible until commit: no key lock while copying.
   auto h = co_await backend_.allocate(value.size());
   if (!h) co_return h.error();
   if (auto w = co_await h->write(value); !w) co_return w;
-  co_return co_await commit_and_publish(key, std::move(*h), value.size(), tag);
+  co_return co_await commit_and_publish(key, std::move(*h), value.size(), tag, version);
 }
 
 task<result<void>> data_manager::commit_and_publish(const std::string& key, tiered::write_handle h, std::uint64_t size,
-                                                    tiered::value_tag tag) {
+                                                    tiered::value_tag tag, std::uint64_t version) {
   // Shielded from the caller's cancellation: once the bytes are in, commit
   // and publish run to completion on this executor (the caller still awaits
   // the outcome). The gate lets close() wait for them.
@@ -107,18 +109,24 @@ task<result<void>> data_manager::commit_and_publish(const std::string& key, tier
   if (!g) co_return fail(errc::shutting_down);
   auto ex = co_await boost::asio::this_coro::executor;
   co_return co_await boost::asio::co_spawn(
-      ex, finish_commit(key, std::move(h), size, tag, std::move(g)),
+      ex, finish_commit(key, std::move(h), size, tag, version, std::move(g)),
       boost::asio::bind_cancellation_slot(boost::asio::cancellation_slot(), boost::asio::use_awaitable));
 }
 
 task<result<void>> data_manager::finish_commit(std::string key, tiered::write_handle h, std::uint64_t size,
-                                               tiered::value_tag tag, gate_holder g) {
-  std::uint64_t version = 0;
+                                               tiered::value_tag tag, std::uint64_t version, gate_holder g) {
+  if (version != 0) {
+    timespec ts{};
+    ::clock_gettime(CLOCK_REALTIME, &ts);
+    const auto now = static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000u + static_cast<std::uint64_t>(ts.tv_nsec);
+    const auto lead = static_cast<std::uint64_t>(std::chrono::nanoseconds(max_version_lead).count());
+    if (version > now + lead) co_return fail(errc::invalid_params);
+  }
   {
     // The exclusive key lock only around the commit itself (no I/O under it).
     auto lock = co_await lock_exclusive(key);
     if (!lock) co_return lock.error();
-    auto c = backend_.commit(key, std::move(h), tag);
+    auto c = backend_.commit(key, std::move(h), tag, version);
     if (!c) co_return c.error();
     version = *c;
   }
@@ -152,7 +160,7 @@ task<result<tiered::read_handle>> data_manager::pin(const std::string& key) {
 }
 
 task<result<void>> data_manager::put_parts(const std::string& key, std::vector<std::span<const std::byte>> pieces,
-                                           tiered::value_tag tag) {
+                                           tiered::value_tag tag, std::uint64_t version) {
   if (auto r = check_key(key); !r) co_return r;
   if (pieces.empty() || pieces.size() > max_value_pieces) co_return fail(errc::invalid_params);
   std::uint64_t total = 0;
@@ -201,7 +209,7 @@ task<result<void>> data_manager::put_parts(const std::string& key, std::vector<s
       off += chunk.size();
     }
   }
-  co_return co_await commit_and_publish(key, std::move(*h), total, tag);
+  co_return co_await commit_and_publish(key, std::move(*h), total, tag, version);
 }
 
 task<result<std::size_t>> data_manager::get_parts(const std::string& key, std::vector<std::span<std::byte>> pieces) {

@@ -241,11 +241,12 @@ task<result<void>> data_manager::write_remote(const std::string& key, mc::transf
 }
 
 task<result<void>> data_manager::write_remote_parts(const std::string& key, remote_pieces src, mc::duration timeout,
-                                                    tiered::value_tag tag) {
+                                                    tiered::value_tag tag, std::uint64_t version) {
   std::vector<remote_write_item> one(1);
   one[0].key = key;
   one[0].src = std::move(src);
   one[0].tag = tag;
+  one[0].version = version;
   auto out = co_await write_remote_batch(std::move(one), timeout);
   co_return std::move(out[0]);
 }
@@ -303,25 +304,31 @@ task<std::vector<result<void>>> data_manager::write_remote_batch(std::vector<rem
     if (!received[r]) out[i] = received[r];
     ++r;
   }
-  co_await commit_batch(items, handles, sizes, out);
+  co_await commit_batch(items, handles, sizes, out, deadline);
   co_return out;
 }
 
 task<void> data_manager::commit_batch(const std::vector<remote_write_item>& items,
                                       std::vector<tiered::write_handle>& handles,
-                                      const std::vector<std::uint64_t>& sizes, std::vector<result<void>>& out) {
+                                      const std::vector<std::uint64_t>& sizes, std::vector<result<void>>& out,
+                                      clock::time_point deadline) {
   // Steps 8-9: commit (exclusive lock, atomic replace) and publish, shielded
   // from cancellation; a failed item's handle releases its allocation and
-  // the old value stays untouched.
+  // the old value stays untouched. Past the deadline nothing is committed:
+  // the requester has answered TIMEOUT, and a value committed now would only
+  // race its later puts (the master orders those by version).
+  const bool late = clock::now() >= deadline;
   std::vector<task<result<void>>> commits;
   std::vector<std::size_t> committed;
   for (std::size_t i = 0; i < items.size(); ++i) {
     if (sizes[i] == 0) continue;  // refused before allocation
+    if (late && out[i]) out[i] = fail(errc::timeout);
     if (!out[i]) {
       count_write(out[i], 0);
       continue;
     }
-    commits.push_back(commit_and_publish(items[i].key, std::move(handles[i]), sizes[i], items[i].tag));
+    commits.push_back(
+        commit_and_publish(items[i].key, std::move(handles[i]), sizes[i], items[i].tag, items[i].version));
     committed.push_back(i);
   }
   auto done = co_await mc::when_all(std::move(commits));

@@ -178,6 +178,7 @@ task<result<std::vector<result<void>>>> peer_client::write_batch(std::string rpc
     list[i].setKey(it.key);
     list[i].setClientId(requester_id_);
     list[i].setReplication(it.replication);
+    list[i].setVersion(it.version);
     if (!it.data.empty()) {
       std::size_t total = 0;
       for (auto& d : it.data) total += d.size();

@@ -150,10 +150,18 @@ value_version backend_core::issue_version() noexcept {
   }
 }
 
-result<value_version> backend_core::commit(std::string key, std::shared_ptr<value> v, value_tag tag) {
-  std::shared_ptr<value> old;  // destroyed after the lock is released
+result<value_version> backend_core::commit(std::string key, std::shared_ptr<value> v, value_tag tag,
+                                           value_version version) {
+  std::shared_ptr<value> old;  // destroyed after the lock is released (as is `v` when refused)
   auto& sh = shard_of(key);
   std::lock_guard lk(sh.m);
+  if (version != 0) {
+    // A version the caller took when its put started: an older one than the
+    // value held loses (this put was overtaken by a newer one).
+    if (auto it = sh.map.find(key); it != sh.map.end() && it->second.version > version)
+      return mc::fail(mc::errc::superseded);
+    observe_version(version);
+  }
   auto [it, inserted] = sh.map.try_emplace(std::move(key));
   if (!inserted) {
     unlink(*it->second.v);
@@ -163,9 +171,14 @@ result<value_version> backend_core::commit(std::string key, std::shared_ptr<valu
   }
   link(*v, it->first);
   // Issued under the key's shard: two commits of one key are ordered like their versions.
-  auto version = issue_version();
+  if (version == 0) version = issue_version();
   it->second = entry{std::move(v), version, tag};
   return version;
+}
+
+void backend_core::observe_version(value_version version) noexcept {
+  auto last = last_version_.load(std::memory_order_relaxed);
+  while (last < version && !last_version_.compare_exchange_weak(last, version, std::memory_order_relaxed)) {}
 }
 
 result<value_version> backend_core::version_of(std::string_view key) const {

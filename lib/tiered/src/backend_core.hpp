@@ -99,8 +99,11 @@ class backend_core {
 
   // ---- index (backend.cpp)
   task<result<std::shared_ptr<value>>> allocate(std::size_t size, std::optional<tier_type> preferred);
-  result<value_version> commit(std::string key, std::shared_ptr<value> v, value_tag tag);
+  result<value_version> commit(std::string key, std::shared_ptr<value> v, value_tag tag, value_version version);
   value_version issue_version() noexcept;
+  /// Moves the hybrid clock to at least `version` (issue_version() then
+  /// answers larger ones).
+  void observe_version(value_version version) noexcept;
   result<value_version> version_of(std::string_view key) const;
   result<value_stamp> stamp_of(std::string_view key) const;
   result<std::shared_ptr<const value>> get(std::string_view key);

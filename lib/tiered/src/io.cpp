@@ -204,13 +204,13 @@ task<result<write_handle>> tiered_backend::allocate(std::size_t size, std::optio
   co_return h;
 }
 
-result<value_version> tiered_backend::commit(std::string key, write_handle&& h, value_tag tag) {
+result<value_version> tiered_backend::commit(std::string key, write_handle&& h, value_tag tag, value_version version) {
   if (key.empty()) return mc::fail(mc::errc::invalid_key);
   if (!h.v_) return mc::fail(mc::errc::invalid_params);
   if (h.v_->t->cfg.type == tier_type::ssd && h.cursor_ != h.v_->size) return mc::fail(mc::errc::invalid_write);
   auto v = std::move(h.v_);
   h.cursor_ = 0;
-  return core_->commit(std::move(key), std::move(v), tag);
+  return core_->commit(std::move(key), std::move(v), tag, version);
 }
 
 result<read_handle> tiered_backend::get(std::string_view key) {

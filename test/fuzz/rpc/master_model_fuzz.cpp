@@ -331,7 +331,16 @@ void apply(md::metadata& real, model& m, const op& o) {
             self->epoch = std::max(self->epoch, o.c), done = true;
           }
         }
-        if (!done && o.flag && others_live > 0 && !joins) want = errc::invalid_version, done = true;
+        // Across holders: ordered by version (a newer value is never replaced
+        // by an older one; a republish also yields to an equal live one).
+        std::uint64_t others_max = 0, others_live_max = 0;
+        for (auto& x : e.holders)
+          if (x.id != o.id) {
+            others_max = std::max(others_max, x.version);
+            if (x.live) others_live_max = std::max(others_live_max, x.version);
+          }
+        if (!done && !joins && (o.b < others_max || (o.flag && others_live > 0 && o.b <= others_live_max)))
+          want = errc::superseded, done = true;
         if (!done && joins && others_live >= md::replication::of(tag).copies)
           want = errc::invalid_version, done = true;  // surplus copy: trimmed
         if (!done) {
@@ -349,7 +358,7 @@ void apply(md::metadata& real, model& m, const op& o) {
             for (auto& x : superseded) m.queue_drop(x.id, o.key, x.version);
           }
         }
-        if (want == errc::invalid_version) ++m.stats.stale_publishes;
+        if (want == errc::invalid_version || want == errc::superseded) ++m.stats.stale_publishes;
         if (e.holders.empty()) m.keys.erase(o.key);
       }
       MC_FUZZ_CHECK(got == want);

@@ -68,9 +68,10 @@ struct key_info {
   std::vector<replica> replicas;  ///< healthy holders only
 };
 
-/// A key and a version of its value. Versions are issued by the holder node
-/// (see mc::store::value_version): the master only compares versions of the
-/// same (key, holder), never across holders, and never issues any.
+/// A key and a version of its value. Versions are hybrid-clock timestamps
+/// (mc::tiered::value_version) taken by the node that started the put, when
+/// it started (or by the holder at its commit): the master compares them per
+/// key, across holders, and never issues any.
 struct key_version {
   std::string key;
   std::uint64_t version = 0;
@@ -206,15 +207,20 @@ class metadata {
   /// Ordering, per (key, holder): a publish whose version is older than the
   /// entry's, or equal to a superseded entry's, is refused with
   /// errc::invalid_version (the caller drops its copy if not newer locally);
-  /// an equal version of a live entry is an idempotent refresh. An accepted
-  /// publish of kind `put` supersedes every other holder: they leave the
-  /// key's routes (kept as superseded entries so that their stale publishes
-  /// are refused) and are told to drop their copy (take_notices). Last publish
-  /// to arrive wins across holders. A `republish` is refused
-  /// (invalid_version) while another holder is live. The key's size follows
-  /// the accepted publish. `epoch` tags the entry for finish_republish (the
-  /// entry keeps the largest epoch it was published with).
-  /// Errors: invalid_key, client_not_found, invalid_version.
+  /// an equal version of a live entry is an idempotent refresh. Across
+  /// holders: a publish older than another holder's entry (live or
+  /// superseded), and a `republish` not newer than another live holder's, is
+  /// refused with errc::superseded (the caller drops its copy; a put reports
+  /// SUPERSEDED) — so a publish that arrives late (after its put gave up, or
+  /// after a newer put) never replaces a newer value. An accepted publish
+  /// supersedes every other holder: they leave the key's routes (kept as
+  /// superseded entries so that their stale publishes are refused) and are
+  /// told to drop their copy (take_notices). Between equal versions of
+  /// different holders (one put written twice, e.g. retried at another
+  /// owner) the later publish wins. The key's size follows the accepted
+  /// publish. `epoch` tags the entry for finish_republish (the entry keeps
+  /// the largest epoch it was published with).
+  /// Errors: invalid_key, client_not_found, invalid_version, superseded.
   ///
   /// Replicas: a publish whose `replication` tag names the group of the
   /// key's live copies joins them instead of superseding them (any kind),

@@ -50,6 +50,11 @@ enum class errc : int {
   /// A replicated put committed some but not all of the copies it asked
   /// for: the committed copies stay readable and the master repairs the rest.
   replication_incomplete = -1108,
+  /// A put lost to a newer put of the same key: values are ordered by the
+  /// version taken when their put started, and a newer one was already
+  /// committed here or published elsewhere. This put's value was discarded;
+  /// the newer value stays (see "Consistency model" in the README).
+  superseded = -1109,
   // I/O.
   io_error = -1200,
   misaligned = -1201,

@@ -50,6 +50,9 @@ result<std::size_t> parse_lock_shard_count(std::string_view text);
 inline constexpr std::size_t max_key_bytes = 4096;
 /// Most pieces one value may be scattered into / gathered from.
 inline constexpr std::size_t max_value_pieces = 4096;
+/// A put's version (see data_manager::put) may lie at most this far ahead of
+/// the committing node's clock (versions are hybrid-clock nanoseconds).
+inline constexpr std::chrono::seconds max_version_lead{60};
 
 /// A value's bytes in a peer's registered memory, in order, piece after piece
 /// (scatter-gather). One piece is the plain case.
@@ -86,6 +89,9 @@ struct remote_write_item {
   std::string key;
   remote_pieces src;
   tiered::value_tag tag = 0;  ///< stored with the value, given to the commit hook
+  /// The put's version (taken on the node that started it, when it started;
+  /// see data_manager::put); 0 = issued here at the commit.
+  std::uint64_t version = 0;
 };
 
 struct data_manager_stats {
@@ -105,9 +111,10 @@ class data_manager {
   /// Called after a value was committed under `key` (local put or remote
   /// write), after the key lock was released, before put()/write_remote()
   /// return; never abandoned half-way by a cancellation of their caller.
-  /// `version` is the value's version issued by the backend's commit
-  /// (publishes and removals are ordered by it at the master, so a publish
-  /// that overtakes another of the same key cannot leave the older one routed).
+  /// `version` is the value's version: the one its put started with, or
+  /// issued by the backend's commit (publishes and removals are ordered by it
+  /// at the master, so a publish that overtakes another of the same key —
+  /// or arrives after the put gave up — cannot leave the older one routed).
   /// `tag` is the one the value was committed with (its replication, see
   /// mc::master::replication; 0 = a single copy).
   using commit_hook = std::function<task<result<void>>(const std::string& key, std::uint64_t size,
@@ -128,12 +135,20 @@ class data_manager {
   /// close(); nothing stored), and the commit hook's error (the value then
   /// stays stored).
   /// `tag` is stored with the value (tiered::value_tag) and given to the hook.
-  task<result<void>> put(const std::string& key, std::span<const std::byte> value, tiered::value_tag tag = 0);
+  /// `version` (non-zero) orders this put against others of the key: the
+  /// version the put started with (tiered_backend::issue_version() on the
+  /// node that started it, carried by remote writes); 0 = issued at the
+  /// commit. errc::superseded when the held value is newer (nothing
+  /// replaced); invalid_params when it lies more than max_version_lead ahead
+  /// of this node's clock (a peer's clock or a hostile peer: it would drag
+  /// this node's versions into the future).
+  task<result<void>> put(const std::string& key, std::span<const std::byte> value, tiered::value_tag tag = 0,
+                         std::uint64_t version = 0);
   /// Local put of a value gathered from `pieces` (in order; any sizes, any
   /// addresses). Errors as put() (invalid_params also for no piece, more than
   /// max_value_pieces, or an empty total).
   task<result<void>> put_parts(const std::string& key, std::vector<std::span<const std::byte>> pieces,
-                               tiered::value_tag tag = 0);
+                               tiered::value_tag tag = 0, std::uint64_t version = 0);
   /// Local get into `dst` (must hold the value). Returns the value's size.
   /// Errors: object_not_found, buffer_overflow (dst too small; nothing copied).
   task<result<std::size_t>> get(const std::string& key, std::span<std::byte> dst);
@@ -179,12 +194,15 @@ class data_manager {
   /// The spec's remote write with the value gathered from `src` pieces (in
   /// order). Errors as write_remote().
   task<result<void>> write_remote_parts(const std::string& key, remote_pieces src, mc::duration timeout,
-                                        tiered::value_tag tag = 0);
+                                        tiered::value_tag tag = 0, std::uint64_t version = 0);
   /// The batch form of the remote write, one result per item in order: every
   /// item is allocated, then every DRAM-bound value comes in through ONE
   /// TransferEngine batch (values for other tiers through staging buffers,
   /// concurrently), then each is committed and published. Per item the
-  /// errors of write_remote(); a failed item leaves its key's old value.
+  /// errors of write_remote() and of put() (superseded, a version too far
+  /// ahead); a failed item leaves its key's old value. An item whose bytes
+  /// arrived after the deadline is not committed (timeout): its requester
+  /// has given up on it.
   task<std::vector<result<void>>> write_remote_batch(std::vector<remote_write_item> items, mc::duration timeout);
   /// The spec's remote write (steps 2-9): allocate, TransferEngine READ from
   /// `src` (through staging for non-DRAM tiers), then commit under the
@@ -201,16 +219,17 @@ class data_manager {
 
  private:
   task<result<void>> commit_and_publish(const std::string& key, tiered::write_handle h, std::uint64_t size,
-                                        tiered::value_tag tag);
+                                        tiered::value_tag tag, std::uint64_t version);
   task<result<void>> finish_commit(std::string key, tiered::write_handle h, std::uint64_t size, tiered::value_tag tag,
-                                   gate_holder g);
+                                   std::uint64_t version, gate_holder g);
   task<result<tiered::read_handle>> pin(const std::string& key);
   task<result<void>> send_staged(const tiered::read_handle& h, const remote_pieces& dest,
                                  std::chrono::steady_clock::time_point deadline);
   task<result<void>> receive_staged(tiered::write_handle& h, const remote_pieces& src,
                                     std::chrono::steady_clock::time_point deadline);
   task<void> commit_batch(const std::vector<remote_write_item>& items, std::vector<tiered::write_handle>& handles,
-                          const std::vector<std::uint64_t>& sizes, std::vector<result<void>>& out);
+                          const std::vector<std::uint64_t>& sizes, std::vector<result<void>>& out,
+                          std::chrono::steady_clock::time_point deadline);
   void count_write(const result<void>& r, std::uint64_t bytes);
 
   struct shard;

@@ -61,6 +61,11 @@ struct peer_write {
   std::vector<mc::transfer::remote_buffer> src;
   std::vector<std::span<const std::byte>> data;
   std::uint64_t replication = 0;  ///< mc::master::replication::tag() of the copy (0 = a single copy)
+  /// The put's version (the requester's tiered_backend::issue_version() when
+  /// the put started; 0 = the owner issues one at its commit). An owner that
+  /// holds a newer value of the key, or a master that routes a newer one
+  /// elsewhere, answers SUPERSEDED.
+  std::uint64_t version = 0;
 };
 
 class peer_client {

@@ -40,8 +40,9 @@ enum class removal_reason {
   superseded,  ///< drop_superseded(key, version): a newer value of the key lives elsewhere
 };
 
-/// Versions of committed values. Issued by this backend (the holder node) from
-/// a hybrid clock: max(last issued + 1, CLOCK_REALTIME in ns). Strictly
+/// Versions of committed values. Issued by a backend's hybrid clock (the
+/// holder's, or the one of the node that started the put: commit() takes
+/// one): max(last issued + 1, CLOCK_REALTIME in ns). Strictly
 /// increasing within a process; across restarts of the process they keep
 /// increasing as long as the wall clock does not step back by more than the
 /// restart took (NTP slewing is fine; a manual step backwards is not). Never 0.
@@ -193,12 +194,17 @@ class tiered_backend {
   /// Publishes the handle's value under `key` atomically: readers see the old
   /// value (if any) or the new one, never a mix. A replaced old value is freed
   /// when its readers let go; the observer is NOT called for a replacement.
-  /// Returns the value's version (issue_version(), taken under the index lock,
-  /// so a later commit of the same key always gets a larger one).
-  /// Errors: errc::invalid_params (empty handle), errc::invalid_write (SSD
-  /// value not completely written), errc::invalid_key (empty key).
+  /// Returns the value's version: `version` when given (non-zero: a version
+  /// the caller took when its put started, e.g. from issue_version() on the
+  /// node that started the put), else issue_version() taken under the index
+  /// lock, so that a later commit of the same key gets a larger one. A given
+  /// version moves the hybrid clock forward to it (later issued versions are
+  /// larger). Errors: errc::superseded (a given `version` older than the
+  /// held value's: nothing replaced, the handle's space freed),
+  /// errc::invalid_params (empty handle), errc::invalid_write (SSD value not
+  /// completely written), errc::invalid_key (empty key).
   /// `tag` is stored with the value (see value_tag).
-  result<value_version> commit(std::string key, write_handle&& h, value_tag tag = 0);
+  result<value_version> commit(std::string key, write_handle&& h, value_tag tag = 0, value_version version = 0);
 
   /// A fresh version from the backend's hybrid clock (see value_version);
   /// larger than every version issued before by this backend. Thread-safe.
