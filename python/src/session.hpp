@@ -126,7 +126,8 @@ class store_session : public std::enable_shared_from_this<store_session> {
   /// Mooncake's put: with `how.upsert` false a key that already exists
   /// anywhere is kept (0, nothing written); with it true the value replaces
   /// it. `how.replicas` copies on distinct nodes (put_options::replicas;
-  /// -1108 REPLICATION_INCOMPLETE when only some committed; an attached
+  /// -1108 REPLICATION_INCOMPLETE when only some committed (-1109 SUPERSEDED:
+  /// a newer put of the key won); an attached
   /// session (setup_dummy) writes one copy and answers -1103 UNSUPPORTED
   /// for more).
   task<int> op_put_parts(node& n, std::string key, std::vector<std::span<const std::byte>> pieces, put_how how);

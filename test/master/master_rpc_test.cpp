@@ -51,7 +51,7 @@ mc::task<void> versions_over_rpc(std::string addr) {
   REQUIRE((co_await m.register_client(info("b", "h:3", "h:4", 1000, 0))).has_value());
   items_t on_a{{"k", 64, 50}, {"x", 8, 50}};
   REQUIRE((co_await m.add_replicas("a", std::move(on_a))).has_value());
-  items_t on_b{{"k", 64, 3}};
+  items_t on_b{{"k", 64, 60}};
   auto added = co_await m.add_replicas("b", std::move(on_b));
   REQUIRE(added.has_value());
   CHECK((*added)[0].has_value());
@@ -64,6 +64,12 @@ mc::task<void> versions_over_rpc(std::string addr) {
   REQUIRE(hb->drops.size() == 1);
   CHECK(hb->drops[0].key == "k");
   CHECK(hb->drops[0].version == 50);
+  // An older put of k arriving now (from a) is refused across the wire: SUPERSEDED.
+  items_t late{{"k", 32, 55}};
+  auto refused = co_await m.add_replicas("a", std::move(late));
+  REQUIRE(refused.has_value());
+  CHECK(mc::is((*refused)[0].error(), mc::errc::superseded));
+  CHECK((co_await m.lookup(std::string("k")))->replicas.at(0).client_id == "b");
   // A stale eviction notice (older than the entry) is refused per item.
   auto rm = co_await m.remove_replicas("a", versions("x", 49));
   REQUIRE(rm.has_value());

@@ -100,10 +100,33 @@ TEST_SUITE("master metadata") {
     REQUIRE(m.register_client(client("b")));
     REQUIRE(m.add_replica("k", "a", 1, 1));
     REQUIRE(m.add_replica("k", "b", 1, 1));
+    (void)m.take_notices("a", 10);  // a's drop for b's put
     auto r = m.remove_key("k");
     REQUIRE(r);
     CHECK(r->size() == 2);
     CHECK(mc::is(m.remove_key("k").error(), mc::errc::object_not_found));
+    // Both holders are told to drop their copy (a holder the remover cannot
+    // reach then drops it at its next heartbeat).
+    for (auto id : {"a", "b"}) {
+      auto n = m.take_notices(id, 10);
+      REQUIRE(n.drops.size() == 1);
+      CHECK(n.drops[0].key == "k");
+      CHECK(n.drops[0].version == 1);
+    }
+    // Best effort: a full queue is not turned into a resync by removals.
+    mc::master::metadata_options o;
+    o.max_pending_drops = 2;
+    metadata small(o);
+    REQUIRE(small.register_client(client("a")));
+    for (int i = 0; i < 5; ++i) {
+      auto key = mc::test::numbered("r", static_cast<std::uint64_t>(i));
+      REQUIRE(small.add_replica(key, "a", 1, 1));
+      REQUIRE(small.remove_key(key));
+    }
+    auto n = small.take_notices("a", 10);
+    CHECK(n.drops.size() == 2);
+    CHECK_FALSE(n.resync);
+    CHECK(small.ordering().notice_overflows == 0);
   }
 
   TEST_CASE("remove_matching removes matching keys in bounded pages and refuses bad patterns") {

@@ -229,21 +229,26 @@ result<std::vector<replica>> metadata::remove_key(const std::string& key) {
     const auto i = t.index_of(key, hash);
     if (i == shard::table::npos) return fail(errc::object_not_found);
     auto* n = t.at(i);
-    for (std::size_t j = 0, cnt = n->count(); j < cnt; ++j) holders.push_back({n->at(j).slot, n->at(j).live});
+    for (std::size_t j = 0, cnt = n->count(); j < cnt; ++j)
+      holders.push_back({n->at(j).slot, n->at(j).live, n->at(j).version});
     counters_->changed(counters::of(n), {});
     t.erase_at(i);
   }
   // Superseded holders are returned too: they may still hold an old copy.
-  return release_holders(holders);
+  // Each is also sent a drop notice: a holder the caller cannot reach now
+  // (partitioned) drops its copy at its next heartbeat instead of serving
+  // it to its local readers.
+  return release_holders(holders, &key);
 }
 
-std::vector<replica> metadata::release_holders(const std::vector<holder_ref>& holders) {
+std::vector<replica> metadata::release_holders(const std::vector<holder_ref>& holders, const std::string* key) {
   std::vector<replica> out;
   std::lock_guard clk(clients_mu_);
   for (auto& h : holders) {
     if (auto* c = slots_->slots[h.slot].client) {
       if (h.live) c->keys.fetch_sub(1, relaxed);
       out.push_back({c->info.client_id, c->info.rpc_endpoint, c->info.transfer_endpoint});
+      if (key && !c->resync && c->drops.size() < opts_.max_pending_drops) c->drops.push_back({*key, h.version});
     }
     unref(h.slot, 1);
   }

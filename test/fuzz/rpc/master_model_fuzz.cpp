@@ -397,6 +397,11 @@ void apply(md::metadata& real, model& m, const op& o) {
       } else {
         MC_FUZZ_CHECK(got == errc::ok);
         MC_FUZZ_CHECK(same_replicas(*r, m.replicas_of(it->second.holders, false)));
+        // Every registered holder is sent a drop notice, while its queue has room.
+        for (auto& x : it->second.holders)
+          if (auto c = m.clients.find(x.id);
+              c != m.clients.end() && !c->second.resync && c->second.drops.size() < m.h.max_drops)
+            c->second.drops.push_back({o.key, x.version});
         m.keys.erase(it);
       }
       break;

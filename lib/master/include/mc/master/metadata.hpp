@@ -259,7 +259,12 @@ class metadata {
   std::size_t schedule_repairs();
   repair_stats repairs() const;
   ordering_stats ordering() const;
-  /// Removes the key from every holder (the caller tells the holders).
+  /// Removes the key from every holder (the caller tells the holders) and
+  /// queues each holder a drop notice for it (take_notices; best effort:
+  /// skipped when the holder's queue is full, never a resync), so that a
+  /// holder the caller cannot reach drops its copy at its next heartbeat.
+  /// Returns the holders, superseded ones included; object_not_found,
+  /// invalid_key.
   result<std::vector<replica>> remove_key(const std::string& key);
   /// Removes up to `limit` keys: every key when `all`, else those the
   /// ECMAScript regular expression `pattern` matches (search, anywhere in the
@@ -372,8 +377,11 @@ class metadata {
   struct holder_ref {
     std::uint32_t slot = 0;
     bool live = false;
+    std::uint64_t version = 0;
   };
-  std::vector<replica> release_holders(const std::vector<holder_ref>& holders);
+  /// `key` given: each holder is also sent a drop notice for it (best
+  /// effort: only while its queue has room, never a resync).
+  std::vector<replica> release_holders(const std::vector<holder_ref>& holders, const std::string* key = nullptr);
   struct counters;
   std::unique_ptr<counters> counters_;
   struct repair_state;

@@ -135,8 +135,11 @@ class client {
   /// Errors: invalid_key, invalid_params (empty value), no_available_handle,
   /// too_large, and master/peer errors (rpc_fail, timeout, transfer_fail;
   /// placement::remote also overloaded — over the target's
-  /// max_remote_write_bytes or in-flight limits — and access_denied).
-  /// Cancellation: once the bytes are stored, commit and publish complete
+  /// max_remote_write_bytes or in-flight limits — and access_denied);
+  /// superseded when a newer put of the key (by the version taken when each
+  /// put started, see README "Consistency model") was committed on the
+  /// owner or published elsewhere first: this value was discarded, the newer
+  /// one stays. Cancellation: once the bytes are stored, commit and publish complete
   /// even if the caller is cancelled (the key is then present on this node
   /// and at the master; never on one only).
   task<result<void>> put(std::string key, std::span<const std::byte> value, put_options opts);
