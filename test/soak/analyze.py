@@ -20,6 +20,7 @@ CODES = {0: "ok", -704: "OBJECT_NOT_FOUND", -600: "INVALID_PARAMS", -800: "TRANS
          -200: "NO_AVAILABLE_HANDLE", -1001: "CLIENT_NOT_FOUND", -1010: "UNAVAILABLE_IN_CURRENT_STATUS",
          -1011: "UNAVAILABLE_IN_CURRENT_MODE", -1100: "TIMEOUT", -1101: "CANCELLED", -1102: "SHUTTING_DOWN",
          -1103: "UNSUPPORTED", -1104: "ACCESS_DENIED", -1105: "OUT_OF_RANGE", -1106: "TOO_LARGE", -1107: "OVERLOADED",
+         -1108: "REPLICATION_INCOMPLETE", -1109: "SUPERSEDED",
          -10: "BUFFER_OVERFLOW", -1: "empty (missing or failed)"}
 # A failed operation is an outcome, not a violation (a client may fail while a
 # node or the leader is down: RPC_FAIL, TIMEOUT, UNAVAILABLE_IN_CURRENT_STATUS
