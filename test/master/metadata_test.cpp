@@ -129,6 +129,47 @@ TEST_SUITE("master metadata") {
     CHECK(small.ordering().notice_overflows == 0);
   }
 
+  TEST_CASE("a removed key's newest version is remembered: a late older write cannot bring it back") {
+    metadata m;
+    REQUIRE(m.register_client(client("a")));
+    REQUIRE(m.register_client(client("b")));
+    // Puts at 10 (a, timed out: its publish is late) and 20 (b), then a remove.
+    REQUIRE(m.add_replica("k", "b", 8, 20));
+    REQUIRE(m.remove_key("k"));
+    CHECK(mc::is(m.add_replica("k", "a", 4, 10).error(), mc::errc::superseded));
+    CHECK(mc::is(m.add_replica("k", "b", 8, 20, mc::master::publish_kind::republish).error(), mc::errc::superseded));
+    CHECK_FALSE(m.exists("k"));
+    // A newer put recreates the key; its own removal is remembered again.
+    REQUIRE(m.add_replica("k", "a", 4, 21));
+    CHECK(m.lookup("k")->replicas.at(0).client_id == "a");
+    REQUIRE(m.remove_replica("k", "a", 21));  // the last copy evicted
+    CHECK(mc::is(m.add_replica("k", "b", 4, 21).error(), mc::errc::superseded));
+    REQUIRE(m.add_replica("k", "b", 4, 22));
+    // remove_matching remembers too.
+    REQUIRE(m.remove_matching("^k$", false, 10));
+    CHECK(mc::is(m.add_replica("k", "a", 4, 22).error(), mc::errc::superseded));
+    // Bounded: with room for about two removals per shard, the oldest are forgotten.
+    mc::master::metadata_options o;
+    o.shards = 1;
+    o.removed_key_bytes = 2 * (64 + 2);
+    metadata small(o);
+    REQUIRE(small.register_client(client("a")));
+    for (int i = 0; i < 5; ++i) {
+      auto key = mc::test::numbered("r", static_cast<std::uint64_t>(i));
+      REQUIRE(small.add_replica(key, "a", 1, 100));
+      REQUIRE(small.remove_key(key));
+    }
+    CHECK(small.add_replica("r0", "a", 1, 50));  // forgotten: accepted
+    CHECK(mc::is(small.add_replica("r4", "a", 1, 50).error(), mc::errc::superseded));
+    // Off (0 bytes): nothing remembered.
+    o.removed_key_bytes = 0;
+    metadata none(o);
+    REQUIRE(none.register_client(client("a")));
+    REQUIRE(none.add_replica("z", "a", 1, 100));
+    REQUIRE(none.remove_key("z"));
+    CHECK(none.add_replica("z", "a", 1, 50));
+  }
+
   TEST_CASE("remove_matching removes matching keys in bounded pages and refuses bad patterns") {
     // The pathological-pattern scan below is slow in sanitizer builds: no
     // client may go silent past route_ttl (its keys would stop being routed).
@@ -316,8 +357,10 @@ TEST_SUITE("master metadata") {
         cursor = page->cursor;
         // Between pages: many inserts (the tables double) and removals (the
         // entries behind them shift back), none of a stable key.
-        for (int j = 0; j < 40; ++j, ++churn) REQUIRE(m.add_replica(mc::test::numbered("n/", churn), "a", 1, 1));
-        for (int j = churn - 40; j < churn; j += 2) REQUIRE(m.remove_replica(mc::test::numbered("n/", j), "a", 1));
+        // (Each round's versions are newer: a removed key is remembered.)
+        const std::uint64_t v = 1 + limit;
+        for (int j = 0; j < 40; ++j, ++churn) REQUIRE(m.add_replica(mc::test::numbered("n/", churn), "a", 1, v));
+        for (int j = churn - 40; j < churn; j += 2) REQUIRE(m.remove_replica(mc::test::numbered("n/", j), "a", v));
         REQUIRE(++pages < 2000);
       } while (cursor != 0);
       for (auto& k : stable) {

@@ -7,7 +7,9 @@
 #include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <algorithm>
 #include <deque>
+#include <list>
 #include <new>
 #include <string_view>
 #include <unordered_map>
@@ -241,6 +243,50 @@ struct metadata::shard {
       slots[hole] = nullptr;
     }
   };
+
+  /// Removed keys with the newest version they had (metadata_options::
+  /// removed_key_bytes), oldest removal first. Guarded by mu.
+  struct grave {
+    std::string key;
+    std::uint64_t version = 0;
+  };
+  static constexpr std::size_t grave_overhead = 64;
+  std::list<grave> graves;
+  std::unordered_map<std::string_view, std::list<grave>::iterator> grave_index;  // views into graves
+  std::size_t grave_bytes = 0;
+
+  /// Remembers that `key` was removed at `version` (the newer of two), then
+  /// forgets the oldest removals beyond `budget` bytes.
+  void bury(std::string_view key, std::uint64_t version, std::size_t budget) {
+    if (budget == 0) return;
+    if (auto it = grave_index.find(key); it != grave_index.end()) {
+      it->second->version = std::max(it->second->version, version);
+      return;
+    }
+    graves.push_back({std::string(key), version});
+    grave_index.emplace(graves.back().key, std::prev(graves.end()));
+    grave_bytes += key.size() + grave_overhead;
+    while (grave_bytes > budget && !graves.empty()) {
+      auto& f = graves.front();
+      grave_bytes -= f.key.size() + grave_overhead;
+      grave_index.erase(f.key);
+      graves.pop_front();
+    }
+  }
+  /// The removed value's version of `key`; 0 when not remembered.
+  std::uint64_t grave_of(std::string_view key) const {
+    auto it = grave_index.find(key);
+    return it == grave_index.end() ? 0 : it->second->version;
+  }
+  /// Forgets `key`'s removal (the key exists again).
+  void unbury(std::string_view key) {
+    auto it = grave_index.find(key);
+    if (it == grave_index.end()) return;
+    auto g = it->second;
+    grave_index.erase(it);
+    grave_bytes -= g->key.size() + grave_overhead;
+    graves.erase(g);
+  }
 
   mutable std::mutex mu;
   table map;

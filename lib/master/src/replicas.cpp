@@ -54,7 +54,13 @@ result<void> metadata::add_replica(const std::string& key, const std::string& cl
     auto& t = sp->map;
     const auto i = t.find_or_slot(key, hash);
     auto* n = t.at(i);
-    if (!n) {
+    const auto buried = n ? 0 : sp->grave_of(key);
+    if (!n && version <= buried) {
+      // The key was removed after a value at least this new: this is an
+      // older write arriving late (or the removed copy re-published).
+      stale = older = true;
+    } else if (!n) {
+      if (buried) sp->unbury(key);
       n = shard::node::make(key, hash);
       n->size = size;
       n->repl = tag;
@@ -193,7 +199,9 @@ result<void> metadata::remove_replica(const std::string& key, const std::string&
         } else {
           was_live = h.live;
           const auto before = counters::of(n);
+          const auto last_version = h.version;
           if (!n->erase(j)) {
+            sp->bury(key, last_version, grave_budget());
             t.erase_at(i);
             counters_->changed(before, {});
           } else {
@@ -229,8 +237,12 @@ result<std::vector<replica>> metadata::remove_key(const std::string& key) {
     const auto i = t.index_of(key, hash);
     if (i == shard::table::npos) return fail(errc::object_not_found);
     auto* n = t.at(i);
-    for (std::size_t j = 0, cnt = n->count(); j < cnt; ++j)
+    std::uint64_t newest = 0;
+    for (std::size_t j = 0, cnt = n->count(); j < cnt; ++j) {
       holders.push_back({n->at(j).slot, n->at(j).live, n->at(j).version});
+      newest = std::max(newest, n->at(j).version);
+    }
+    sp->bury(key, newest, grave_budget());
     counters_->changed(counters::of(n), {});
     t.erase_at(i);
   }
@@ -305,7 +317,12 @@ result<metadata::removal_page> metadata::remove_matching(const std::string& patt
           break;
         }
         std::vector<holder_ref> hs;
-        for (std::size_t j = 0, cnt = n->count(); j < cnt; ++j) hs.push_back({n->at(j).slot, n->at(j).live});
+        std::uint64_t newest = 0;
+        for (std::size_t j = 0, cnt = n->count(); j < cnt; ++j) {
+          hs.push_back({n->at(j).slot, n->at(j).live});
+          newest = std::max(newest, n->at(j).version);
+        }
+        sp->bury(n->key(), newest, grave_budget());
         page.removed.push_back({std::string(n->key()), {}});
         refs.push_back(std::move(hs));
         counters_->changed(counters::of(n), {});

@@ -23,6 +23,7 @@
 #include <cstdlib>
 #include <deque>
 #include <functional>
+#include <list>
 #include <map>
 #include <string>
 #include <vector>
@@ -188,11 +189,61 @@ struct m_client {
   bool resync = false;
 };
 
+/// metadata_options::removed_key_bytes of the target: small, so that the
+/// oldest removals are forgotten within one input.
+constexpr std::size_t removed_key_bytes = 1024;
+
 struct model {
   header h;
   std::map<std::string, m_client> clients;
   std::map<std::string, m_entry> keys;
   md::ordering_stats stats;
+  // Per shard: removed keys and their newest version, oldest removal first.
+  struct graves_of_shard {
+    std::list<std::pair<std::string, std::uint64_t>> order;
+    std::size_t bytes = 0;
+  };
+  std::vector<graves_of_shard> graves;
+
+  graves_of_shard& graves_for(const std::string& key) {
+    if (graves.size() != h.shards) graves.resize(h.shards);
+    return graves[std::hash<std::string>{}(key) % h.shards];
+  }
+  void bury(const std::string& key, std::uint64_t version) {
+    const std::size_t budget = removed_key_bytes / h.shards;
+    if (budget == 0) return;
+    auto& g = graves_for(key);
+    for (auto& x : g.order)
+      if (x.first == key) {
+        x.second = std::max(x.second, version);
+        return;
+      }
+    g.order.emplace_back(key, version);
+    g.bytes += key.size() + 64;
+    while (g.bytes > budget && !g.order.empty()) {
+      g.bytes -= g.order.front().first.size() + 64;
+      g.order.pop_front();
+    }
+  }
+  std::uint64_t grave_of(const std::string& key) {
+    for (auto& x : graves_for(key).order)
+      if (x.first == key) return x.second;
+    return 0;
+  }
+  void unbury(const std::string& key) {
+    auto& g = graves_for(key);
+    for (auto it = g.order.begin(); it != g.order.end(); ++it)
+      if (it->first == key) {
+        g.bytes -= key.size() + 64;
+        g.order.erase(it);
+        return;
+      }
+  }
+  static std::uint64_t newest(const std::vector<m_holder>& hs) {
+    std::uint64_t v = 0;
+    for (auto& x : hs) v = std::max(v, x.version);
+    return v;
+  }
 
   bool bad_key(const std::string& k) const { return k.empty() || k.size() > h.max_key_bytes(); }
   std::uint64_t live_keys_of(const std::string& id) const {
@@ -316,7 +367,11 @@ void apply(md::metadata& real, model& m, const op& o) {
         want = errc::invalid_version;
       } else if (!m.clients.count(o.id)) {
         want = errc::client_not_found;
+      } else if (!m.keys.count(o.key) && o.b <= m.grave_of(o.key)) {
+        want = errc::superseded;  // removed at a version at least this new
+        ++m.stats.stale_publishes;
       } else {
+        if (!m.keys.count(o.key)) m.unbury(o.key);
         auto& e = m.keys[o.key];
         auto self = std::find_if(e.holders.begin(), e.holders.end(), [&](auto& x) { return x.id == o.id; });
         const auto others_live = static_cast<std::size_t>(
@@ -380,8 +435,12 @@ void apply(md::metadata& real, model& m, const op& o) {
           want = errc::invalid_version;
           ++m.stats.stale_removals;
         } else {
+          const auto v = pos->version;
           hs.erase(pos);
-          if (hs.empty()) m.keys.erase(it);
+          if (hs.empty()) {
+            m.bury(o.key, v);
+            m.keys.erase(it);
+          }
         }
       }
       MC_FUZZ_CHECK(got == want);
@@ -402,6 +461,7 @@ void apply(md::metadata& real, model& m, const op& o) {
           if (auto c = m.clients.find(x.id);
               c != m.clients.end() && !c->second.resync && c->second.drops.size() < m.h.max_drops)
             c->second.drops.push_back({o.key, x.version});
+        m.bury(o.key, model::newest(it->second.holders));
         m.keys.erase(it);
       }
       break;
@@ -448,6 +508,7 @@ void apply(md::metadata& real, model& m, const op& o) {
         MC_FUZZ_CHECK(sh >= o.b && sh <= r->next_shard);
         MC_FUZZ_CHECK(matches(rk.key).value_or(false));
         MC_FUZZ_CHECK(same_replicas(rk.holders, m.replicas_of(it->second.holders, false)));
+        m.bury(rk.key, model::newest(it->second.holders));
         m.keys.erase(it);
       }
       // Every matching key of a shard the call went past is gone.
@@ -617,6 +678,7 @@ void run(const header& h, const std::vector<op>& ops) {
   mo.shards = h.shards;
   mo.max_key_bytes = h.max_key_bytes();
   mo.max_pending_drops = h.max_drops;
+  mo.removed_key_bytes = removed_key_bytes;
   md::metadata real(mo);
   model m;
   m.h = h;

@@ -178,6 +178,12 @@ struct metadata_options {
   /// Key-table shards the background scan for under-replicated keys walks
   /// per schedule_repairs() call.
   std::size_t repair_scan_shards = 4;
+  /// Removed keys whose newest version is remembered, in bytes (each costs
+  /// its key's size + 64; split evenly over the shards, oldest removal
+  /// forgotten first; 0 = none): a publish of a removed key at a version not
+  /// newer than the removed value's is refused (superseded), so a write that
+  /// arrives after the key's removal cannot bring the removed value back.
+  std::size_t removed_key_bytes = 16u << 20;
 };
 
 /// Thread-safe. Every method takes short internal locks only.
@@ -219,7 +225,11 @@ class metadata {
   /// different holders (one put written twice, e.g. retried at another
   /// owner) the later publish wins. The key's size follows the accepted
   /// publish. `epoch` tags the entry for finish_republish (the entry keeps
-  /// the largest epoch it was published with).
+  /// the largest epoch it was published with). A publish of a key that was
+  /// removed (remove_key, remove_matching, or its last entry by
+  /// remove_replica) at a version at least as new is refused with
+  /// superseded while the removal is remembered
+  /// (metadata_options::removed_key_bytes).
   /// Errors: invalid_key, client_not_found, invalid_version, superseded.
   ///
   /// Replicas: a publish whose `replication` tag names the group of the
@@ -355,6 +365,8 @@ class metadata {
   /// The key's shard and its hash within the shard.
   std::pair<shard*, std::uint32_t> shard_for(std::string_view key) const;
   health health_of(const client_entry& c, clock::time_point now) const;
+  /// Each shard's share of removed_key_bytes.
+  std::size_t grave_budget() const noexcept { return opts_.removed_key_bytes / shards_.size(); }
   result<void> check_key(const std::string& key) const;
   /// Unbinds a client from its slot (it is gone; clients_mu_ held
   /// exclusively) and pins the slot for drop_client_replicas.
