@@ -152,8 +152,12 @@ TEST_SUITE("async_mutex") {
     boost::asio::co_spawn(
         rt.executor(1),
         [](mc::async_mutex& m, std::atomic<int>& on, std::promise<void>& done) -> mc::task<void> {
-          auto g = co_await m.lock();
-          on = mc::runtime::runtime::current_index();
+          {
+            auto g = co_await m.lock();
+            on = mc::runtime::runtime::current_index();
+          }
+          // After the unlock: once told, the test may destroy `m` (ASan saw
+          // the guard's unlock run on a destroyed mutex).
           done.set_value();
         }(m, resumed_on, done),
         boost::asio::detached);

@@ -319,7 +319,7 @@ result<metadata::removal_page> metadata::remove_matching(const std::string& patt
         std::vector<holder_ref> hs;
         std::uint64_t newest = 0;
         for (std::size_t j = 0, cnt = n->count(); j < cnt; ++j) {
-          hs.push_back({n->at(j).slot, n->at(j).live});
+          hs.push_back({n->at(j).slot, n->at(j).live, n->at(j).version});
           newest = std::max(newest, n->at(j).version);
         }
         sp->bury(n->key(), newest, grave_budget());
@@ -333,7 +333,8 @@ result<metadata::removal_page> metadata::remove_matching(const std::string& patt
     ++shard;
     if (scanned >= scan_budget) break;
   }
-  for (std::size_t i = 0; i < page.removed.size(); ++i) page.removed[i].holders = release_holders(refs[i]);
+  for (std::size_t i = 0; i < page.removed.size(); ++i)
+    page.removed[i].holders = release_holders(refs[i], &page.removed[i].key);
   if (too_complex && page.removed.empty()) return fail(errc::invalid_params);
   page.next_shard = shard;
   return page;
@@ -447,6 +448,15 @@ result<key_info> metadata::lookup(const std::string& key) const {
 }
 
 bool metadata::exists(const std::string& key) const { return lookup(key).has_value(); }
+
+void metadata::forget_removals() {
+  for (auto& s : shards_) {
+    std::lock_guard lk(s->mu);
+    s->graves.clear();
+    s->grave_index.clear();
+    s->grave_bytes = 0;
+  }
+}
 
 namespace {
 

@@ -508,6 +508,10 @@ void apply(md::metadata& real, model& m, const op& o) {
         MC_FUZZ_CHECK(sh >= o.b && sh <= r->next_shard);
         MC_FUZZ_CHECK(matches(rk.key).value_or(false));
         MC_FUZZ_CHECK(same_replicas(rk.holders, m.replicas_of(it->second.holders, false)));
+        for (auto& x : it->second.holders)  // drop notices, as for remove_key
+          if (auto c = m.clients.find(x.id);
+              c != m.clients.end() && !c->second.resync && c->second.drops.size() < m.h.max_drops)
+            c->second.drops.push_back({rk.key, x.version});
         m.bury(rk.key, model::newest(it->second.holders));
         m.keys.erase(it);
       }

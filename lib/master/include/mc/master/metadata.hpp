@@ -282,7 +282,8 @@ class metadata {
   /// and stops after the shard where `limit` is reached or once
   /// scan_budget entries were looked at (at least one whole shard per call),
   /// so one call never walks the whole table. Returns the removed keys with
-  /// their holders (the caller tells the holders) and the shard to continue
+  /// their holders (the caller tells the holders; each holder is also queued
+  /// a drop notice, as by remove_key) and the shard to continue
   /// from (shard_count() when the scan is complete). Errors: invalid_params
   /// (an empty, too long or malformed pattern, or one whose matching exceeded
   /// Boost.Regex's complexity bound; nothing past the keys already removed is
@@ -303,6 +304,10 @@ class metadata {
   std::size_t shard_count() const noexcept { return shards_.size(); }
   /// Healthy replicas of a key; object_not_found if none.
   result<key_info> lookup(const std::string& key) const;
+  /// Forgets every remembered removal (metadata_options::removed_key_bytes):
+  /// a later publish of a removed key is accepted again. For tools and tests
+  /// that reset a master's table.
+  void forget_removals();
   bool exists(const std::string& key) const;
   /// A healthy client with room for `size` bytes (most free space first),
   /// excluding `exclude`; no_available_handle if none.
