@@ -24,8 +24,9 @@ struct Replica {
   transferEndpoint @2 :Text;
 }
 
-# A publish: the caller holds `key` (size bytes) at `version` (issued by the
-# holder; ordered per (key, holder) at the master).
+# A publish: the caller holds `key` (size bytes) at `version` (a hybrid-clock
+# version taken when the put started; the master orders a key's publishes by
+# it across holders and refuses an older one with SUPERSEDED).
 struct KeySize {
   key @0 :Text;
   size @1 :UInt64;
@@ -72,7 +73,8 @@ interface Master {
   heartbeat @1 (clientId :Text, used :UInt64, capacity :UInt64)
       -> (status :Status, drops :List(KeyVersion), resync :Bool, term :UInt64, repairs :List(RepairTask));
   unregisterClient @2 (clientId :Text) -> (status :Status);
-  # republish: re-announcing held copies (never supersedes a live holder);
+  # republish: re-announcing held copies (supersedes a live holder only when
+  # newer; SUPERSEDED otherwise);
   # epoch: tags the entries for finishRepublish.
   addReplicas @3 (clientId :Text, items :List(KeySize), republish :Bool, epoch :UInt64)
       -> (results :List(Status));

@@ -133,9 +133,9 @@ struct repair_stats {
 
 /// Why a holder publishes.
 enum class publish_kind {
-  put,        ///< a fresh commit: supersedes every other holder of the key
-  republish,  ///< re-announcing a held copy (re-registration, resync): never
-              ///< supersedes another live holder (it is refused instead)
+  put,        ///< a fresh commit: supersedes every other holder of an older (or equal) version
+  republish,  ///< re-announcing a held copy (re-registration, resync): supersedes
+              ///< another live holder only when strictly newer (else refused)
 };
 
 /// What the master has queued for one holder (delivered with heartbeats).
