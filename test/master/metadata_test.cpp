@@ -13,6 +13,15 @@ using mc::master::client_info;
 using mc::master::metadata;
 
 namespace {
+/// Publishes r0 .. r<count-1> on "a" at `version`, removing each (remove_key) at once.
+void put_then_remove(metadata& m, int count, std::uint64_t version) {
+  for (int i = 0; i < count; ++i) {
+    auto key = mc::test::numbered("r", static_cast<std::uint64_t>(i));
+    REQUIRE(m.add_replica(key, "a", 1, version));
+    REQUIRE(m.remove_key(key));
+  }
+}
+
 client_info client(const std::string& id, std::uint64_t cap = 1000, std::uint64_t used = 0) {
   return {id, id + ":12345", id + ":50052", cap, used, 0, {}};
 }
@@ -118,11 +127,7 @@ TEST_SUITE("master metadata") {
     o.max_pending_drops = 2;
     metadata small(o);
     REQUIRE(small.register_client(client("a")));
-    for (int i = 0; i < 5; ++i) {
-      auto key = mc::test::numbered("r", static_cast<std::uint64_t>(i));
-      REQUIRE(small.add_replica(key, "a", 1, 1));
-      REQUIRE(small.remove_key(key));
-    }
+    put_then_remove(small, 5, 1);
     auto n = small.take_notices("a", 10);
     CHECK(n.drops.size() == 2);
     CHECK_FALSE(n.resync);
@@ -154,11 +159,7 @@ TEST_SUITE("master metadata") {
     o.removed_key_bytes = 2 * (64 + 2);
     metadata small(o);
     REQUIRE(small.register_client(client("a")));
-    for (int i = 0; i < 5; ++i) {
-      auto key = mc::test::numbered("r", static_cast<std::uint64_t>(i));
-      REQUIRE(small.add_replica(key, "a", 1, 100));
-      REQUIRE(small.remove_key(key));
-    }
+    put_then_remove(small, 5, 100);
     CHECK(small.add_replica("r0", "a", 1, 50));  // forgotten: accepted
     CHECK(mc::is(small.add_replica("r4", "a", 1, 50).error(), mc::errc::superseded));
     // Off (0 bytes): nothing remembered.

@@ -128,6 +128,12 @@ struct metadata::shard {
         if (at(i).live) return true;
       return false;
     }
+    /// The newest version among the key's entries (live or superseded).
+    std::uint64_t newest_version() const noexcept {
+      std::uint64_t v = 0;
+      for (std::size_t i = 0, n = count(); i < n; ++i) v = std::max(v, at(i).version);
+      return v;
+    }
     std::size_t live_count() const noexcept {
       std::size_t k = 0;
       for (std::size_t i = 0, n = count(); i < n; ++i) k += at(i).live ? 1 : 0;

@@ -14,11 +14,12 @@ namespace {
 constexpr auto relaxed = std::memory_order_relaxed;
 }  // namespace
 
-void metadata::queue_drop(std::uint32_t holder, const std::string& key, std::uint64_t version) {
+void metadata::queue_drop(std::uint32_t holder, const std::string& key, std::uint64_t version, bool best_effort) {
   // Caller holds clients_mu_ exclusively.
   auto* cp = slots_->slots[holder].client;
   if (!cp) return;
   auto& c = *cp;
+  if (best_effort && c.drops.size() >= opts_.max_pending_drops) return;
   if (c.drops.size() >= opts_.max_pending_drops) {
     c.drops.clear();  // bounded: the holder re-publishes everything instead
     c.resync = true;
@@ -199,7 +200,7 @@ result<void> metadata::remove_replica(const std::string& key, const std::string&
         } else {
           was_live = h.live;
           const auto before = counters::of(n);
-          const auto last_version = h.version;
+          const auto last_version = h.version;  // the key's newest when it is the last entry
           if (!n->erase(j)) {
             sp->bury(key, last_version, grave_budget());
             t.erase_at(i);
@@ -237,12 +238,9 @@ result<std::vector<replica>> metadata::remove_key(const std::string& key) {
     const auto i = t.index_of(key, hash);
     if (i == shard::table::npos) return fail(errc::object_not_found);
     auto* n = t.at(i);
-    std::uint64_t newest = 0;
-    for (std::size_t j = 0, cnt = n->count(); j < cnt; ++j) {
+    for (std::size_t j = 0, cnt = n->count(); j < cnt; ++j)
       holders.push_back({n->at(j).slot, n->at(j).live, n->at(j).version});
-      newest = std::max(newest, n->at(j).version);
-    }
-    sp->bury(key, newest, grave_budget());
+    sp->bury(key, n->newest_version(), grave_budget());
     counters_->changed(counters::of(n), {});
     t.erase_at(i);
   }
@@ -250,17 +248,17 @@ result<std::vector<replica>> metadata::remove_key(const std::string& key) {
   // Each is also sent a drop notice: a holder the caller cannot reach now
   // (partitioned) drops its copy at its next heartbeat instead of serving
   // it to its local readers.
-  return release_holders(holders, &key);
+  return release_holders(holders, key);
 }
 
-std::vector<replica> metadata::release_holders(const std::vector<holder_ref>& holders, const std::string* key) {
+std::vector<replica> metadata::release_holders(const std::vector<holder_ref>& holders, const std::string& key) {
   std::vector<replica> out;
   std::lock_guard clk(clients_mu_);
   for (auto& h : holders) {
     if (auto* c = slots_->slots[h.slot].client) {
       if (h.live) c->keys.fetch_sub(1, relaxed);
       out.push_back({c->info.client_id, c->info.rpc_endpoint, c->info.transfer_endpoint});
-      if (key && !c->resync && c->drops.size() < opts_.max_pending_drops) c->drops.push_back({*key, h.version});
+      queue_drop(h.slot, key, h.version, true);
     }
     unref(h.slot, 1);
   }
@@ -317,12 +315,9 @@ result<metadata::removal_page> metadata::remove_matching(const std::string& patt
           break;
         }
         std::vector<holder_ref> hs;
-        std::uint64_t newest = 0;
-        for (std::size_t j = 0, cnt = n->count(); j < cnt; ++j) {
+        for (std::size_t j = 0, cnt = n->count(); j < cnt; ++j)
           hs.push_back({n->at(j).slot, n->at(j).live, n->at(j).version});
-          newest = std::max(newest, n->at(j).version);
-        }
-        sp->bury(n->key(), newest, grave_budget());
+        sp->bury(n->key(), n->newest_version(), grave_budget());
         page.removed.push_back({std::string(n->key()), {}});
         refs.push_back(std::move(hs));
         counters_->changed(counters::of(n), {});
@@ -334,7 +329,7 @@ result<metadata::removal_page> metadata::remove_matching(const std::string& patt
     if (scanned >= scan_budget) break;
   }
   for (std::size_t i = 0; i < page.removed.size(); ++i)
-    page.removed[i].holders = release_holders(refs[i], &page.removed[i].key);
+    page.removed[i].holders = release_holders(refs[i], page.removed[i].key);
   if (too_complex && page.removed.empty()) return fail(errc::invalid_params);
   page.next_shard = shard;
   return page;

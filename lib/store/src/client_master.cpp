@@ -59,18 +59,16 @@ task<void> client::impl::flush_publishes() {
       auto& one = (*r)[k];
       if (!one && mc::is(one.error(), errc::client_not_found)) {
         reregister = true;
-      } else if (!one && mc::is(one.error(), errc::invalid_version)) {
-        // The master has a newer entry of ours (a later put's publish overtook
-        // this one) or this copy was already superseded: it stays unroutable.
-        // Drop it unless a newer local value replaced it meanwhile.
+      } else if (!one && (mc::is(one.error(), errc::invalid_version) || mc::is(one.error(), errc::superseded))) {
+        // invalid_version: the master has a newer entry of ours (a later
+        // put's publish overtook this one) or this copy was already
+        // superseded: the put stands, overtaken. superseded: another holder
+        // has a newer value (a later put, or this publish came after its
+        // requester gave up): this put lost. Either way the copy stays
+        // unroutable: drop it unless a newer local value replaced it.
         stats.stale_publishes.fetch_add(1, relaxed);
         (void)backend->drop_superseded(batch[k]->item.key, batch[k]->item.version);
-      } else if (!one && mc::is(one.error(), errc::superseded)) {
-        // Another holder has a newer value of the key (a later put, or this
-        // put's publish came after its requester gave up): this put lost.
-        stats.stale_publishes.fetch_add(1, relaxed);
-        (void)backend->drop_superseded(batch[k]->item.key, batch[k]->item.version);
-        outcomes[k] = one;
+        if (mc::is(one.error(), errc::superseded)) outcomes[k] = one;
       } else {
         outcomes[k] = one;
       }

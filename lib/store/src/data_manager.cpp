@@ -10,7 +10,6 @@
 #include <boost/asio/use_awaitable.hpp>
 
 #include <algorithm>
-#include <ctime>
 #include <atomic>
 #include <charconv>
 #include <chrono>
@@ -116,11 +115,8 @@ task<result<void>> data_manager::commit_and_publish(const std::string& key, tier
 task<result<void>> data_manager::finish_commit(std::string key, tiered::write_handle h, std::uint64_t size,
                                                tiered::value_tag tag, std::uint64_t version, gate_holder g) {
   if (version != 0) {
-    timespec ts{};
-    ::clock_gettime(CLOCK_REALTIME, &ts);
-    const auto now = static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000u + static_cast<std::uint64_t>(ts.tv_nsec);
     const auto lead = static_cast<std::uint64_t>(std::chrono::nanoseconds(max_version_lead).count());
-    if (version > now + lead) co_return fail(errc::invalid_params);
+    if (version > tiered::wall_clock_version() + lead) co_return fail(errc::invalid_params);
   }
   {
     // The exclusive key lock only around the commit itself (no I/O under it).

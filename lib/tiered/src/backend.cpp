@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <ctime>
 
 namespace mc::tiered::detail {
 
@@ -140,9 +139,7 @@ std::pair<std::shared_ptr<value>, value_version> backend_core::unindex(shard& sh
 }
 
 value_version backend_core::issue_version() noexcept {
-  timespec ts{};
-  ::clock_gettime(CLOCK_REALTIME, &ts);
-  auto now = static_cast<value_version>(ts.tv_sec) * 1'000'000'000u + static_cast<value_version>(ts.tv_nsec);
+  const auto now = wall_clock_version();
   auto last = last_version_.load(std::memory_order_relaxed);
   for (;;) {
     auto next = std::max(last + 1, now);

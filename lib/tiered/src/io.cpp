@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <ctime>
 
 namespace mc::tiered::detail {
 
@@ -224,6 +225,11 @@ result<read_handle> tiered_backend::get(std::string_view key) {
 result<void> tiered_backend::remove(std::string_view key) { return core_->remove(key); }
 result<void> tiered_backend::drop_superseded(std::string_view key, value_version version) {
   return core_->drop_superseded(key, version);
+}
+value_version wall_clock_version() noexcept {
+  timespec ts{};
+  ::clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<value_version>(ts.tv_sec) * 1'000'000'000u + static_cast<value_version>(ts.tv_nsec);
 }
 value_version tiered_backend::issue_version() noexcept { return core_->issue_version(); }
 result<value_version> tiered_backend::version_of(std::string_view key) const { return core_->version_of(key); }

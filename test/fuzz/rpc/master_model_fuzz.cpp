@@ -239,10 +239,17 @@ struct model {
         return;
       }
   }
-  static std::uint64_t newest(const std::vector<m_holder>& hs) {
-    std::uint64_t v = 0;
-    for (auto& x : hs) v = std::max(v, x.version);
-    return v;
+  /// remove_key / remove_matching of one key: every registered holder is
+  /// sent a drop notice while its queue has room, the removal is remembered.
+  void remove(std::map<std::string, m_entry>::iterator it) {
+    std::uint64_t newest = 0;
+    for (auto& x : it->second.holders) {
+      newest = std::max(newest, x.version);
+      if (auto c = clients.find(x.id); c != clients.end() && !c->second.resync && c->second.drops.size() < h.max_drops)
+        c->second.drops.push_back({it->first, x.version});
+    }
+    bury(it->first, newest);
+    keys.erase(it);
   }
 
   bool bad_key(const std::string& k) const { return k.empty() || k.size() > h.max_key_bytes(); }
@@ -456,13 +463,7 @@ void apply(md::metadata& real, model& m, const op& o) {
       } else {
         MC_FUZZ_CHECK(got == errc::ok);
         MC_FUZZ_CHECK(same_replicas(*r, m.replicas_of(it->second.holders, false)));
-        // Every registered holder is sent a drop notice, while its queue has room.
-        for (auto& x : it->second.holders)
-          if (auto c = m.clients.find(x.id);
-              c != m.clients.end() && !c->second.resync && c->second.drops.size() < m.h.max_drops)
-            c->second.drops.push_back({o.key, x.version});
-        m.bury(o.key, model::newest(it->second.holders));
-        m.keys.erase(it);
+        m.remove(it);
       }
       break;
     }
@@ -508,12 +509,7 @@ void apply(md::metadata& real, model& m, const op& o) {
         MC_FUZZ_CHECK(sh >= o.b && sh <= r->next_shard);
         MC_FUZZ_CHECK(matches(rk.key).value_or(false));
         MC_FUZZ_CHECK(same_replicas(rk.holders, m.replicas_of(it->second.holders, false)));
-        for (auto& x : it->second.holders)  // drop notices, as for remove_key
-          if (auto c = m.clients.find(x.id);
-              c != m.clients.end() && !c->second.resync && c->second.drops.size() < m.h.max_drops)
-            c->second.drops.push_back({rk.key, x.version});
-        m.bury(rk.key, model::newest(it->second.holders));
-        m.keys.erase(it);
+        m.remove(it);
       }
       // Every matching key of a shard the call went past is gone.
       for (auto& [k, e] : m.keys) {

@@ -387,7 +387,9 @@ class metadata {
   /// Releases `n` references of `slot` (entries removed or pins), freeing it
   /// if its client is gone and none is left. clients_mu_ held exclusively.
   void unref(std::uint32_t slot, std::uint64_t n);
-  void queue_drop(std::uint32_t holder, const std::string& key, std::uint64_t version);
+  /// Queues holder a drop notice; a full queue is cleared and a resync asked
+  /// for, or, `best_effort`, the notice is skipped.
+  void queue_drop(std::uint32_t holder, const std::string& key, std::uint64_t version, bool best_effort = false);
   /// The endpoints of removed entries' holders; live ones leave their
   /// client's key count; their slots are released. Takes clients_mu_ (no
   /// shard lock may be held).
@@ -396,9 +398,9 @@ class metadata {
     bool live = false;
     std::uint64_t version = 0;
   };
-  /// `key` given: each holder is also sent a drop notice for it (best
-  /// effort: only while its queue has room, never a resync).
-  std::vector<replica> release_holders(const std::vector<holder_ref>& holders, const std::string* key = nullptr);
+  /// Also queues each holder a drop notice for `key` (best effort: only while
+  /// its queue has room, never a resync).
+  std::vector<replica> release_holders(const std::vector<holder_ref>& holders, const std::string& key);
   struct counters;
   std::unique_ptr<counters> counters_;
   struct repair_state;

@@ -47,6 +47,8 @@ enum class removal_reason {
 /// increasing as long as the wall clock does not step back by more than the
 /// restart took (NTP slewing is fine; a manual step backwards is not). Never 0.
 using value_version = std::uint64_t;
+/// The wall clock (CLOCK_REALTIME) in ns: the hybrid clock's physical part.
+value_version wall_clock_version() noexcept;
 /// An opaque 64-bit word stored with a committed value and reported with it
 /// (key_info, stamp_of); the store keeps a value's replication group in it.
 /// The backend never interprets it.
