@@ -47,6 +47,7 @@ struct settings {
   int runs = 3;
   double seconds = 0.5;
   std::string apps_dir;
+  std::vector<std::string> owner_flags;  // appended to the owner mooncake_client's command line
 };
 
 /// Calls op() back to back for at least `seconds` (and at least twice);
@@ -433,12 +434,13 @@ int one_config(const settings& s, const std::string& config, const std::filesyst
       {s.apps_dir + "/mooncake_master", "--rpc_port", std::to_string(master_port), "--rpc_address", "127.0.0.1"},
       (tmp / ("master-" + config + ".log")).string());
   mc::bench::proc::wait_port(master_port, 10);
-  pid_t owner = mc::bench::proc::spawn(
-      {s.apps_dir + "/mooncake_client", "--master_server_address", "127.0.0.1:" + std::to_string(master_port), "--host",
-       "127.0.0.1", "--port", std::to_string(owner_te), "--client_rpc_port", std::to_string(owner_rpc),
-       "--transfer_transport", transport, "--client_id", "owner", "--tiered_backend_config",
-       R"({"tiers":[{"type":"DRAM","capacity":"3GiB","priority":100}]})"},
-      (tmp / ("owner-" + config + ".log")).string());
+  std::vector<std::string> owner_cmd = {
+      s.apps_dir + "/mooncake_client", "--master_server_address", "127.0.0.1:" + std::to_string(master_port), "--host",
+      "127.0.0.1", "--port", std::to_string(owner_te), "--client_rpc_port", std::to_string(owner_rpc),
+      "--transfer_transport", transport, "--client_id", "owner", "--tiered_backend_config",
+      R"({"tiers":[{"type":"DRAM","capacity":"3GiB","priority":100}]})"};
+  owner_cmd.insert(owner_cmd.end(), s.owner_flags.begin(), s.owner_flags.end());
+  pid_t owner = mc::bench::proc::spawn(owner_cmd, (tmp / ("owner-" + config + ".log")).string());
   int rc = 0;
   if (!mc::bench::proc::wait_port(owner_rpc, 20)) {
     std::fprintf(stderr, "inference_bench: the owner client did not start (see %s)\n",
@@ -513,6 +515,8 @@ void parse(int argc, char** argv, settings& s) {
       .add("runs", &runs, "repetitions per measurement", 1, 1000)
       .add("seconds", &s.seconds, "duration of one measurement", 0, 3600)
       .add("apps", &s.apps_dir, "directory of mooncake_master and mooncake_client")
+      .add_list("owner-flags", &s.owner_flags,
+                "extra flags for the owner mooncake_client, comma-separated (e.g. --transfer_spread_bytes=0)")
       .add("vllm-pieces", &s.vllm_pieces,
            "pieces per vllm value (a power of two, 1..512; cases named vllm_pN when not 64), to see the "
            "per-piece cost",

@@ -188,6 +188,77 @@ TEST_SUITE("transfer_engine") {
     CHECK(std::memcmp(target.data(), src.data(), src.size()) == 0);
   }
 
+  TEST_CASE("a large batch is cut over the runtime's threads and every byte lands, over TCP, same-host and in-process") {
+    for (auto force : {transport_kind::tcp, transport_kind::same_host, transport_kind::in_process}) {
+      CAPTURE(static_cast<int>(force));
+      auto o = loopback_options(force);
+      o.spread_bytes = 64u << 10;  // parts of >= 64 KiB: two threads, two parts
+      o.slice_size = 64u << 10;    // TCP: each part opens its own connections
+      two_engines t(o, loopback_options(force));
+      // Items of odd sizes; the cut falls inside item 2, whose token is
+      // wrong: both of its halves are refused, nothing of it lands.
+      const std::vector<std::size_t> len = {70001, 300007, 1000003, 5, 257000, 1};
+      std::size_t total = 0;
+      for (auto n : len) total += n + 7;
+      std::vector<std::uint8_t> remote(total, 0);
+      auto fill = mc::test::random_bytes(remote.size(), 90);
+      std::memcpy(remote.data(), fill.data(), fill.size());
+      auto reg = t.b->register_memory(remote.data(), remote.size());
+      REQUIRE(reg);
+      std::vector<std::vector<std::uint8_t>> local;
+      std::vector<std::size_t> off;
+      std::vector<request> reqs;
+      std::size_t at = 0;
+      for (std::size_t i = 0; i < len.size(); ++i) {
+        off.push_back(at);
+        local.push_back(mc::test::random_bytes(len[i], 200 + i));
+        auto d = reg->describe(at, len[i]);
+        if (i == 2) d.token ^= 1;
+        reqs.push_back(i % 2 == 0 ? request::make_write(cbytes(local[i]), d) : request::make_read(bytes(local[i]), d));
+        at += len[i] + 7;
+      }
+      auto res = t.rt.block_on(t.a->batch(std::move(reqs)));
+      REQUIRE(res.size() == len.size());
+      for (std::size_t i = 0; i < len.size(); ++i) {
+        CAPTURE(i);
+        const auto* r = remote.data() + off[i];
+        if (i == 2) {
+          CHECK(mc::is(res[i].error(), mc::errc::access_denied));
+          CHECK(std::memcmp(r, fill.data() + off[i], len[i]) == 0);
+          continue;
+        }
+        REQUIRE(res[i].has_value());
+        if (i % 2 == 0)
+          CHECK(std::memcmp(r, local[i].data(), len[i]) == 0);
+        else
+          CHECK(std::memcmp(local[i].data(), fill.data() + off[i], len[i]) == 0);
+        CHECK(std::memcmp(r + len[i], fill.data() + off[i] + len[i], 7) == 0);  // nothing past the item
+      }
+      auto s = t.a->stats().initiated[std::size_t(force)];
+      CHECK(s.write_ops + s.read_ops == len.size() - 1);  // counted per request, not per part
+      CHECK(s.errors == 1);
+      // One item alone is cut too (a 5 MiB + 3 write, read back).
+      round_trip(t, (5u << 20) + 3, 91);
+      // TCP: both threads' pools opened connections (one pool holds at most
+      // connections_per_peer): the parts ran on two threads.
+      if (force == transport_kind::tcp) CHECK(t.a->stats().outbound_connections > o.connections_per_peer);
+    }
+  }
+
+  TEST_CASE("spread_bytes 0 keeps a batch on the calling thread, and a spread below 64 KiB is refused") {
+    auto o = loopback_options();
+    o.spread_bytes = 0;
+    o.slice_size = 64u << 10;
+    {
+      two_engines t(o);
+      round_trip(t, (5u << 20) + 3, 92);
+      CHECK(t.a->stats().outbound_connections <= o.connections_per_peer);
+    }
+    mc::runtime::runtime rt(1);
+    o.spread_bytes = 4096;
+    CHECK_THROWS_AS(engine(rt, o), std::invalid_argument);
+  }
+
   TEST_CASE("a batch of many small reads and writes, mixed, with refusals among them, keeps every stream in step") {
     // Small slices: many windows per connection, two in flight, answers read
     // ahead with payloads; refused items in the middle of windows.
@@ -502,7 +573,9 @@ TEST_SUITE("transfer_same_host") {
   // Both engines live in this process; forcing same_host makes the initiator
   // go through the control socket and process_vm_* against its own pid.
   TEST_CASE("same-host transfers survive a round trip at odd sizes") {
-    two_engines t(loopback_options(transport_kind::same_host), loopback_options(transport_kind::same_host));
+    auto o = loopback_options(transport_kind::same_host);
+    o.spread_bytes = 0;  // one grant per request (a cut request takes one per part)
+    two_engines t(o, loopback_options(transport_kind::same_host));
     std::uint64_t seed = 50;
     for (std::size_t n : {std::size_t(1), std::size_t(4095), std::size_t(1u << 20) + 1, std::size_t(17u << 20) + 3})
       round_trip(t, n, seed++);

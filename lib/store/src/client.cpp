@@ -50,6 +50,7 @@ result<std::unique_ptr<client>> client::start(mc::runtime::runtime& rt, client_o
   eo.advertise_host = p->opts.local_hostname;
   eo.force = forced_transport(p->opts);
   eo.default_timeout = p->opts.rpc_timeout;
+  eo.spread_bytes = static_cast<std::size_t>(p->opts.transfer_spread_bytes);
   eo.protocol = p->opts.protocol;
   eo.device_names = p->opts.device_list;
   try {

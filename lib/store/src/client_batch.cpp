@@ -29,6 +29,7 @@ struct client::impl::get_item {
   std::size_t replica = 0;  // index of the next replica to try
   bool no_inline = false;   // an owner refused to answer inline: use a descriptor
   bool stale = false;       // a replica did not have the value (or not at this size)
+  bool resized = false;     // a replica held it at another size: an overwrite raced this get
   bool done = false;
   result<std::size_t> out = fail(errc::object_not_found);
   boost::system::error_code last = make_error_code(errc::object_not_found);
@@ -210,7 +211,13 @@ task<void> client::impl::fetch_routes(std::vector<get_item*>& items) {
 }
 
 task<void> client::impl::get_remote_many(std::vector<get_item*> items) {
-  for (int round = 0; round < 2 && !items.empty(); ++round) {
+  // Round 0 reads along the (maybe cached) route; a key no replica had is
+  // asked of the master once more. A key whose owner held it at another
+  // size is being overwritten (the descriptor must match the value's size
+  // exactly): it is asked again up to max_rounds - 1 times, so that a get
+  // racing a writer that keeps changing the value's size rarely loses.
+  constexpr int max_rounds = 4;
+  for (int round = 0; round < max_rounds && !items.empty(); ++round) {
     co_await fetch_routes(items);
     for (auto* it : items)
       if (!it->done && it->size() > it->room) it->finish(fail(errc::buffer_overflow));
@@ -237,15 +244,16 @@ task<void> client::impl::get_remote_many(std::vector<get_item*> items) {
         }(this, endpoint, std::move(group)));
       (void)co_await mc::when_all(std::move(work));
     }
-    // Every replica failed: refresh a stale route once, else report.
+    // Every replica failed: refresh a stale route, else report.
     std::vector<get_item*> again;
     for (auto* it : items) {
       if (it->done) continue;
       forget_route(it->key);
-      if (round == 0 && it->stale) {
+      if (it->stale && (round == 0 || it->resized) && round + 1 < max_rounds) {
         it->route.reset();
         it->replica = 0;
         it->stale = false;
+        it->resized = false;
         again.push_back(it);
       } else {
         it->finish(it->last);
@@ -288,7 +296,7 @@ task<void> client::impl::read_wave(std::string endpoint, std::vector<get_item*> 
     ++it->replica;
     stats.fallbacks.fetch_add(1, relaxed);
     if (mc::is(ec, errc::object_not_found) || mc::is(ec, errc::invalid_params)) it->stale = true;
-    if (mc::is(ec, errc::invalid_params)) it->no_inline = true;
+    if (mc::is(ec, errc::invalid_params)) it->no_inline = it->resized = true;
   };
   const std::string owner_transfer = items.front()->route->replicas[items.front()->replica].transfer_endpoint;
   // Which items are inline, which need bounce slots (RDMA, unregistered memory).

@@ -37,6 +37,10 @@ mc::config::option_set make_option_set(client_options& o) {
            "auto | tcp | same_host | rdma: force one transport for transfers this node initiates (auto: "
            "same_host for peers on this host, else rdma when both sides have it, else tcp; a forced one "
            "fails transfers to peers that lack it)")
+      .add_size("transfer_spread_bytes", &o.transfer_spread_bytes,
+                "a transfer batch to one peer of at least twice this many bytes is cut into parts moved by "
+                "several runtime threads at once (TCP, same-host, in-process copies; 0 = one thread, else at "
+                "least 64KiB)")
       .add("rpc_max_connections", &o.rpc_max_connections, "RPC connections cached per thread", 1, 65536)
       .add("http_host", &o.http_host, "bind host of the HTTP server (/metrics, /health, /stats, /kv/<key>)")
       .add("http_port", &o.http_port,
@@ -146,6 +150,8 @@ std::string resolve(client_options& o, const mc::config::option_set& parsed) {
       o.transfer_transport != "rdma")
     return "transfer_transport '" + o.transfer_transport + "' is unknown (expected auto, tcp, same_host or rdma)";
   if (o.transfer_transport == "rdma" && o.protocol != "rdma") return "transfer_transport 'rdma' needs protocol 'rdma'";
+  if (o.transfer_spread_bytes != 0 && o.transfer_spread_bytes < (64u << 10))
+    return "transfer_spread_bytes must be 0 or at least 64KiB";
   if (o.rpc_timeout.count() <= 0) return "rpc_timeout must be positive";
   if (o.heartbeat_interval.count() <= 0) return "heartbeat_interval must be positive";
   if (o.http_max_value_bytes == 0) return "http_max_value_bytes must be positive";

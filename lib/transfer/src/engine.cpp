@@ -9,6 +9,9 @@
 #include <boost/asio/ip/address.hpp>
 
 #include <boost/asio/as_tuple.hpp>
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/this_coro.hpp>
 
@@ -35,6 +38,8 @@ void check_options(const engine_options& o) {
     throw std::invalid_argument("transfer: unknown protocol '" + o.protocol + "'");
   if (o.slice_size < 4096 || o.slice_size > (64u << 20))
     throw std::invalid_argument("transfer: slice_size must be within 4 KiB .. 64 MiB");
+  if (o.spread_bytes != 0 && o.spread_bytes < (64u << 10))
+    throw std::invalid_argument("transfer: spread_bytes must be 0 or at least 64 KiB");
   if (o.connections_per_peer < 1 || o.connections_per_peer > 64)
     throw std::invalid_argument("transfer: connections_per_peer must be within 1 .. 64");
   if (o.max_peers < 1) throw std::invalid_argument("transfer: max_peers must be >= 1");
@@ -265,6 +270,111 @@ task<void> engine_impl::run_group(thread_state& ts, const std::string& endpoint,
   if (!rest.empty()) co_await tcp_->execute(ts, endpoint, std::span<transfer_item*>(rest));
 }
 
+std::size_t engine_impl::spread_parts(const std::vector<transfer_item*>& items) const noexcept {
+  using tk = transport_kind;
+  if (opts_.spread_bytes == 0 || threads_.size() < 2) return 1;
+  if (rdma_ && !(opts_.force && *opts_.force != tk::rdma)) return 1;
+  std::uint64_t total = 0;
+  for (auto* it : items) total += it->length;
+  return static_cast<std::size_t>(std::min<std::uint64_t>(threads_.size(), total / opts_.spread_bytes));
+}
+
+task<void> engine_impl::run_group_spread(thread_state& ts, std::string endpoint, std::vector<transfer_item*> items) {
+  const std::size_t n = spread_parts(items);
+  if (n <= 1) {
+    co_await run_group(ts, endpoint, std::move(items));
+    co_return;
+  }
+  // The group's bytes in order, cut into n ranges of about total / n bytes;
+  // an item across a cut becomes two sub-items (copies with the offsets
+  // moved). origin[k][j]: the item part k's j-th sub-item belongs to.
+  std::uint64_t total = 0;
+  for (auto* it : items) total += it->length;
+  const std::uint64_t per = (total + n - 1) / n;
+  std::vector<std::vector<transfer_item>> parts(n);
+  std::vector<std::vector<std::size_t>> origin(n);
+  std::size_t k = 0;
+  std::uint64_t in_part = 0;
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    const auto* it = items[i];
+    for (std::uint64_t off = 0; off < it->length;) {
+      if (in_part >= per && k + 1 < n) {
+        ++k;
+        in_part = 0;
+      }
+      const auto take = k + 1 < n ? std::min(it->length - off, per - in_part) : it->length - off;
+      transfer_item sub = *it;
+      sub.local = it->local + off;
+      sub.address = it->address + off;
+      sub.length = take;
+      parts[k].push_back(sub);
+      origin[k].push_back(i);
+      off += take;
+      in_part += take;
+    }
+  }
+  const auto here = static_cast<std::size_t>(mc::runtime::runtime::current_index());
+  std::vector<task<int>> work;
+  for (std::size_t p = 0; p < n; ++p) {
+    std::vector<transfer_item*> ptrs;
+    for (auto& sub : parts[p]) ptrs.push_back(&sub);
+    if (p == 0)
+      work.push_back([](engine_impl* self, thread_state* t, std::string e, std::vector<transfer_item*> its) -> task<int> {
+        co_await self->run_group(*t, e, std::move(its));
+        co_return 0;
+      }(this, &ts, endpoint, std::move(ptrs)));
+    else
+      work.push_back(run_part_on((here + p) % threads_.size(), endpoint, std::move(ptrs)));
+  }
+  co_await mc::when_all(std::move(work));
+  // An item succeeded when all its sub-items did; the first error of one
+  // fails it; a sub-item left unfinished leaves it unfinished (the batch
+  // then reports timeout / cancelled / shutting_down for it).
+  enum : std::uint8_t { ok, unfinished, failed };
+  std::vector<std::uint8_t> state(items.size(), ok);
+  for (std::size_t p = 0; p < n; ++p)
+    for (std::size_t j = 0; j < parts[p].size(); ++j) {
+      const auto& sub = parts[p][j];
+      auto* whole = items[origin[p][j]];
+      auto& st = state[origin[p][j]];
+      whole->via = sub.via;
+      if (!sub.done || mc::is(sub.ec, errc::cancelled)) {
+        if (st == ok) st = unfinished;
+      } else if (sub.ec && st != failed) {
+        st = failed;
+        whole->ec = sub.ec;
+      }
+    }
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    if (state[i] == ok) items[i]->finish({});
+    if (state[i] == failed) items[i]->done = true;  // ec set above
+  }
+}
+
+task<int> engine_impl::run_part_on(std::size_t thread, std::string endpoint, std::vector<transfer_item*> part) {
+  // On its own thread the part is bounded by the batch's deadline: the
+  // caller's cancellation is not forwarded across threads (the wait below
+  // is bound to an empty cancellation slot), so the caller waits for it,
+  // and the sub-items it points to stay alive until the part has ended.
+  auto body = [](engine_impl* self, std::size_t t, std::string e, std::vector<transfer_item*> its) -> task<int> {
+    const auto deadline = its.front()->deadline;
+    auto run = [](engine_impl* s, thread_state* ts, std::string ep,
+                  std::vector<transfer_item*> v) -> task<mc::result<void>> {
+      co_await s->run_group(*ts, ep, std::move(v));
+      co_return mc::result<void>{};
+    };
+    std::vector<transfer_item*> keep = its;
+    auto r = co_await mc::with_deadline_at(run(self, self->threads_[t].get(), std::move(e), std::move(its)), deadline);
+    if (!r && mc::is(r.error(), errc::timeout))
+      for (auto* it : keep) it->finish(make_error_code(errc::timeout));
+    co_return 0;
+  };
+  const int done = co_await boost::asio::co_spawn(
+      rt_.executor(thread), body(this, thread, std::move(endpoint), std::move(part)),
+      boost::asio::bind_cancellation_slot(boost::asio::cancellation_slot(), boost::asio::use_awaitable));
+  co_return done;
+}
+
 task<std::vector<mc::result<void>>> engine_impl::run_batch(std::vector<request> reqs,
                                                            std::chrono::steady_clock::duration timeout) {
   std::vector<mc::result<void>> out(reqs.size());
@@ -304,13 +414,13 @@ task<std::vector<mc::result<void>>> engine_impl::run_batch(std::vector<request> 
                    std::map<std::string_view, std::vector<transfer_item*>>* groups) -> task<mc::result<void>> {
       if (groups->size() == 1) {
         auto& [ep, v] = *groups->begin();
-        co_await self->run_group(*ts, std::string(ep), std::move(v));
+        co_await self->run_group_spread(*ts, std::string(ep), std::move(v));
       } else {
         std::vector<task<int>> tasks;
         for (auto& [ep, v] : *groups)
           tasks.push_back(
               [](engine_impl* s, thread_state* t, std::string e, std::vector<transfer_item*> its) -> task<int> {
-                co_await s->run_group(*t, e, std::move(its));
+                co_await s->run_group_spread(*t, std::move(e), std::move(its));
                 co_return 0;
               }(self, ts, std::string(ep), std::move(v)));
         co_await mc::when_all(std::move(tasks));

@@ -154,6 +154,15 @@ class engine_impl : public std::enable_shared_from_this<engine_impl> {
 
  private:
   task<void> run_group(thread_state& ts, const std::string& endpoint, std::vector<transfer_item*> items);
+  /// How many parts run_group_spread cuts `items` into (1: not cut;
+  /// engine_options::spread_bytes).
+  std::size_t spread_parts(const std::vector<transfer_item*>& items) const noexcept;
+  /// run_group, with a large group cut into parts moved concurrently on
+  /// several runtime threads (this one moves the first).
+  task<void> run_group_spread(thread_state& ts, std::string endpoint, std::vector<transfer_item*> items);
+  /// One part of run_group_spread on runtime thread `thread`, bounded by
+  /// the items' deadline there; not cancellable from the caller.
+  task<int> run_part_on(std::size_t thread, std::string endpoint, std::vector<transfer_item*> part);
   task<void> close_thread(std::size_t i);
   /// Waits until every gate holder left, at most `limit`; false on timeout.
   /// Runs on thread 0 (the gate's waiter and the timer share it).

@@ -90,6 +90,7 @@ struct client_cfg {
     d("rpc_timeout", o.rpc_timeout);
     d("heartbeat_interval", o.heartbeat_interval);
     s("transfer_transport", o.transfer_transport);
+    u("transfer_spread_bytes", o.transfer_spread_bytes);
     u("rpc_max_connections", o.rpc_max_connections);
     s("http_host", o.http_host);
     u("http_port", o.http_port);
@@ -125,7 +126,8 @@ struct client_cfg {
            x.rpc_thread_num == y.rpc_thread_num && x.protocol == y.protocol && x.device_names == y.device_names &&
            x.tiered_backend_config == y.tiered_backend_config && x.lock_shard_count == y.lock_shard_count &&
            x.rpc_timeout == y.rpc_timeout && x.heartbeat_interval == y.heartbeat_interval &&
-           x.transfer_transport == y.transfer_transport && x.rpc_max_connections == y.rpc_max_connections &&
+           x.transfer_transport == y.transfer_transport && x.transfer_spread_bytes == y.transfer_spread_bytes &&
+           x.rpc_max_connections == y.rpc_max_connections &&
            x.http_host == y.http_host && x.http_port == y.http_port &&
            x.http_max_value_bytes == y.http_max_value_bytes && x.http_read_timeout == y.http_read_timeout &&
            x.http_max_connections == y.http_max_connections && x.drain_grace == y.drain_grace &&

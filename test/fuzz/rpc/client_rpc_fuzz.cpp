@@ -11,8 +11,9 @@
 // scratch keys, binary, long), client ids ("", the requester, the owner,
 // unknown ones), descriptors (the requester's endpoint or others, addresses
 // inside / across / outside R, lengths 0 / huge, right and forged tokens,
-// up to 5000 pieces), inline limits, inline data up to 70000 bytes,
-// timeouts, batches up to 5000 items. A raw mode delivers the rest of the
+// up to 5000 pieces), inline limits, inline data up to 1.1 MB, write
+// versions (0, older than any the clock issued, a little or far ahead of the
+// clock, any) and replication tags, timeouts, batches up to 5000 items. A raw mode delivers the rest of the
 // bytes as a Cap'n Proto message (FlatArrayMessageReader) copied into the
 // params of a chosen method.
 //
@@ -28,7 +29,10 @@
 // - every sentinel value no successful write / remove of this input named is
 //   intact at the end (read back locally, byte for byte), or absent: the
 //   64 MiB DRAM tier is LRU and may evict it under the input's writes
-//   (legitimate); never present with other bytes or another size.
+//   (legitimate); never present with other bytes or another size;
+// - a write whose version is older than the value the owner held right
+//   before the call never succeeds, nor does one more than 60 s ahead of
+//   the clock.
 // Sentinels touched or evicted by an input are put back before the next one.
 //
 // Seeds: MC_FUZZ_WRITE_SEEDS=DIR ./client_rpc_fuzz writes the corpus
@@ -99,6 +103,12 @@ void key_field(IO& x, std::string& k) {
   }
 }
 
+/// WriteItem.version as sent: 0 (the owner issues one), older than any the
+/// clock has issued (1 + n mod 1e18 ns, before 2001), ahead of the clock by
+/// less than 10 s, ahead by more than the 60 s the owner accepts, any.
+enum version_kinds : std::uint8_t { v_issue, v_old, v_ahead, v_far_ahead, v_raw };
+constexpr std::uint64_t old_versions = 1'000'000'000'000'000'000ULL;
+
 /// A RemoteBuffer, relative to R where the input wants it.
 struct desc {
   std::uint8_t ep = 0;  // 0 requester's endpoint, 1 loopback + its port, 2 port 1, 3 "", 4 text
@@ -130,6 +140,9 @@ struct citem {
   std::uint8_t data_kind = 0;  // writes: 0 none, 1 text, 2 generated (data_len bytes)
   std::string data;
   std::uint32_t data_len = 0;
+  std::uint64_t replication = 0;  // writes: WriteItem.replication as sent
+  std::uint8_t version_kind = 0;  // writes: see version_kinds
+  std::uint64_t version = 0;
   template <class IO>
   void io(IO& x) {
     key_field(x, key);
@@ -149,6 +162,9 @@ struct citem {
     x.range(data_kind, std::uint8_t{0}, std::uint8_t{2});
     if (data_kind == 1) x.text(data, 200);
     if (data_kind == 2) x.range(data_len, std::uint32_t{0}, std::uint32_t{1100000});
+    number(x, replication);
+    x.range(version_kind, std::uint8_t{0}, std::uint8_t{v_raw});
+    if (version_kind != v_issue) number(x, version);
   }
   bool operator==(const citem&) const = default;
 };
@@ -357,10 +373,30 @@ void fill_read(B b, const citem& it) {
   }
 }
 
+std::uint64_t version_of(const citem& it) {
+  const auto now = static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count());
+  switch (it.version_kind) {
+    case v_issue:
+      return 0;
+    case v_old:
+      return 1 + it.version % old_versions;
+    case v_ahead:
+      return now + it.version % 10'000'000'000ULL;
+    case v_far_ahead:
+      return now + 61'000'000'000ULL + it.version % 1'000'000'000'000'000ULL;
+    default:
+      return it.version;
+  }
+}
+
 template <class B>
 void fill_write(B b, const citem& it) {
   b.setKey(text(it.key));
   b.setClientId(text(std::string(id_pool[it.id])));
+  b.setReplication(it.replication);
+  b.setVersion(version_of(it));
   auto d = data_of(it);
   if (!d.empty()) b.setData(capnp::Data::Reader(reinterpret_cast<const capnp::byte*>(d.data()), d.size()));
   auto ps = pieces_of(it);
@@ -385,6 +421,9 @@ struct effects {
   std::vector<std::int32_t> named_delta = std::vector<std::int32_t>(region_bytes + 1, 0);
   bool all_named = false;
   std::vector<bool> touched = std::vector<bool>(std::size(sentinel_sizes), false);
+  // Sentinels held intact by the owner right before the current operation
+  // (checked only where the operation writes one with an old version).
+  std::vector<bool> held = std::vector<bool>(std::size(sentinel_sizes), false);
 };
 
 void note_read_pieces(effects& fx, const std::vector<mc::transfer::remote_buffer>& ps) {
@@ -449,7 +488,13 @@ mc::task<void> run_op(const cop& o, effects& fx) {
     ok &= code == 0;
   };
   auto wrote = [&](const citem& it, std::int32_t code) {
-    if (code == 0 && sentinel_of(it.key) >= 0) fx.touched[static_cast<std::size_t>(sentinel_of(it.key))] = true;
+    const int k = sentinel_of(it.key);
+    // A write older than the value the owner holds never replaces it
+    // (SUPERSEDED), and one far ahead of the owner's clock is refused.
+    if (o.method != m_remove && it.version_kind == v_old && k >= 0 && fx.held[static_cast<std::size_t>(k)])
+      MC_FUZZ_CHECK(code != 0);
+    if (o.method != m_remove && it.version_kind == v_far_ahead) MC_FUZZ_CHECK(code != 0);
+    if (code == 0 && k >= 0) fx.touched[static_cast<std::size_t>(k)] = true;
   };
   switch (o.method) {
     case m_read: {
@@ -591,7 +636,16 @@ void run(const std::vector<cop>& ops) {
   std::memset(E->R, fill, region_bytes);
   std::memset(E->R + region_bytes, canary, canary_bytes);
   effects fx;
-  for (auto& o : ops) E->req_rt.block_on(run_op(o, fx), 1);
+  for (auto& o : ops) {
+    // (Items past o.items are copies of the first.)
+    for (std::size_t i = 0; i < o.items.size() && (o.method == m_write || o.method == m_batch_write); ++i) {
+      const int k = sentinel_of(item_at(o, i).key);
+      if (k >= 0 && item_at(o, i).version_kind == v_old)
+        fx.held[static_cast<std::size_t>(k)] =
+            !fx.touched[static_cast<std::size_t>(k)] && E->owner_rt.block_on(intact(static_cast<std::size_t>(k))) == 1;
+    }
+    E->req_rt.block_on(run_op(o, fx), 1);
+  }
   // The canaries and every byte of R no read named are untouched.
   for (std::size_t i = 0; i < canary_bytes; ++i)
     if (std::to_integer<std::uint8_t>(E->mem->data()[i]) != canary ||
@@ -656,6 +710,16 @@ void write_seeds(const std::filesystem::path& dir) {
   emit("write_from_r_then_batch", {op(m_write, {item("w1", 1, {in_r(0, 3000)})}),
                                    op(m_batch_write, {item("w0", 0, {in_r(100, 200)}), item("w1", 1, {in_r(0, 10)})}),
                                    op(m_batch_read, {item("w1", 1, {}, 100), item("w0", 1, {}, 1000)})});
+  {
+    auto old = item("s1", 1, {});
+    old.data_kind = 1, old.data = "an old write", old.version_kind = v_old, old.version = 12345;
+    auto far = item("w0", 1, {});
+    far.data_kind = 1, far.data = "from the future", far.version_kind = v_far_ahead;
+    auto ahead = item("w1", 1, {in_r(0, 500)});
+    ahead.version_kind = v_ahead, ahead.version = 2'000'000'000, ahead.replication = 7;
+    emit("write_versions", {op(m_write, {old}), op(m_batch_write, {far, ahead, old}),
+                            op(m_read, {item("s1", 1, {}, 1000)})});
+  }
   emit("query_remove_sentinel",
        {op(m_query, {item("s0", 0, {})}), op(m_remove, {item("s0", 0, {})}), op(m_query, {item("s0", 0, {})})});
   {

@@ -11,6 +11,7 @@
 #pragma once
 
 #include "fdp_writer.hpp"
+#include "fuzz_support.hpp"
 
 #include <cstdint>
 #include <cstdio>
@@ -130,35 +131,6 @@ struct header_or {
     else
       o.io(x);
   }
-};
-
-/// Calls and outcomes per handler; printed at exit with MC_FUZZ_STATS set.
-class handler_stats {
- public:
-  explicit handler_stats(const char* target) : target_(target) {}
-  ~handler_stats() {
-    if (!std::getenv("MC_FUZZ_STATS")) return;
-    std::fprintf(stderr, "handler stats (%s): method calls reached ok\n", target_);
-    for (auto& [name, c] : counts_)
-      std::fprintf(stderr, "  %-22s %8llu %8llu %8llu\n", name.c_str(), static_cast<unsigned long long>(c.calls),
-                   static_cast<unsigned long long>(c.reached), static_cast<unsigned long long>(c.ok));
-  }
-  /// A call was made; `reached`: it got past the early checks into the
-  /// handler's work (the target decides what that means per method); `ok`:
-  /// it succeeded.
-  void record(const std::string& method, bool reached, bool ok) {
-    auto& c = counts_[method];
-    ++c.calls;
-    c.reached += reached ? 1 : 0;
-    c.ok += ok ? 1 : 0;
-  }
-
- private:
-  struct count {
-    std::uint64_t calls = 0, reached = 0, ok = 0;
-  };
-  const char* target_;
-  std::map<std::string, count> counts_;
 };
 
 /// Call from LLVMFuzzerInitialize (which may rewrite argv before libFuzzer

@@ -174,6 +174,29 @@ bool known_code(std::int32_t code) {
   return mc::errc_from_value(code).has_value();
 }
 
+mc::fuzz::handler_stats stats("attach");
+
+/// Records one call: `reached` when some item got past the early checks (an
+/// answer other than INVALID_PARAMS / INVALID_KEY / ACCESS_DENIED /
+/// OVERLOADED / TOO_LARGE), `ok` when the call answered and every item
+/// succeeded.
+void tally(const char* method, bool answered, const std::vector<std::int32_t>& codes) {
+  auto early = [](std::int32_t c) {
+    using mc::errc;
+    for (auto e : {errc::invalid_params, errc::invalid_key, errc::access_denied, errc::overloaded, errc::too_large})
+      if (c == static_cast<std::int32_t>(e)) return true;
+    return false;
+  };
+  const bool reached = answered && std::any_of(codes.begin(), codes.end(), [&](auto c) { return !early(c); });
+  const bool ok = answered && std::all_of(codes.begin(), codes.end(), [](auto c) { return c == 0; });
+  stats.record(method, reached, ok);
+}
+std::vector<std::int32_t> codes_of(const std::vector<call_result>& res) {
+  std::vector<std::int32_t> out;
+  for (auto& r : res) out.push_back(r.code);
+  return out;
+}
+
 struct input_state {
   explicit input_state(FuzzedDataProvider& p) : in(p) {}
   FuzzedDataProvider& in;
@@ -311,6 +334,7 @@ mc::task<int> run_input(input_state& s) {
         req.setVersion(s.in.ConsumeIntegral<std::uint32_t>());
         auto r = co_await mc::rpc::call(req.send());
         if (r) check(r->getMaxKeys() > 0 && r->getMaxPieces() > 0, "hello limits");
+        tally("hello", r.has_value(), {});
         break;
       }
       case 1: {  // batchPut
@@ -328,10 +352,12 @@ mc::task<int> run_input(input_state& s) {
         fill(req, s, items);
         auto r = co_await mc::rpc::call(req.send());
         if (!r) {
+          tally("batchPut", false, {});
           for (auto& it : items) s.unknown.insert(it.key);
           break;
         }
         auto res = results_of(*r, items.size());
+        tally("batchPut", true, codes_of(res));
         for (std::size_t i = 0; i < res.size(); ++i) {
           auto& it = items[i];
           if (res[i].code == 0) {
@@ -370,8 +396,12 @@ mc::task<int> run_input(input_state& s) {
         auto r = co_await mc::rpc::call(req.send());
         for (std::size_t i = 0; i < region_bytes; ++i)
           if (!allowed[i]) check(hh.region.data()[i] == before[i], "a get wrote outside the call's pieces");
-        if (!r) break;
+        if (!r) {
+          tally("batchGet", false, {});
+          break;
+        }
         auto res = results_of(*r, items.size());
+        tally("batchGet", true, codes_of(res));
         for (std::size_t i = 0; i < res.size(); ++i) {
           auto& it = items[i];
           if (res[i].code != 0 || !it.all_valid || !s.model.count(it.key) || s.unknown.count(it.key)) continue;
@@ -393,7 +423,7 @@ mc::task<int> run_input(input_state& s) {
         }
         req.setTimeoutMs(3000);
         auto r = co_await mc::rpc::call(req.send());
-        if (r) results_of(*r, n);
+        tally("batchExists", r.has_value(), r ? codes_of(results_of(*r, n)) : std::vector<std::int32_t>{});
         break;
       }
       case 4: {
@@ -403,6 +433,7 @@ mc::task<int> run_input(input_state& s) {
         req.setTimeoutMs(3000);
         auto r = co_await mc::rpc::call(req.send());
         if (r) check(known_code(r->getResult().getCode()), "unknown remove code");
+        tally("remove", r.has_value(), r ? std::vector<std::int32_t>{r->getResult().getCode()} : std::vector<std::int32_t>{});
         s.model.erase(k);
         s.unknown.insert(k);  // a failed remove may still have removed it
         break;
@@ -413,6 +444,7 @@ mc::task<int> run_input(input_state& s) {
         req.setKey(kj::StringPtr(k.c_str(), k.size()));
         req.setTimeoutMs(3000);
         auto r = co_await mc::rpc::call(req.send());
+        tally("sizeOf", r.has_value(), r ? std::vector<std::int32_t>{r->getResult().getCode()} : std::vector<std::int32_t>{});
         if (r) {
           auto res = r->getResult();
           check(known_code(res.getCode()), "unknown sizeOf code");

@@ -7,6 +7,8 @@
 // right after another, so a read or write one byte past either end faults.
 // canary_memory: bytes the code must never touch, filled with a pattern that
 // intact() re-checks after each input.
+// handler_stats: calls and outcomes per RPC method, printed at exit when the
+// environment variable MC_FUZZ_STATS is set (test/fuzz/rpc/README.md).
 //
 // Thread-safety: none; each object belongs to one fuzz iteration's thread.
 #pragma once
@@ -19,7 +21,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <span>
+#include <string>
 
 namespace mc::fuzz {
 
@@ -77,6 +81,35 @@ class canary_memory {
  private:
   guarded_memory mem_;
   std::uint8_t pattern_;
+};
+
+/// Calls and outcomes per handler; printed at exit with MC_FUZZ_STATS set.
+class handler_stats {
+ public:
+  explicit handler_stats(const char* target) : target_(target) {}
+  ~handler_stats() {
+    if (!std::getenv("MC_FUZZ_STATS")) return;
+    std::fprintf(stderr, "handler stats (%s): method calls reached ok\n", target_);
+    for (auto& [name, c] : counts_)
+      std::fprintf(stderr, "  %-22s %8llu %8llu %8llu\n", name.c_str(), static_cast<unsigned long long>(c.calls),
+                   static_cast<unsigned long long>(c.reached), static_cast<unsigned long long>(c.ok));
+  }
+  /// A call was made; `reached`: it got past the early checks into the
+  /// handler's work (the target decides what that means per method); `ok`:
+  /// it succeeded.
+  void record(const std::string& method, bool reached, bool ok) {
+    auto& c = counts_[method];
+    ++c.calls;
+    c.reached += reached ? 1 : 0;
+    c.ok += ok ? 1 : 0;
+  }
+
+ private:
+  struct count {
+    std::uint64_t calls = 0, reached = 0, ok = 0;
+  };
+  const char* target_;
+  std::map<std::string, count> counts_;
 };
 
 }  // namespace mc::fuzz

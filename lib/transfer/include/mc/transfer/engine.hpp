@@ -52,6 +52,14 @@ struct engine_options {
   std::size_t max_peers = 256;
   /// Upper bound of inbound (served) connections; more are refused.
   std::size_t max_inbound_connections = 4096;
+  /// A batch's bytes to one peer of at least twice this size are cut into
+  /// parts of at least this size (an item may be cut), one per runtime
+  /// thread up to the runtime's size, moved concurrently: TCP, same-host and
+  /// in-process transfers are CPU copies, so a large batch uses several
+  /// cores. The calling thread moves the first part. Not with protocol
+  /// "rdma" (the NIC moves the bytes) unless `force` names another transport.
+  /// 0 = never cut. At least 64 KiB otherwise.
+  std::size_t spread_bytes = 4u << 20;
   /// Use cross-memory attach when the peer is on this host.
   bool enable_same_host = true;
   /// Copy directly when the peer engine lives in this process.
