@@ -434,11 +434,21 @@ int one_config(const settings& s, const std::string& config, const std::filesyst
       {s.apps_dir + "/mooncake_master", "--rpc_port", std::to_string(master_port), "--rpc_address", "127.0.0.1"},
       (tmp / ("master-" + config + ".log")).string());
   mc::bench::proc::wait_port(master_port, 10);
-  std::vector<std::string> owner_cmd = {
-      s.apps_dir + "/mooncake_client", "--master_server_address", "127.0.0.1:" + std::to_string(master_port), "--host",
-      "127.0.0.1", "--port", std::to_string(owner_te), "--client_rpc_port", std::to_string(owner_rpc),
-      "--transfer_transport", transport, "--client_id", "owner", "--tiered_backend_config",
-      R"({"tiers":[{"type":"DRAM","capacity":"3GiB","priority":100}]})"};
+  std::vector<std::string> owner_cmd = {s.apps_dir + "/mooncake_client",
+                                        "--master_server_address",
+                                        "127.0.0.1:" + std::to_string(master_port),
+                                        "--host",
+                                        "127.0.0.1",
+                                        "--port",
+                                        std::to_string(owner_te),
+                                        "--client_rpc_port",
+                                        std::to_string(owner_rpc),
+                                        "--transfer_transport",
+                                        transport,
+                                        "--client_id",
+                                        "owner",
+                                        "--tiered_backend_config",
+                                        R"({"tiers":[{"type":"DRAM","capacity":"3GiB","priority":100}]})"};
   owner_cmd.insert(owner_cmd.end(), s.owner_flags.begin(), s.owner_flags.end());
   pid_t owner = mc::bench::proc::spawn(owner_cmd, (tmp / ("owner-" + config + ".log")).string());
   int rc = 0;

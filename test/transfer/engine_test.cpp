@@ -188,7 +188,8 @@ TEST_SUITE("transfer_engine") {
     CHECK(std::memcmp(target.data(), src.data(), src.size()) == 0);
   }
 
-  TEST_CASE("a large batch is cut over the runtime's threads and every byte lands, over TCP, same-host and in-process") {
+  TEST_CASE(
+      "a large batch is cut over the runtime's threads and every byte lands, over TCP, same-host and in-process") {
     for (auto force : {transport_kind::tcp, transport_kind::same_host, transport_kind::in_process}) {
       CAPTURE(static_cast<int>(force));
       auto o = loopback_options(force);

@@ -319,10 +319,11 @@ task<void> engine_impl::run_group_spread(thread_state& ts, std::string endpoint,
     std::vector<transfer_item*> ptrs;
     for (auto& sub : parts[p]) ptrs.push_back(&sub);
     if (p == 0)
-      work.push_back([](engine_impl* self, thread_state* t, std::string e, std::vector<transfer_item*> its) -> task<int> {
-        co_await self->run_group(*t, e, std::move(its));
-        co_return 0;
-      }(this, &ts, endpoint, std::move(ptrs)));
+      work.push_back(
+          [](engine_impl* self, thread_state* t, std::string e, std::vector<transfer_item*> its) -> task<int> {
+            co_await self->run_group(*t, e, std::move(its));
+            co_return 0;
+          }(this, &ts, endpoint, std::move(ptrs)));
     else
       work.push_back(run_part_on((here + p) % threads_.size(), endpoint, std::move(ptrs)));
   }

@@ -127,8 +127,7 @@ struct client_cfg {
            x.tiered_backend_config == y.tiered_backend_config && x.lock_shard_count == y.lock_shard_count &&
            x.rpc_timeout == y.rpc_timeout && x.heartbeat_interval == y.heartbeat_interval &&
            x.transfer_transport == y.transfer_transport && x.transfer_spread_bytes == y.transfer_spread_bytes &&
-           x.rpc_max_connections == y.rpc_max_connections &&
-           x.http_host == y.http_host && x.http_port == y.http_port &&
+           x.rpc_max_connections == y.rpc_max_connections && x.http_host == y.http_host && x.http_port == y.http_port &&
            x.http_max_value_bytes == y.http_max_value_bytes && x.http_read_timeout == y.http_read_timeout &&
            x.http_max_connections == y.http_max_connections && x.drain_grace == y.drain_grace &&
            x.limits.max_request_timeout == y.limits.max_request_timeout &&

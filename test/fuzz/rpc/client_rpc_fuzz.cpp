@@ -717,8 +717,8 @@ void write_seeds(const std::filesystem::path& dir) {
     far.data_kind = 1, far.data = "from the future", far.version_kind = v_far_ahead;
     auto ahead = item("w1", 1, {in_r(0, 500)});
     ahead.version_kind = v_ahead, ahead.version = 2'000'000'000, ahead.replication = 7;
-    emit("write_versions", {op(m_write, {old}), op(m_batch_write, {far, ahead, old}),
-                            op(m_read, {item("s1", 1, {}, 1000)})});
+    emit("write_versions",
+         {op(m_write, {old}), op(m_batch_write, {far, ahead, old}), op(m_read, {item("s1", 1, {}, 1000)})});
   }
   emit("query_remove_sentinel",
        {op(m_query, {item("s0", 0, {})}), op(m_remove, {item("s0", 0, {})}), op(m_query, {item("s0", 0, {})})});

@@ -433,7 +433,8 @@ mc::task<int> run_input(input_state& s) {
         req.setTimeoutMs(3000);
         auto r = co_await mc::rpc::call(req.send());
         if (r) check(known_code(r->getResult().getCode()), "unknown remove code");
-        tally("remove", r.has_value(), r ? std::vector<std::int32_t>{r->getResult().getCode()} : std::vector<std::int32_t>{});
+        tally("remove", r.has_value(),
+              r ? std::vector<std::int32_t>{r->getResult().getCode()} : std::vector<std::int32_t>{});
         s.model.erase(k);
         s.unknown.insert(k);  // a failed remove may still have removed it
         break;
@@ -444,7 +445,8 @@ mc::task<int> run_input(input_state& s) {
         req.setKey(kj::StringPtr(k.c_str(), k.size()));
         req.setTimeoutMs(3000);
         auto r = co_await mc::rpc::call(req.send());
-        tally("sizeOf", r.has_value(), r ? std::vector<std::int32_t>{r->getResult().getCode()} : std::vector<std::int32_t>{});
+        tally("sizeOf", r.has_value(),
+              r ? std::vector<std::int32_t>{r->getResult().getCode()} : std::vector<std::int32_t>{});
         if (r) {
           auto res = r->getResult();
           check(known_code(res.getCode()), "unknown sizeOf code");

@@ -68,8 +68,8 @@ struct client_options {
   /// twice this many bytes is moved by several runtime threads at once
   /// (TCP, same-host, in-process; 0 = one thread; else at least 64 KiB).
   std::uint64_t transfer_spread_bytes = std::uint64_t{4} << 20;
-  std::uint64_t rpc_max_connections = 64;   ///< per-thread client connection cache bound
-  std::string http_host = "0.0.0.0";        ///< bind host of the HTTP server
+  std::uint64_t rpc_max_connections = 64;  ///< per-thread client connection cache bound
+  std::string http_host = "0.0.0.0";       ///< bind host of the HTTP server
   /// /metrics, /health, /stats, /kv (0 = off; master uses 9003). Not given:
   /// mooncake_client derives it from client_rpc_port (mc::http::derived_http_port).
   std::uint16_t http_port = 9080;
