@@ -170,44 +170,80 @@ task<void> serve_unix(shm_server::state* st, unix_socket sock) {
   boost::system::error_code ig;
   c.sock.non_blocking(true, ig);
   std::unordered_map<std::uint64_t, held_grant> grants;
+  // Requests are read in bulk (whatever has arrived, up to `in`) and
+  // answered in bulk: the answers to every complete request read so far go
+  // out in one send before we wait for more. A window of 16 grants then
+  // costs this thread one or two recv and one send, not 32 recv and 16 send.
+  // Both buffers are bounded: `out` holds the answers to the requests of
+  // one fill of `in` (it is flushed before `in` is read again), each at most
+  // header + identity, and a request takes at least a header's bytes.
+  constexpr std::size_t in_bytes = 64 * (header_size + 8);
+  std::array<std::byte, in_bytes> in;
+  std::array<std::byte, (in_bytes / header_size + 1) * (header_size + shm_identity_size)> out;
+  std::size_t begin = 0, end = 0, out_len = 0;
   for (;;) {
-    auto h = co_await recv_header(c.sock);
-    if (!h) break;
-    forget_expired(st, grants);
-    std::array<std::byte, header_size + shm_identity_size> out{};
-    std::size_t extra = 0;
-    header resp;
-    resp.request_id = h->request_id;
-    if (h->op == wire_op::shm_hello) {
-      resp.op = wire_op::shm_hello_resp;
-      resp.address = static_cast<std::uint64_t>(::getpid());  // informational (older initiators compare it)
-      if (h->length == shm_identity_size) {                   // revision 2: our identity follows
-        resp.length = extra = shm_identity_size;
-        put_u64(out.data() + header_size, st->eng.pid_ns_.first);
-        put_u64(out.data() + header_size + 8, st->eng.pid_ns_.second);
-        put_u64(out.data() + header_size + 16, st->eng.instance_id_);
+    if (end - begin >= header_size) {
+      header_bytes hb;
+      std::memcpy(hb.data(), in.data() + begin, header_size);
+      auto h = decode(hb);
+      if (!h) break;
+      const bool leased = h->op == wire_op::shm_grant && (h->flags & grant_lease);
+      const std::size_t need = header_size + (leased ? 8 : 0);
+      if (end - begin >= need) {
+        const std::byte* payload = in.data() + begin + header_size;
+        begin += need;
+        forget_expired(st, grants);
+        std::byte* o = out.data() + out_len;
+        std::size_t extra = 0;
+        header resp;
+        resp.request_id = h->request_id;
+        if (h->op == wire_op::shm_hello) {
+          resp.op = wire_op::shm_hello_resp;
+          resp.address = static_cast<std::uint64_t>(::getpid());  // informational (older initiators compare it)
+          if (h->length == shm_identity_size) {                   // revision 2: our identity follows
+            resp.length = extra = shm_identity_size;
+            put_u64(o + header_size, st->eng.pid_ns_.first);
+            put_u64(o + header_size + 8, st->eng.pid_ns_.second);
+            put_u64(o + header_size + 16, st->eng.instance_id_);
+          }
+        } else if (h->op == wire_op::shm_grant) {
+          // Older initiators send no lease: the longest we give.
+          const std::uint64_t requested = leased ? get_u64(payload) : monotonic_ns() + st->eng.max_lease_ns_;
+          resp = grant(st, *h, requested, grants);
+        } else if (h->op == wire_op::shm_release) {
+          if (auto it = grants.find(h->request_id); it != grants.end()) {  // unknown / expired: nothing to do
+            end_grant(st, it->second);
+            grants.erase(it);
+          }
+          continue;  // no response
+        } else {
+          break;
+        }
+        header_bytes rb;
+        encode(resp, rb);
+        std::memcpy(o, rb.data(), header_size);
+        out_len += header_size + extra;
+        continue;
       }
-    } else if (h->op == wire_op::shm_grant) {
-      std::uint64_t requested = monotonic_ns() + st->eng.max_lease_ns_;  // older initiators send no lease
-      if (h->flags & grant_lease) {
-        std::array<std::byte, 8> p;
-        if (!co_await recv_all(c.sock, p.data(), p.size())) break;
-        requested = get_u64(p.data());
-      }
-      resp = grant(st, *h, requested, grants);
-    } else if (h->op == wire_op::shm_release) {
-      if (auto it = grants.find(h->request_id); it != grants.end()) {  // unknown / expired: nothing to do
-        end_grant(st, it->second);
-        grants.erase(it);
-      }
-      continue;  // no response
-    } else {
-      break;
     }
-    header_bytes hb;
-    encode(resp, hb);
-    std::memcpy(out.data(), hb.data(), header_size);
-    if (!co_await send_all(c.sock, out.data(), header_size + extra)) break;
+    // No complete request left: answer what was asked, then read more.
+    if (out_len > 0) {
+      if (!co_await send_all(c.sock, out.data(), out_len)) break;
+      out_len = 0;
+    }
+    if (begin > 0) {
+      std::memmove(in.data(), in.data() + begin, end - begin);
+      end -= begin;
+      begin = 0;
+    }
+    errc err{};
+    const ssize_t r = recv_once(c.sock.native_handle(), in.data() + end, in.size() - end, err);
+    if (r < 0) break;
+    if (r == 0) {
+      if (!co_await wait_ready(c.sock, unix_socket::wait_read)) break;
+      continue;
+    }
+    end += static_cast<std::size_t>(r);
   }
   for (auto& [id, g] : grants) end_grant(st, g);  // peer gone: its copies are over
 }

@@ -268,7 +268,10 @@ class shm_transport final : public transport {
     }
     if (n == 0) co_return result<void>{};
     if (auto s = co_await send_all(c.sock, out.data(), n * grant_request_size); !s) co_return s.error();
-    // Answers in order; keep the granted items.
+    // Answers in order, received together (the target answers a window in
+    // one send); keep the granted items.
+    std::array<std::byte, window_items * header_size> answers;
+    if (auto a = co_await recv_all(c.sock, answers.data(), n * header_size); !a) co_return a.error();
     std::array<transfer_item*, window_items> granted{};
     std::array<std::uint64_t, window_items> granted_ids{};
     std::array<iovec, window_items> l{}, r{};
@@ -276,7 +279,9 @@ class shm_transport final : public transport {
     std::uint64_t lease_end = UINT64_MAX, total = 0;
     for (auto* it : win) {
       if (it->done) continue;  // refused above: no request was sent
-      auto resp = co_await recv_header(c.sock);
+      header_bytes hb;
+      std::memcpy(hb.data(), answers.data() + k * header_size, header_size);
+      auto resp = decode(hb);
       if (!resp) co_return resp.error();
       if (resp->op != wire_op::shm_grant_resp || resp->request_id != ids[k]) co_return fail(errc::transfer_fail);
       ++k;
