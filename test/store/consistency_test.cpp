@@ -152,6 +152,35 @@ TEST_SUITE("store consistency") {
     CHECK(holder_of(cl, "k") == "b");
   }
 
+  TEST_CASE("a get whose cached route has an old size reads the owner's new value at once, without the master") {
+    // An overwrite on the same owner never invalidates another node's cached
+    // route, so its size goes stale. The owner answers INVALID_PARAMS with
+    // the size it holds; the reader asks it again at that size (one more
+    // RPC), with no fallback and no route refresh.
+    cluster cl;
+    auto& a = cl.add("a");
+    auto& b = cl.add("b");
+    const std::size_t room = 512 * kib;
+    std::vector<std::uint8_t> out(room);
+    const std::size_t sizes[] = {300 * kib + 7, 200 * kib + 3, 400 * kib + 1, 100 * kib + 9};
+    for (std::size_t i = 0; i < std::size(sizes); ++i) {
+      CAPTURE(i);
+      auto v = random_bytes(sizes[i], 300 + i);
+      REQUIRE(cl.on(0, put(a, "resized", v)));
+      const auto before = b.stats();
+      auto r = cl.on(1, get(b, "resized", out));
+      REQUIRE_MESSAGE(r.has_value(), r.error().message());
+      CHECK(*r == sizes[i]);
+      CHECK(checksum(out.data(), sizes[i]) == checksum(v.data(), sizes[i]));
+      const auto after = b.stats();
+      CHECK(after.fallbacks == before.fallbacks);
+      if (i > 0) {  // the route came from b's cache, at the previous size
+        CHECK(after.route_cache_hits == before.route_cache_hits + 1);
+        CHECK(after.batch_rpcs == before.batch_rpcs + 2);
+      }
+    }
+  }
+
   TEST_CASE("an eviction notice queue overflow resyncs: the master's view of the holder is replaced") {
     cluster cl;
     auto& a = add_with(cl, "a", one_mib_dram, [](mc::store::client_options& o) { o.eviction_notice_queue = 3; });

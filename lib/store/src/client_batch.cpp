@@ -21,6 +21,10 @@ using detail::room_of;
 using detail::trimmed;
 using detail::waves_of;
 
+/// Reads of one key asked again of the same replica at the size it reported
+/// (an overwrite changed the value's size since the route was taken).
+constexpr int max_size_retries = 3;
+
 struct client::impl::get_item {
   std::string key;
   std::vector<std::span<std::byte>> pieces;
@@ -30,6 +34,7 @@ struct client::impl::get_item {
   bool no_inline = false;   // an owner refused to answer inline: use a descriptor
   bool stale = false;       // a replica did not have the value (or not at this size)
   bool resized = false;     // a replica held it at another size: an overwrite raced this get
+  int size_retries = 0;     // reads asked again of the same replica at the size it reported
   bool done = false;
   result<std::size_t> out = fail(errc::object_not_found);
   boost::system::error_code last = make_error_code(errc::object_not_found);
@@ -368,7 +373,18 @@ task<void> client::impl::read_wave(std::string endpoint, std::vector<get_item*> 
   for (std::size_t k = 0; k < sent.size(); ++k) {
     auto& one = (*r)[k];
     if (!one.value) {
-      failed(sent[k], one.value.error());
+      // The owner holds the value at another size (an overwrite raced this
+      // get) that fits the caller's room: ask it again at that size (the
+      // next attempt round), a few times, before asking the master.
+      auto* it = sent[k];
+      if (mc::is(one.value.error(), errc::invalid_params) && one.size_hint > 0 && one.size_hint != it->size() &&
+          one.size_hint <= it->room && it->size_retries < max_size_retries) {
+        ++it->size_retries;
+        it->route->size = one.size_hint;
+        it->no_inline = false;
+        continue;
+      }
+      failed(it, one.value.error());
       continue;
     }
     if (!slots_of[k].empty()) {  // bounce slots -> the caller's pieces
