@@ -784,6 +784,16 @@ void write_seeds(const std::filesystem::path& dir) {
     emit("republish_route_client", {reg("c2", e0, e0, 1 << 30), add, wr, fin, gc, reg("c1", e1, e1, 5000), rk});
   }
   {
+    // Routes for a replicated put: two other nodes with room, then more
+    // copies than nodes, then a size no node has room for.
+    mop two, three, huge;
+    two.method = m_write_routes, two.a = 4096, two.u1 = 2, two.id = "c0";
+    three = two, three.u1 = 3;
+    huge = two, huge.a = std::uint64_t{1} << 40;
+    emit("write_routes_replicas",
+         {reg("c0", e0, e1, 1 << 20), reg("c1", e1, e0, 1 << 20), reg("c2", e0, e0, 1 << 22), two, three, huge});
+  }
+  {
     mop rm;
     rm.method = m_remove_matching, rm.s1 = "^g1", rm.u1 = 100, rm.u2 = 0;
     mop all = rm;
