@@ -189,7 +189,7 @@ TEST_SUITE("transfer_engine") {
   }
 
   TEST_CASE(
-      "a large batch is cut over the runtime's threads and every byte lands, over TCP, same-host and in-process") {
+      "a large same-host or in-process batch is cut over the runtime's threads, a TCP one is not; every byte lands") {
     for (auto force : {transport_kind::tcp, transport_kind::same_host, transport_kind::in_process}) {
       CAPTURE(static_cast<int>(force));
       auto o = loopback_options(force);
@@ -240,20 +240,27 @@ TEST_SUITE("transfer_engine") {
       CHECK(s.errors == 1);
       // One item alone is cut too (a 5 MiB + 3 write, read back).
       round_trip(t, (5u << 20) + 3, 91);
-      // TCP: both threads' pools opened connections (one pool holds at most
-      // connections_per_peer): the parts ran on two threads.
-      if (force == transport_kind::tcp) CHECK(t.a->stats().outbound_connections > o.connections_per_peer);
+      // Same-host: the refused item was cut, so the target refused two
+      // grants (one per part). TCP is never cut (one thread's pool holds
+      // at most connections_per_peer connections).
+      if (force == transport_kind::same_host) CHECK(t.b->stats().served_rejects == 2);
+      if (force == transport_kind::tcp) CHECK(t.a->stats().outbound_connections <= o.connections_per_peer);
     }
   }
 
-  TEST_CASE("spread_bytes 0 keeps a batch on the calling thread, and a spread below 64 KiB is refused") {
-    auto o = loopback_options();
+  TEST_CASE("spread_bytes 0 never cuts a batch, and a spread below 64 KiB is refused") {
+    auto o = loopback_options(transport_kind::same_host);
     o.spread_bytes = 0;
-    o.slice_size = 64u << 10;
     {
-      two_engines t(o);
-      round_trip(t, (5u << 20) + 3, 92);
-      CHECK(t.a->stats().outbound_connections <= o.connections_per_peer);
+      two_engines t(o, loopback_options(transport_kind::same_host));
+      std::vector<std::uint8_t> remote((9u << 20) + 3);  // the default spread_bytes would cut it
+      auto reg = t.b->register_memory(remote.data(), remote.size());
+      REQUIRE(reg);
+      auto d = reg->describe();
+      d.token ^= 1;
+      std::vector<std::uint8_t> local(remote.size());
+      CHECK(mc::is(t.rt.block_on(t.a->read(bytes(local), d)).error(), mc::errc::access_denied));
+      CHECK(t.b->stats().served_rejects == 1);  // one grant asked: not cut
     }
     mc::runtime::runtime rt(1);
     o.spread_bytes = 4096;

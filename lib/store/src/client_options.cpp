@@ -38,9 +38,9 @@ mc::config::option_set make_option_set(client_options& o) {
            "same_host for peers on this host, else rdma when both sides have it, else tcp; a forced one "
            "fails transfers to peers that lack it)")
       .add_size("transfer_spread_bytes", &o.transfer_spread_bytes,
-                "a transfer batch to one peer of at least twice this many bytes is cut into parts moved by "
-                "several runtime threads at once (TCP, same-host, in-process copies; 0 = one thread, else at "
-                "least 64KiB)")
+                "a same-host or in-process transfer batch to one peer of at least twice this many bytes is "
+                "cut into parts moved by several runtime threads at once (0 = one thread, else at least "
+                "64KiB; never over TCP or RDMA)")
       .add("rpc_max_connections", &o.rpc_max_connections, "RPC connections cached per thread", 1, 65536)
       .add("http_host", &o.http_host, "bind host of the HTTP server (/metrics, /health, /stats, /kv/<key>)")
       .add("http_port", &o.http_port,

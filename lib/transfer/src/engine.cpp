@@ -270,17 +270,31 @@ task<void> engine_impl::run_group(thread_state& ts, const std::string& endpoint,
   if (!rest.empty()) co_await tcp_->execute(ts, endpoint, std::span<transfer_item*>(rest));
 }
 
-std::size_t engine_impl::spread_parts(const std::vector<transfer_item*>& items) const noexcept {
+std::size_t engine_impl::spread_parts(thread_state& ts, const std::string& endpoint,
+                                      const std::vector<transfer_item*>& items) const {
   using tk = transport_kind;
   if (opts_.spread_bytes == 0 || threads_.size() < 2) return 1;
-  if (rdma_ && !(opts_.force && *opts_.force != tk::rdma)) return 1;
+  // Only copies this process makes alone: same-host (process_vm_*) and
+  // in-process. Over TCP the kernel's work is split between both ends
+  // already, and a second sending thread only contended with the receiver
+  // (loopback, 2 cores: sglang/vllm batches 7-25 % slower); RDMA is the
+  // NIC's work. Auto mode: not towards a peer this thread knows is not
+  // on this host.
+  if (opts_.force) {
+    if (*opts_.force != tk::same_host && *opts_.force != tk::in_process) return 1;
+  } else {
+    if (rdma_) return 1;
+    const bool local = (opts_.enable_in_process && inproc_lookup(endpoint)) ||
+                       (opts_.enable_same_host && !ts.not_same_host.get(endpoint, std::chrono::steady_clock::now()));
+    if (!local) return 1;
+  }
   std::uint64_t total = 0;
   for (auto* it : items) total += it->length;
   return static_cast<std::size_t>(std::min<std::uint64_t>(threads_.size(), total / opts_.spread_bytes));
 }
 
 task<void> engine_impl::run_group_spread(thread_state& ts, std::string endpoint, std::vector<transfer_item*> items) {
-  const std::size_t n = spread_parts(items);
+  const std::size_t n = spread_parts(ts, endpoint, items);
   if (n <= 1) {
     co_await run_group(ts, endpoint, std::move(items));
     co_return;

@@ -156,7 +156,8 @@ class engine_impl : public std::enable_shared_from_this<engine_impl> {
   task<void> run_group(thread_state& ts, const std::string& endpoint, std::vector<transfer_item*> items);
   /// How many parts run_group_spread cuts `items` into (1: not cut;
   /// engine_options::spread_bytes).
-  std::size_t spread_parts(const std::vector<transfer_item*>& items) const noexcept;
+  std::size_t spread_parts(thread_state& ts, const std::string& endpoint,
+                           const std::vector<transfer_item*>& items) const;
   /// run_group, with a large group cut into parts moved concurrently on
   /// several runtime threads (this one moves the first).
   task<void> run_group_spread(thread_state& ts, std::string endpoint, std::vector<transfer_item*> items);

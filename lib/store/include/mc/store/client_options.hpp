@@ -64,9 +64,9 @@ struct client_options {
   /// Eviction notices are sent every this long, or at once when 1024 are queued.
   std::chrono::milliseconds eviction_notice_interval{50};
   std::string transfer_transport = "auto";  ///< auto | tcp | same_host (force one)
-  /// TransferEngine spread_bytes: a transfer batch to one peer of at least
-  /// twice this many bytes is moved by several runtime threads at once
-  /// (TCP, same-host, in-process; 0 = one thread; else at least 64 KiB).
+  /// TransferEngine spread_bytes: a same-host or in-process transfer batch
+  /// to one peer of at least twice this many bytes is moved by several
+  /// runtime threads at once (0 = one thread; else at least 64 KiB).
   std::uint64_t transfer_spread_bytes = std::uint64_t{4} << 20;
   std::uint64_t rpc_max_connections = 64;  ///< per-thread client connection cache bound
   std::string http_host = "0.0.0.0";       ///< bind host of the HTTP server

@@ -52,12 +52,14 @@ struct engine_options {
   std::size_t max_peers = 256;
   /// Upper bound of inbound (served) connections; more are refused.
   std::size_t max_inbound_connections = 4096;
-  /// A batch's bytes to one peer of at least twice this size are cut into
-  /// parts of at least this size (an item may be cut), one per runtime
-  /// thread up to the runtime's size, moved concurrently: TCP, same-host and
-  /// in-process transfers are CPU copies, so a large batch uses several
-  /// cores. The calling thread moves the first part. Not with protocol
-  /// "rdma" (the NIC moves the bytes) unless `force` names another transport.
+  /// A same-host or in-process batch's bytes to one peer of at least twice
+  /// this size are cut into parts of at least this size (an item may be
+  /// cut), one per runtime thread up to the runtime's size, moved
+  /// concurrently: those transfers are copies this process makes alone, so
+  /// a large batch uses several cores. The calling thread moves the first
+  /// part. Never over TCP (both ends already share the kernel's work; a
+  /// second sender only contended with the receiver) nor RDMA; in auto mode
+  /// a batch is cut unless the peer is known not to be on this host.
   /// 0 = never cut. At least 64 KiB otherwise.
   std::size_t spread_bytes = 4u << 20;
   /// Use cross-memory attach when the peer is on this host.
