@@ -330,6 +330,7 @@ task<void> engine_impl::run_group_spread(thread_state& ts, std::string endpoint,
   const auto here = static_cast<std::size_t>(mc::runtime::runtime::current_index());
   std::vector<task<int>> work;
   for (std::size_t p = 0; p < n; ++p) {
+    if (parts[p].empty()) continue;  // (not with parts of >= spread_bytes >= 64 KiB; kept safe)
     std::vector<transfer_item*> ptrs;
     for (auto& sub : parts[p]) ptrs.push_back(&sub);
     if (p == 0)
