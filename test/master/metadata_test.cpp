@@ -286,6 +286,38 @@ TEST_SUITE("master metadata") {
     CHECK(mc::is(m.heartbeat("a", 0, 0).error(), mc::errc::client_not_found));
   }
 
+  TEST_CASE("a key removed while its only holder was dropped as silent does not come back with its re-publish") {
+    // The soak's sequence (seed 29): the holder is partitioned past drop_ttl
+    // and swept, a remove finds no entry, the holder returns and re-publishes.
+    mc::master::metadata_options o;
+    o.route_ttl = 10ms;
+    o.drop_ttl = 30ms;
+    metadata m(o);
+    REQUIRE(m.register_client(client("a")));
+    REQUIRE(m.add_replica("removed", "a", 8, 100));
+    REQUIRE(m.add_replica("kept", "a", 8, 100));
+    std::this_thread::sleep_for(60ms);
+    REQUIRE(m.sweep() == std::vector<std::string>{"a"});
+    CHECK(mc::is(m.remove_key("removed").error(), mc::errc::object_not_found));  // no holder known
+    REQUIRE(m.register_client(client("a")));
+    CHECK(mc::is(m.add_replica("removed", "a", 8, 100, mc::master::publish_kind::republish).error(),
+                 mc::errc::superseded));
+    CHECK(mc::is(m.lookup("removed").error(), mc::errc::object_not_found));
+    // A key nobody removed comes back, and a newer put of the removed one works.
+    CHECK(m.add_replica("kept", "a", 8, 100, mc::master::publish_kind::republish).has_value());
+    CHECK(m.lookup("kept").has_value());
+    CHECK(m.add_replica("removed", "a", 8, 101).has_value());
+    CHECK(m.lookup("removed").has_value());
+    // An explicit unregister leaves no orphan: a later remove forgets nothing,
+    // and the key may be published again at its old version.
+    REQUIRE(m.register_client(client("b")));
+    REQUIRE(m.add_replica("gone", "b", 8, 100));
+    REQUIRE(m.unregister_client("b"));
+    CHECK(mc::is(m.remove_key("gone").error(), mc::errc::object_not_found));
+    REQUIRE(m.register_client(client("b")));
+    CHECK(m.add_replica("gone", "b", 8, 100, mc::master::publish_kind::republish).has_value());
+  }
+
   TEST_CASE("a live client's id is not taken over from other endpoints; a silent one's is") {
     mc::master::metadata_options o;
     o.route_ttl = 40ms;

@@ -157,7 +157,7 @@ std::vector<std::string> metadata::sweep() {
       }
     }
   }
-  for (auto slot : slots) drop_client_replicas(slot);
+  for (auto slot : slots) drop_client_replicas(slot, true);  // silent: they may come back
   return dropped;
 }
 

@@ -251,25 +251,32 @@ struct metadata::shard {
   };
 
   /// Removed keys with the newest version they had (metadata_options::
-  /// removed_key_bytes), oldest removal first. Guarded by mu.
+  /// removed_key_bytes), oldest removal first. Guarded by mu. An *orphan*
+  /// is a key whose last holder was dropped as silent rather than removed:
+  /// it refuses nothing, but a remove_key of the absent key turns it into a
+  /// removal at that version, so the holder's re-publish when it comes back
+  /// cannot bring the removed value back.
   struct grave {
     std::string key;
     std::uint64_t version = 0;
+    bool orphan = false;
   };
   static constexpr std::size_t grave_overhead = 64;
   std::list<grave> graves;
   std::unordered_map<std::string_view, std::list<grave>::iterator> grave_index;  // views into graves
   std::size_t grave_bytes = 0;
 
-  /// Remembers that `key` was removed at `version` (the newer of two), then
-  /// forgets the oldest removals beyond `budget` bytes.
-  void bury(std::string_view key, std::uint64_t version, std::size_t budget) {
+  /// Remembers that `key` was removed (or, `orphan`, lost its last holder
+  /// to a sweep) at `version` (the newer of two; a removal stays one), then
+  /// forgets the oldest entries beyond `budget` bytes.
+  void bury(std::string_view key, std::uint64_t version, std::size_t budget, bool orphan = false) {
     if (budget == 0) return;
     if (auto it = grave_index.find(key); it != grave_index.end()) {
       it->second->version = std::max(it->second->version, version);
+      it->second->orphan = it->second->orphan && orphan;
       return;
     }
-    graves.push_back({std::string(key), version});
+    graves.push_back({std::string(key), version, orphan});
     grave_index.emplace(graves.back().key, std::prev(graves.end()));
     grave_bytes += key.size() + grave_overhead;
     while (grave_bytes > budget && !graves.empty()) {
@@ -279,10 +286,16 @@ struct metadata::shard {
       graves.pop_front();
     }
   }
-  /// The removed value's version of `key`; 0 when not remembered.
+  /// The removed value's version of `key`; 0 when not remembered (or only
+  /// as an orphan).
   std::uint64_t grave_of(std::string_view key) const {
     auto it = grave_index.find(key);
-    return it == grave_index.end() ? 0 : it->second->version;
+    return it == grave_index.end() || it->second->orphan ? 0 : it->second->version;
+  }
+  /// A remove of the absent `key`: an orphan becomes a removal at its
+  /// version (nothing when `key` is not an orphan).
+  void bury_orphan(std::string_view key) {
+    if (auto it = grave_index.find(key); it != grave_index.end()) it->second->orphan = false;
   }
   /// Forgets `key`'s removal (the key exists again).
   void unbury(std::string_view key) {

@@ -61,7 +61,7 @@ result<void> metadata::add_replica(const std::string& key, const std::string& cl
       // older write arriving late (or the removed copy re-published).
       stale = older = true;
     } else if (!n) {
-      if (buried) sp->unbury(key);
+      sp->unbury(key);  // a removal older than this write, or an orphan
       n = shard::node::make(key, hash);
       n->size = size;
       n->repl = tag;
@@ -236,7 +236,10 @@ result<std::vector<replica>> metadata::remove_key(const std::string& key) {
     std::lock_guard lk(sp->mu);
     auto& t = sp->map;
     const auto i = t.index_of(key, hash);
-    if (i == shard::table::npos) return fail(errc::object_not_found);
+    if (i == shard::table::npos) {
+      sp->bury_orphan(key);  // its last holder, dropped as silent, must not bring it back
+      return fail(errc::object_not_found);
+    }
     auto* n = t.at(i);
     for (std::size_t j = 0, cnt = n->count(); j < cnt; ++j)
       holders.push_back({n->at(j).slot, n->at(j).live, n->at(j).version});
@@ -336,7 +339,8 @@ result<metadata::removal_page> metadata::remove_matching(const std::string& patt
 }
 
 std::pair<std::uint64_t, std::uint64_t> metadata::drop_holder_entries(std::uint32_t slot,
-                                                                      std::optional<std::uint64_t> below_epoch) {
+                                                                      std::optional<std::uint64_t> below_epoch,
+                                                                      bool orphans) {
   std::uint64_t removed = 0, live = 0;
   for (auto& s : shards_) {
     std::lock_guard lk(s->mu);
@@ -357,8 +361,12 @@ std::pair<std::uint64_t, std::uint64_t> metadata::drop_holder_entries(std::uint3
         }
         ++removed;
         const bool was_live = h.live;
+        const auto version = h.version;
         live += was_live ? 1 : 0;
         if (!n->erase(j)) {
+          // Its last holder went silent, the key was not removed: an orphan
+          // (a remove while the holder is away still counts when it returns).
+          if (orphans) s->bury(n->key(), version, grave_budget(), true);
           t.erase_at(i);  // entries after i may move back into i: looked at again
           gone = true;
           break;
@@ -374,8 +382,8 @@ std::pair<std::uint64_t, std::uint64_t> metadata::drop_holder_entries(std::uint3
 
 // Every entry, also those published with epoch UINT64_MAX (a bound of
 // "older than UINT64_MAX" left them behind for a client that was gone).
-void metadata::drop_client_replicas(std::uint32_t slot) {
-  auto removed = drop_holder_entries(slot, std::nullopt).first;
+void metadata::drop_client_replicas(std::uint32_t slot, bool orphans) {
+  auto removed = drop_holder_entries(slot, std::nullopt, orphans).first;
   std::lock_guard lk(clients_mu_);
   unref(slot, removed + 1);  // and forget_client's pin
 }

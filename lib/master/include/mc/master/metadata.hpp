@@ -274,7 +274,11 @@ class metadata {
   /// skipped when the holder's queue is full, never a resync), so that a
   /// holder the caller cannot reach drops its copy at its next heartbeat.
   /// Returns the holders, superseded ones included; object_not_found,
-  /// invalid_key.
+  /// invalid_key. An absent key whose last holder was dropped as silent
+  /// (sweep) is remembered as removed at that holder's version (within
+  /// removed_key_bytes), so the holder's re-publish when it comes back is
+  /// refused (superseded) instead of bringing the removed value back; the
+  /// answer is still object_not_found.
   result<std::vector<replica>> remove_key(const std::string& key);
   /// Removes up to `limit` keys: every key when `all`, else those the
   /// ECMAScript regular expression `pattern` matches (search, anywhere in the
@@ -377,13 +381,16 @@ class metadata {
   /// exclusively) and pins the slot for drop_client_replicas.
   void forget_client(const client_entry& c);
   /// Drops a gone client's entries, then releases forget_client's pin (the
-  /// slot is freed if nothing else refers to it). No lock held.
-  void drop_client_replicas(std::uint32_t slot);
+  /// slot is freed if nothing else refers to it). `orphans`: the client went
+  /// silent (it may come back and re-publish): the keys it was the last
+  /// holder of are remembered as orphans (see remove_key). No lock held.
+  void drop_client_replicas(std::uint32_t slot, bool orphans = false);
   /// Removes the entries of holder `slot` with epoch < `below_epoch` (every
   /// entry when nullopt, whatever its epoch); returns (entries removed, live
-  /// entries among them).
+  /// entries among them). `orphans`: as drop_client_replicas.
   std::pair<std::uint64_t, std::uint64_t> drop_holder_entries(std::uint32_t slot,
-                                                              std::optional<std::uint64_t> below_epoch);
+                                                              std::optional<std::uint64_t> below_epoch,
+                                                              bool orphans = false);
   /// Releases `n` references of `slot` (entries removed or pins), freeing it
   /// if its client is gone and none is left. clients_mu_ held exclusively.
   void unref(std::uint32_t slot, std::uint64_t n);
