@@ -658,7 +658,8 @@ void apply(md::metadata& real, model& m, const op& o) {
     MC_FUZZ_CHECK(!e.holders.empty());
     std::uint64_t l = 0;
     for (auto& x : e.holders) l += x.live ? 1 : 0;
-    MC_FUZZ_CHECK(l <= 1);  // at most one live holder per key
+    // At most one live holder per key, or the copies of its replicated put.
+    MC_FUZZ_CHECK(l <= (e.tag ? std::max<std::uint64_t>(1, md::replication::of(e.tag).copies) : 1));
     live_keys += l ? 1 : 0;
     live_entries += l;
   }
