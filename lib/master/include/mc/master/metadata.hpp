@@ -183,6 +183,8 @@ struct metadata_options {
   /// forgotten first; 0 = none): a publish of a removed key at a version not
   /// newer than the removed value's is refused (superseded), so a write that
   /// arrives after the key's removal cannot bring the removed value back.
+  /// The same memory holds the keys whose last holder a sweep dropped
+  /// (orphans, see remove_key).
   std::size_t removed_key_bytes = 16u << 20;
 };
 
