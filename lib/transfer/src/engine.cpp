@@ -9,7 +9,6 @@
 #include <boost/asio/ip/address.hpp>
 
 #include <boost/asio/as_tuple.hpp>
-#include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/post.hpp>
@@ -268,127 +267,6 @@ task<void> engine_impl::run_group(thread_state& ts, const std::string& endpoint,
   }
   for (auto* it : rest) it->via = tk::tcp;
   if (!rest.empty()) co_await tcp_->execute(ts, endpoint, std::span<transfer_item*>(rest));
-}
-
-std::size_t engine_impl::spread_parts(thread_state& ts, const std::string& endpoint,
-                                      const std::vector<transfer_item*>& items) const {
-  using tk = transport_kind;
-  if (opts_.spread_bytes == 0 || threads_.size() < 2) return 1;
-  // Only copies this process makes alone: same-host (process_vm_*) and
-  // in-process. Over TCP the kernel's work is split between both ends
-  // already, and a second sending thread only contended with the receiver
-  // (loopback, 2 cores: sglang/vllm batches 7-25 % slower); RDMA is the
-  // NIC's work. Auto mode: not towards a peer this thread knows is not
-  // on this host.
-  if (opts_.force) {
-    if (*opts_.force != tk::same_host && *opts_.force != tk::in_process) return 1;
-  } else {
-    if (rdma_) return 1;
-    const bool local = (opts_.enable_in_process && inproc_lookup(endpoint)) ||
-                       (opts_.enable_same_host && !ts.not_same_host.get(endpoint, std::chrono::steady_clock::now()));
-    if (!local) return 1;
-  }
-  std::uint64_t total = 0;
-  for (auto* it : items) total += it->length;
-  return static_cast<std::size_t>(std::min<std::uint64_t>(threads_.size(), total / opts_.spread_bytes));
-}
-
-task<void> engine_impl::run_group_spread(thread_state& ts, std::string endpoint, std::vector<transfer_item*> items) {
-  const std::size_t n = spread_parts(ts, endpoint, items);
-  if (n <= 1) {
-    co_await run_group(ts, endpoint, std::move(items));
-    co_return;
-  }
-  // The group's bytes in order, cut into n ranges of about total / n bytes;
-  // an item across a cut becomes two sub-items (copies with the offsets
-  // moved). origin[k][j]: the item part k's j-th sub-item belongs to.
-  std::uint64_t total = 0;
-  for (auto* it : items) total += it->length;
-  const std::uint64_t per = (total + n - 1) / n;
-  std::vector<std::vector<transfer_item>> parts(n);
-  std::vector<std::vector<std::size_t>> origin(n);
-  std::size_t k = 0;
-  std::uint64_t in_part = 0;
-  for (std::size_t i = 0; i < items.size(); ++i) {
-    const auto* it = items[i];
-    for (std::uint64_t off = 0; off < it->length;) {
-      if (in_part >= per && k + 1 < n) {
-        ++k;
-        in_part = 0;
-      }
-      const auto take = k + 1 < n ? std::min(it->length - off, per - in_part) : it->length - off;
-      transfer_item sub = *it;
-      sub.local = it->local + off;
-      sub.address = it->address + off;
-      sub.length = take;
-      parts[k].push_back(sub);
-      origin[k].push_back(i);
-      off += take;
-      in_part += take;
-    }
-  }
-  const auto here = static_cast<std::size_t>(mc::runtime::runtime::current_index());
-  std::vector<task<int>> work;
-  for (std::size_t p = 0; p < n; ++p) {
-    if (parts[p].empty()) continue;  // (not with parts of >= spread_bytes >= 64 KiB; kept safe)
-    std::vector<transfer_item*> ptrs;
-    for (auto& sub : parts[p]) ptrs.push_back(&sub);
-    if (p == 0)
-      work.push_back(
-          [](engine_impl* self, thread_state* t, std::string e, std::vector<transfer_item*> its) -> task<int> {
-            co_await self->run_group(*t, e, std::move(its));
-            co_return 0;
-          }(this, &ts, endpoint, std::move(ptrs)));
-    else
-      work.push_back(run_part_on((here + p) % threads_.size(), endpoint, std::move(ptrs)));
-  }
-  co_await mc::when_all(std::move(work));
-  // An item succeeded when all its sub-items did; the first error of one
-  // fails it; a sub-item left unfinished leaves it unfinished (the batch
-  // then reports timeout / cancelled / shutting_down for it).
-  enum : std::uint8_t { ok, unfinished, failed };
-  std::vector<std::uint8_t> state(items.size(), ok);
-  for (std::size_t p = 0; p < n; ++p)
-    for (std::size_t j = 0; j < parts[p].size(); ++j) {
-      const auto& sub = parts[p][j];
-      auto* whole = items[origin[p][j]];
-      auto& st = state[origin[p][j]];
-      whole->via = sub.via;
-      if (!sub.done || mc::is(sub.ec, errc::cancelled)) {
-        if (st == ok) st = unfinished;
-      } else if (sub.ec && st != failed) {
-        st = failed;
-        whole->ec = sub.ec;
-      }
-    }
-  for (std::size_t i = 0; i < items.size(); ++i) {
-    if (state[i] == ok) items[i]->finish({});
-    if (state[i] == failed) items[i]->done = true;  // ec set above
-  }
-}
-
-task<int> engine_impl::run_part_on(std::size_t thread, std::string endpoint, std::vector<transfer_item*> part) {
-  // On its own thread the part is bounded by the batch's deadline: the
-  // caller's cancellation is not forwarded across threads (the wait below
-  // is bound to an empty cancellation slot), so the caller waits for it,
-  // and the sub-items it points to stay alive until the part has ended.
-  auto body = [](engine_impl* self, std::size_t t, std::string e, std::vector<transfer_item*> its) -> task<int> {
-    const auto deadline = its.front()->deadline;
-    auto run = [](engine_impl* s, thread_state* ts, std::string ep,
-                  std::vector<transfer_item*> v) -> task<mc::result<void>> {
-      co_await s->run_group(*ts, ep, std::move(v));
-      co_return mc::result<void>{};
-    };
-    std::vector<transfer_item*> keep = its;
-    auto r = co_await mc::with_deadline_at(run(self, self->threads_[t].get(), std::move(e), std::move(its)), deadline);
-    if (!r && mc::is(r.error(), errc::timeout))
-      for (auto* it : keep) it->finish(make_error_code(errc::timeout));
-    co_return 0;
-  };
-  const int done = co_await boost::asio::co_spawn(
-      rt_.executor(thread), body(this, thread, std::move(endpoint), std::move(part)),
-      boost::asio::bind_cancellation_slot(boost::asio::cancellation_slot(), boost::asio::use_awaitable));
-  co_return done;
 }
 
 task<std::vector<mc::result<void>>> engine_impl::run_batch(std::vector<request> reqs,
