@@ -266,20 +266,29 @@ task<result<std::vector<result<key_info>>>> master_client::lookup_once(const std
   if (!where) co_return where.error();
   auto m = co_await connect_master(*where);
   if (!m) co_return note(m.error());
-  auto req = m->getReplicaListRequest();
+  // Sized to fit in one segment: a batch's message is then one contiguous
+  // block to build and to read (a multi-segment one costs a segment lookup
+  // per pointer that crosses segments).
+  std::uint64_t words = 8;
+  for (const auto& k : keys) words += 1 + (k.size() + 8) / 8;
+  auto req = m->getReplicaListRequest(capnp::MessageSize{words, 0});
   auto list = req.initKeys(static_cast<unsigned>(keys.size()));
   for (unsigned i = 0; i < keys.size(); ++i) list.set(i, text(keys[i]));
   auto r = co_await mc::rpc::call(req.send(), timeout_);
   if (!r) co_return note(r.error());
   std::vector<result<key_info>> out;
-  for (auto kr : r->getResults()) {
+  auto results = r->getResults();
+  out.reserve(results.size());
+  for (auto kr : results) {
     if (auto st = from_status(kr.getStatus()); !st) {
       out.emplace_back(st.error());
       continue;
     }
     key_info ki;
     ki.size = kr.getSize();
-    for (auto rep : kr.getReplicas()) ki.replicas.push_back(read_replica(rep));
+    auto reps = kr.getReplicas();
+    ki.replicas.reserve(reps.size());
+    for (auto rep : reps) ki.replicas.push_back(read_replica(rep));
     out.emplace_back(std::move(ki));
   }
   if (out.size() != keys.size()) co_return fail(errc::rpc_fail);

@@ -159,21 +159,50 @@ class master_impl final : public Master::Server {
   kj::Promise<void> getReplicaList(GetReplicaListContext ctx) override {
     MC_MASTER_GATE();
     auto keys = ctx.getParams().getKeys();
-    auto out = ctx.getResults().initResults(keys.size());
-    for (unsigned i = 0; i < keys.size(); ++i) {
-      auto r = md_.lookup(str(keys[i]));
-      if (!r) {
-        if (mc::is(r.error(), errc::object_not_found) && gate_.rebuilding.load()) {
+    const std::size_t n = keys.size();
+    // The keys as views into the request and the answers, kept per RPC
+    // thread and reused (no allocation per key once warm); a batch larger
+    // than any usual one gets its own, released after the call.
+    constexpr std::size_t kept_max = 65536;
+    thread_local std::vector<std::string_view> kept_views;
+    thread_local std::vector<metadata::lookup_answer> kept_answers;
+    std::vector<std::string_view> own_views;
+    std::vector<metadata::lookup_answer> own_answers;
+    auto& views = n <= kept_max ? kept_views : own_views;
+    auto& answers = n <= kept_max ? kept_answers : own_answers;
+    views.clear();
+    for (auto k : keys) views.emplace_back(k.begin(), k.size());
+    if (answers.size() < n) answers.resize(n);
+    md_.lookup_batch(views, answers);
+    const bool rebuilding = gate_.rebuilding.load();
+    // The reply sized to fit in one segment (see master_client's request).
+    auto text_words = [](std::size_t bytes) -> std::uint64_t { return (bytes + 8) / 8; };
+    std::uint64_t words = 8 + 5 * std::uint64_t(n);  // list element + status per key
+    for (std::size_t i = 0; i < n; ++i) {
+      if (answers[i].error) {
+        words += 16;  // the error's message
+        continue;
+      }
+      words += 1;
+      for (const auto& r : answers[i].info.replicas)
+        words += 3 + text_words(r.client_id.size()) + text_words(r.rpc_endpoint.size()) +
+                 text_words(r.transfer_endpoint.size());
+    }
+    auto out = ctx.initResults(capnp::MessageSize{words, 0}).initResults(static_cast<unsigned>(n));
+    for (unsigned i = 0; i < n; ++i) {
+      const auto& a = answers[i];
+      if (a.error) {
+        if (rebuilding && mc::is(a.error, errc::object_not_found)) {
           set_status(out[i].initStatus(), fail(errc::unavailable_in_current_status));  // not known yet
           continue;
         }
-        set_status(out[i].initStatus(), r.error());
+        set_status(out[i].initStatus(), a.error);
         continue;
       }
       set_status(out[i].initStatus(), result<void>{});
-      out[i].setSize(r->size);
-      auto reps = out[i].initReplicas(static_cast<unsigned>(r->replicas.size()));
-      for (unsigned j = 0; j < r->replicas.size(); ++j) set_replica(reps[j], r->replicas[j]);
+      out[i].setSize(a.info.size);
+      auto reps = out[i].initReplicas(static_cast<unsigned>(a.info.replicas.size()));
+      for (unsigned j = 0; j < a.info.replicas.size(); ++j) set_replica(reps[j], a.info.replicas[j]);
     }
     return kj::READY_NOW;
   }

@@ -34,11 +34,16 @@ metadata::metadata(metadata_options opts)
 
 metadata::~metadata() = default;
 
-std::pair<metadata::shard*, std::uint32_t> metadata::shard_for(std::string_view key) const {
+std::pair<std::size_t, std::uint32_t> metadata::shard_index(std::string_view key) const {
   // The shard is the hash modulo the shard count (as before: paging by shard
   // and the fuzz model rely on it); the high half places the key in it.
   const std::uint64_t h = std::hash<std::string_view>{}(key);
-  return {shards_[h % shards_.size()].get(), static_cast<std::uint32_t>(h >> 32)};
+  return {static_cast<std::size_t>(h % shards_.size()), static_cast<std::uint32_t>(h >> 32)};
+}
+
+std::pair<metadata::shard*, std::uint32_t> metadata::shard_for(std::string_view key) const {
+  auto [i, hash] = shard_index(key);
+  return {shards_[i].get(), hash};
 }
 
 void metadata::forget_client(const client_entry& c) {
@@ -62,7 +67,7 @@ health metadata::health_of(const client_entry& c, clock::time_point now) const {
   return health::healthy;
 }
 
-result<void> metadata::check_key(const std::string& key) const {
+result<void> metadata::check_key(std::string_view key) const {
   if (key.empty() || key.size() > opts_.max_key_bytes) return fail(errc::invalid_key);
   return {};
 }

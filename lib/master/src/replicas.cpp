@@ -425,33 +425,6 @@ ordering_stats metadata::ordering() const {
           counters_->superseded.load(relaxed), counters_->notice_overflows.load(relaxed)};
 }
 
-result<key_info> metadata::lookup(const std::string& key) const {
-  if (auto r = check_key(key); !r) return r.error();
-  key_info out;
-  auto now = clock::now();
-  auto [sp, hash] = shard_for(key);
-  {
-    // Both locks (in order): a holder's slot is resolved while its entry is
-    // there, so it names the client that published it.
-    std::lock_guard lk(sp->mu);
-    const auto* n = sp->map.find(key, hash);
-    if (!n) return fail(errc::object_not_found);
-    out.size = n->size;
-    std::shared_lock clk(clients_mu_);
-    for (std::size_t j = 0, cnt = n->count(); j < cnt; ++j) {
-      auto& h = n->at(j);
-      if (!h.live) continue;
-      auto* c = slots_->slots[h.slot].client;
-      if (!c || health_of(*c, now) != health::healthy) continue;
-      out.replicas.push_back({c->info.client_id, c->info.rpc_endpoint, c->info.transfer_endpoint});
-    }
-  }
-  if (out.replicas.empty()) return fail(errc::object_not_found);
-  return out;
-}
-
-bool metadata::exists(const std::string& key) const { return lookup(key).has_value(); }
-
 void metadata::forget_removals() {
   for (auto& s : shards_) {
     std::lock_guard lk(s->mu);
