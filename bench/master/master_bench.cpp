@@ -10,6 +10,13 @@
 //   4. batched lookups of random published keys (same batch and in-flight):
 //      keys/s and keys per master CPU-second; every answer is checked (the
 //      key is found, with the holder that published it).
+//   5. the end of a failover's re-publish: every client's finish_republish
+//      (the keys were published as a re-publish at that epoch): seconds for
+//      all of them (a pass over the table each would take minutes at 10 M
+//      keys; none is needed);
+//   6. --unregister clients leave (each with its keys): milliseconds per
+//      unregister (one pass over the table each), median; their keys are
+//      then checked gone.
 // Targets (issue 16, absolute, not ratios): memory per key <= 200 B,
 // lookups >= 1 M keys/s, publishes >= 500 k keys/s. Printed per row; the exit
 // status is 1 only when an answer was wrong or a call failed, never for a
@@ -41,7 +48,7 @@ using mc::master::master_client;
 
 struct config {
   std::uint64_t keys = 10'000'000, clients = 1000, batch = 1024, inflight = 8, key_bytes = 64, lookups = 0;
-  std::uint64_t rpc_threads = 2, driver_threads = 2, port = 40451, runs = 3;
+  std::uint64_t rpc_threads = 2, driver_threads = 2, port = 40451, runs = 3, unregister = 5;
   std::string apps_dir;  // default: ../../apps from this program (the build tree)
 };
 
@@ -77,6 +84,9 @@ proc_sample sample(pid_t pid) {
   return s;
 }
 
+/// The epoch the keys are published at (as a re-publish after a failover).
+constexpr std::uint64_t republish_epoch = 7;
+
 struct tally {
   std::atomic<std::uint64_t> ok{0}, failed{0}, wrong{0};
 };
@@ -88,7 +98,8 @@ task<int> publisher(master_client* m, const config* c, std::uint64_t worker, tal
     for (std::uint64_t i = b * c->batch; i < std::min(c->keys, (b + 1) * c->batch); ++i)
       items.push_back({key_of(i, c->key_bytes), 4096, 1});
     const auto n = items.size();
-    auto r = co_await m->add_replicas(client_of(b % c->clients), std::move(items));
+    auto r = co_await m->add_replicas(client_of(b % c->clients), std::move(items), mc::master::publish_kind::republish,
+                                      republish_epoch);
     if (!r) {
       t->failed += n;
       continue;
@@ -154,6 +165,7 @@ int main(int argc, char** argv) {
       .add("rpc-threads", &c.rpc_threads, "the master's --rpc_thread_num", 1, 64)
       .add("driver-threads", &c.driver_threads, "this process's runtime threads", 1, 64)
       .add("runs", &c.runs, "lookup repetitions (median reported; publishing runs once)", 1, 100)
+      .add("unregister", &c.unregister, "clients unregistered at the end (each a pass over the table)", 0, 1'000'000)
       .add("port", &c.port, "the master's RPC port on 127.0.0.1", 1024, 65535)
       .add("apps", &c.apps_dir, "directory of mooncake_master");
   mc::bench::parse_options(set, argc, argv);
@@ -230,6 +242,43 @@ int main(int argc, char** argv) {
     emit("lookup_keys", "throughput", "keys/s", rates);
     emit("lookup_keys_per_master_cpu_s", "efficiency", "keys/cpu_s", per_cpu);
 
+    // 5. Every client ends its re-publish (concurrently, as after a failover).
+    std::atomic<std::uint64_t> fin_failed{0}, fin_removed{0};
+    const auto f0 = std::chrono::steady_clock::now();
+    run_workers(rt, c, [&](std::uint64_t w) -> task<int> {
+      for (std::uint64_t i = w; i < c.clients; i += c.inflight) {
+        auto r = co_await m.finish_republish(client_of(i), republish_epoch);
+        if (!r)
+          fin_failed += 1;
+        else
+          fin_removed += *r;
+      }
+      co_return 0;
+    });
+    emit("finish_republish_all_clients", "latency", "s", {mc::bench::seconds_since(f0)});
+
+    // 6. Clients leave with their keys: one pass over the table each.
+    std::vector<double> unreg_ms;
+    std::uint64_t unreg_failed = 0, unreg_left = 0;
+    const std::uint64_t leaving = std::min(c.unregister, c.clients);
+    for (std::uint64_t i = 0; i < leaving; ++i) {
+      const auto u0 = std::chrono::steady_clock::now();
+      if (!rt.block_on(m.unregister_client(client_of(c.clients - 1 - i)))) ++unreg_failed;
+      unreg_ms.push_back(mc::bench::seconds_since(u0) * 1e3);
+    }
+    if (leaving) {
+      emit("unregister_client", "latency", "ms", unreg_ms);
+      // The first key of each batch the last client published must be gone.
+      std::vector<std::string> gone;
+      for (std::uint64_t b = c.clients - 1; b * c.batch < c.keys && gone.size() < 1000; b += c.clients)
+        gone.push_back(key_of(b * c.batch, c.key_bytes));
+      if (auto r = rt.block_on(m.lookup(gone)); r) {
+        for (auto& x : *r) unreg_left += x ? 1 : 0;
+      } else {
+        ++unreg_failed;
+      }
+    }
+
     const double pub_rate = double(c.keys) / pub_s, look_rate = mc::bench::median(rates);
     std::printf(
         "# targets (issue 16): memory per key %.0f B (<= 200: %s), lookups %.0f keys/s (>= 1 M: %s), "
@@ -241,7 +290,15 @@ int main(int argc, char** argv) {
         "failed\n",
         (unsigned long long)pub.ok.load(), (unsigned long long)pub.failed.load(), (unsigned long long)look.ok.load(),
         (unsigned long long)look.failed.load(), (unsigned long long)look.wrong.load(), (unsigned long long)reg_failed);
-    status = pub.failed || look.failed || look.wrong || reg_failed ? 1 : 0;
+    std::printf(
+        "# membership: %llu finish_republish failed, %llu entries removed by them (0 expected); %llu unregisters "
+        "failed, %llu of their keys still found\n",
+        (unsigned long long)fin_failed.load(), (unsigned long long)fin_removed.load(), (unsigned long long)unreg_failed,
+        (unsigned long long)unreg_left);
+    status =
+        pub.failed || look.failed || look.wrong || reg_failed || fin_failed || fin_removed || unreg_failed || unreg_left
+            ? 1
+            : 0;
     mc::rpc::shutdown(rt);
     rt.stop();
   }

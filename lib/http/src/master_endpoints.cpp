@@ -103,6 +103,17 @@ void add_master_endpoints(server& s, mc::master::master_server& m, node_status& 
                "Copies refused because their key already had the copies its put asked for.",
                static_cast<double>(rs.trimmed));
     }
+    {
+      auto ts = md.table();
+      e.family("mc_master_table_scans_total", "counter",
+               "Passes over the key table to drop a holder's entries (sweep, unregister, finish_republish), and "
+               "those skipped because the holder had nothing to drop.");
+      e.sample("mc_master_table_scans_total", {{"outcome", "run"}}, static_cast<double>(ts.scans));
+      e.sample("mc_master_table_scans_total", {{"outcome", "skipped"}}, static_cast<double>(ts.scans_skipped));
+      e.single("mc_master_retired_keys", "gauge",
+               "Keys of a table set aside when this master stopped leading, not freed yet.",
+               static_cast<double>(ts.retired_keys));
+    }
     std::uint64_t cap = 0, used = 0;
     for (auto& c : clients) {
       cap += c.info.capacity;

@@ -466,10 +466,18 @@ master_server::~master_server() { stop(); }
 namespace {
 mc::task<void> sweep_loop(std::shared_ptr<boost::asio::steady_timer> t, metadata* md, const ha_gate* gate,
                           mc::duration every) {
+  // Keys a reset() set aside are freed a chunk per short tick (bounded time
+  // on this runtime thread); the sweep itself runs every `every`.
+  constexpr std::size_t reclaim_chunk = 65536;
+  std::size_t retired = 0;
+  auto next_sweep = std::chrono::steady_clock::now() + every;
   for (;;) {
-    t->expires_after(every);
+    t->expires_after(retired ? std::chrono::milliseconds(1) : every);
     auto [ec] = co_await t->async_wait(boost::asio::as_tuple(boost::asio::use_awaitable));
     if (ec) co_return;
+    retired = md->table().retired_keys ? md->reclaim(reclaim_chunk) : 0;
+    if (std::chrono::steady_clock::now() < next_sweep) continue;
+    next_sweep = std::chrono::steady_clock::now() + every;
     for (auto& id : md->sweep()) {
       std::fprintf(stderr, "mooncake_master: dropped silent client %s\n", id.c_str());
       // HA: its etcd record goes too (only while surely leading: a deposed
@@ -541,12 +549,13 @@ void master_server::start_ha() {
         boost::asio::co_spawn(h->rt.executor(0), lead_term(h, term, poll), boost::asio::detached);
       },
       [h] {
-        // Not the leader any more: forget every client (they re-register
-        // with the next leader, which may be us again).
+        // Not the leader any more: forget every client and key (they
+        // re-register with the next leader, which may be us again). O(shards
+        // + clients) here; the sweep timer frees the old keys in chunks.
         h->term.store(0);
         h->lease.store(0);
         h->gate.rebuilding.store(false);
-        for (auto& c : h->md.clients()) (void)h->md.unregister_client(c.info.client_id);
+        h->md.reset();
       });
   p.gate.elector = p.elector.get();
   p.elector->start();

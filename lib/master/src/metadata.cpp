@@ -29,6 +29,7 @@ metadata::metadata(metadata_options opts)
   opts_.max_key_bytes = std::min<std::size_t>(opts_.max_key_bytes, std::numeric_limits<std::uint32_t>::max());
   for (std::size_t i = 0; i < opts_.shards; ++i) shards_.push_back(std::make_unique<shard>());
   repair_ = std::make_unique<repair_state>();
+  retired_ = std::make_unique<retired_tables>();
   repair_->per_shard.assign(shards_.size(), 0);
 }
 
@@ -123,7 +124,8 @@ result<void> metadata::unregister_client(const std::string& client_id) {
     forget_client(*it->second);
     clients_.erase(it);
   }
-  drop_client_replicas(slot);
+  const std::uint32_t one[] = {slot};
+  drop_client_replicas(one);
   return {};
 }
 
@@ -162,7 +164,7 @@ std::vector<std::string> metadata::sweep() {
       }
     }
   }
-  for (auto slot : slots) drop_client_replicas(slot, true);  // silent: they may come back
+  drop_client_replicas(slots, true);  // silent: they may come back
   return dropped;
 }
 

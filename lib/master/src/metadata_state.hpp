@@ -10,10 +10,14 @@
 #include <algorithm>
 #include <deque>
 #include <list>
+#include <memory>
+#include <mutex>
 #include <new>
 #include <string_view>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
+#include <vector>
 
 namespace mc::master {
 
@@ -46,6 +50,23 @@ struct metadata::slot_table {
     std::string id;                      ///< "" while free
     client_entry* client = nullptr;      ///< the registered client, nullptr when gone
     std::atomic<std::uint64_t> refs{0};  ///< entries naming the slot + pins
+    /// A lower bound of the epochs of the entries naming the slot: lowered
+    /// by every publish when it pins the slot (before its entry exists),
+    /// raised by a finish_republish whose scan no publish overlapped. A
+    /// finish_republish(epoch) with min_epoch >= epoch has nothing to drop
+    /// and skips its scan of the table (after a failover every entry came
+    /// from the re-publish). Lowered under the shared lock, raised under the
+    /// exclusive one.
+    std::atomic<std::uint64_t> min_epoch{no_epoch};
+    std::atomic<std::uint64_t> adds{0};        ///< publishes that pinned the slot
+    std::atomic<std::uint64_t> publishing{0};  ///< publishes pinned and not done with their shard
+
+    static constexpr std::uint64_t no_epoch = ~std::uint64_t{0};
+    /// Lowers min_epoch to `epoch` (shared lock at least).
+    void lower_epoch(std::uint64_t epoch) noexcept {
+      auto cur = min_epoch.load(std::memory_order_relaxed);
+      while (epoch < cur && !min_epoch.compare_exchange_weak(cur, epoch, std::memory_order_relaxed)) {}
+    }
   };
   std::deque<slot> slots;  // a deque: slots never move
   std::vector<std::uint32_t> free;
@@ -71,6 +92,7 @@ struct metadata::slot_table {
     auto& x = slots[s];
     if (x.client || x.refs.load(std::memory_order_relaxed) != 0 || x.id.empty()) return;
     by_id.erase(x.id);
+    x.min_epoch.store(slot::no_epoch, std::memory_order_relaxed);  // no entry names it
     x.id.clear();
     x.id.shrink_to_fit();
     free.push_back(s);
@@ -183,6 +205,11 @@ struct metadata::shard {
       return static_cast<std::uint16_t>((hash * 2654435769u) >> 16);
     }
     std::size_t capacity() const noexcept { return slots.size(); }
+    void swap(table& o) noexcept {
+      slots.swap(o.slots);
+      tags.swap(o.tags);
+      std::swap(size, o.size);
+    }
     std::size_t mask() const noexcept { return slots.size() - 1; }
     node* at(std::size_t i) const noexcept { return slots[i]; }
     void put(std::size_t i, node* n) noexcept {
@@ -311,8 +338,20 @@ struct metadata::shard {
   table map;
 };
 
+/// The tables reset() set aside, freed a chunk at a time by reclaim().
+/// `mu` is taken before clients_mu_ (and never under another lock).
+struct metadata::retired_tables {
+  std::mutex mu;
+  std::vector<std::unique_ptr<shard::table>> tables;  ///< the last one is being freed
+  std::size_t cursor = 0;                             ///< next index of tables.back()
+  std::atomic<std::uint64_t> nodes{0};                ///< keys left to free
+};
+
 struct metadata::counters {
   std::atomic<std::uint64_t> stale_publishes{0}, stale_removals{0}, superseded{0}, notice_overflows{0};
+  /// Passes over the whole table to drop holders' entries, and those skipped
+  /// (table_stats).
+  std::atomic<std::uint64_t> scans{0}, scans_skipped{0};
   /// Keys with a live holder and live (key, holder) entries, kept up to date
   /// by every change under the shard locks (key_count / replica_count read
   /// them: /metrics never walks the table).

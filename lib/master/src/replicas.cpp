@@ -37,6 +37,7 @@ result<void> metadata::add_replica(const std::string& key, const std::string& cl
   const auto tag = repl.tag();
   std::shared_ptr<client_entry> c;
   std::uint32_t self = 0;
+  slot_table::slot* sl = nullptr;
   {
     std::shared_lock lk(clients_mu_);
     auto it = clients_.find(client_id);
@@ -44,8 +45,13 @@ result<void> metadata::add_replica(const std::string& key, const std::string& cl
     c = it->second;
     self = c->slot;
     // A pin: the slot stays bound to this id until released (or it becomes
-    // the reference of the entry this publish adds).
-    slots_->slots[self].refs.fetch_add(1, relaxed);
+    // the reference of the entry this publish adds). Its address is stable
+    // (a deque) while pinned.
+    sl = &slots_->slots[self];
+    sl->refs.fetch_add(1, relaxed);
+    sl->adds.fetch_add(1, relaxed);
+    sl->publishing.fetch_add(1, relaxed);
+    sl->lower_epoch(epoch);  // before the entry exists (finish_republish's skip)
   }
   bool pinned = true, stale = false, became_live = false, trimmed = false, full = false, older = false;
   std::vector<std::pair<std::uint32_t, std::uint64_t>> superseded;  // (holder, version)
@@ -139,6 +145,8 @@ result<void> metadata::add_replica(const std::string& key, const std::string& cl
       counters_->changed(before, counters::of(n));
     }
   }
+  // Release: a finish_republish that reads 0 sees this publish's entry.
+  sl->publishing.fetch_sub(1, std::memory_order_release);
   if (full) repair_done(key);
   if (trimmed) repair_->trimmed.fetch_add(1, relaxed);
   if (became_live) c->keys.fetch_add(1, relaxed);
@@ -336,72 +344,6 @@ result<metadata::removal_page> metadata::remove_matching(const std::string& patt
   if (too_complex && page.removed.empty()) return fail(errc::invalid_params);
   page.next_shard = shard;
   return page;
-}
-
-std::pair<std::uint64_t, std::uint64_t> metadata::drop_holder_entries(std::uint32_t slot,
-                                                                      std::optional<std::uint64_t> below_epoch,
-                                                                      bool orphans) {
-  std::uint64_t removed = 0, live = 0;
-  for (auto& s : shards_) {
-    std::lock_guard lk(s->mu);
-    auto& t = s->map;
-    for (std::size_t i = 0; i < t.capacity();) {
-      auto* n = t.at(i);
-      if (!n) {
-        ++i;
-        continue;
-      }
-      bool gone = false;
-      const auto before = counters::of(n);
-      for (std::size_t j = 0; j < n->count();) {
-        auto& h = n->at(j);
-        if (h.slot != slot || (below_epoch && h.epoch >= *below_epoch)) {
-          ++j;
-          continue;
-        }
-        ++removed;
-        const bool was_live = h.live;
-        const auto version = h.version;
-        live += was_live ? 1 : 0;
-        if (!n->erase(j)) {
-          // Its last holder went silent, the key was not removed: an orphan
-          // (a remove while the holder is away still counts when it returns).
-          if (orphans) s->bury(n->key(), version, grave_budget(), true);
-          t.erase_at(i);  // entries after i may move back into i: looked at again
-          gone = true;
-          break;
-        }
-        if (was_live && n->copies() > 1 && n->any_live()) note_under_replicated(n->key());
-      }
-      counters_->changed(before, gone ? counters::live_state{} : counters::of(n));
-      if (!gone) ++i;
-    }
-  }
-  return {removed, live};
-}
-
-// Every entry, also those published with epoch UINT64_MAX (a bound of
-// "older than UINT64_MAX" left them behind for a client that was gone).
-void metadata::drop_client_replicas(std::uint32_t slot, bool orphans) {
-  auto removed = drop_holder_entries(slot, std::nullopt, orphans).first;
-  std::lock_guard lk(clients_mu_);
-  unref(slot, removed + 1);  // and forget_client's pin
-}
-
-result<std::uint64_t> metadata::finish_republish(const std::string& client_id, std::uint64_t epoch) {
-  std::shared_ptr<client_entry> c;
-  {
-    std::shared_lock lk(clients_mu_);
-    auto it = clients_.find(client_id);
-    if (it == clients_.end()) return fail(errc::client_not_found);
-    c = it->second;
-    slots_->slots[c->slot].refs.fetch_add(1, relaxed);  // pinned until the end
-  }
-  auto [removed, live] = drop_holder_entries(c->slot, epoch);
-  c->keys.fetch_sub(std::min<std::uint64_t>(live, c->keys.load(relaxed)), relaxed);
-  std::lock_guard lk(clients_mu_);
-  unref(c->slot, removed + 1);
-  return removed;
 }
 
 holder_notices metadata::take_notices(const std::string& client_id, std::size_t max, std::size_t max_repairs) {

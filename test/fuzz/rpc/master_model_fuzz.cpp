@@ -1,7 +1,7 @@
 // Fuzz target `master_model`: the master's metadata (lib/master metadata.hpp)
 // driven by a sequence of operations (register / heartbeat / unregister
 // clients, publish / remove replicas, remove keys, remove by pattern, lookups,
-// write routes, republish epochs, drop notices, sweeps), applied both to the
+// write routes, republish epochs, drop notices, sweeps, resets), applied both to the
 // real mc::master::metadata and to a plain std::map model written from the
 // header's contract. Any difference in a result, an error code, a returned
 // replica list, the per-client key counts, the ordering counters or the key
@@ -135,6 +135,7 @@ struct op {
         break;
       }
       case op_kind::sweep:
+        x.flag(flag);  // reset() instead (a master that stops leading)
         break;
       case op_kind::keys: {
         pooled(x, key, key_pool, 4);  // the prefix
@@ -598,6 +599,19 @@ void apply(md::metadata& real, model& m, const op& o) {
       break;
     }
     case op_kind::sweep:
+      if (o.flag) {
+        // Every client and key forgotten at once, the removals kept; the
+        // old keys freed in small chunks (each call frees at most 3).
+        real.reset();
+        for (std::size_t left = real.table().retired_keys; left;) {
+          auto next = real.reclaim(3);
+          MC_FUZZ_CHECK(next < left && left - next <= 3);
+          left = next;
+        }
+        m.clients.clear();
+        m.keys.clear();
+        break;
+      }
       MC_FUZZ_CHECK(real.sweep().empty());  // nobody is silent for a day
       break;
     case op_kind::keys: {
@@ -744,6 +758,13 @@ void write_seeds(const std::filesystem::path& dir) {
        {reg("c0", e0, e1, 1000), reg("c3", e2, e0, 5000), simple(op_kind::write_route, "c3", {}, 100),
         simple(op_kind::write_route, {}, {}, 4000), put("k6", "c3", 9, 1), simple(op_kind::unregister, "c3"),
         simple(op_kind::lookup, {}, "k6"), simple(op_kind::find_client, "c0"), simple(op_kind::sweep)});
+  emit("reset_then_republish", {},
+       {reg("c0", e0, e1), reg("c1", e1, e2), put("k0", "c0", 5, 1, false, 3), put("k1", "c1", 5, 1, false, 3),
+        put("k1", "c0", 6, 2, false, 3), simple(op_kind::remove_key, {}, "k0"),
+        simple(op_kind::sweep, {}, {}, 0, 0, 0, true), simple(op_kind::lookup, {}, "k1"), reg("c0", e0, e1),
+        put("k0", "c0", 5, 1, true, 4), put("k1", "c0", 6, 2, true, 4), put("k2", "c0", 1, 1, false, 2),
+        simple(op_kind::finish_republish, "c0", {}, 0, 0, 4), simple(op_kind::finish_republish, "c0", {}, 0, 0, 4),
+        simple(op_kind::lookup, {}, "k1"), simple(op_kind::lookup, {}, "k2")});
   emit("overflowing_notices", {1, 2, 1},
        {reg("c0", e0, e1), reg("c1", e1, e2), put("k0", "c0", 1, 1), put("k1", "c0", 1, 1), put("k0", "c1", 1, 1),
         put("k1", "c1", 1, 1), simple(op_kind::take_notices, "c0", {}, 5), simple(op_kind::remove_key, {}, "k0")});

@@ -158,6 +158,14 @@ struct ordering_stats {
   std::uint64_t notice_overflows = 0;  ///< a holder's drop queue overflowed (resync requested)
 };
 
+/// The cost of dropping holders' entries (for /metrics): a holder's entries
+/// are not indexed by holder, so dropping them is a pass over the key table.
+struct table_stats {
+  std::uint64_t scans = 0;          ///< passes made (one per sweep, unregister or finish_republish that needed one)
+  std::uint64_t scans_skipped = 0;  ///< passes found unnecessary (the holder had no entry to drop)
+  std::uint64_t retired_keys = 0;   ///< keys reset() set aside that reclaim() has not freed yet
+};
+
 struct metadata_options {
   /// A client silent for longer stops receiving routes (and its replicas are
   /// not returned by lookups).
@@ -209,8 +217,21 @@ class metadata {
   /// Heartbeat with fresh usage numbers. client_not_found if unknown (the
   /// client then re-registers and re-publishes: the master restarted).
   result<void> heartbeat(const std::string& client_id, std::uint64_t used, std::uint64_t capacity);
-  /// Removes a client and all its replicas.
+  /// Removes a client and all its replicas: one pass over the key table,
+  /// none when the client held no entry.
   result<void> unregister_client(const std::string& client_id);
+  /// Forgets every client and every key at once (a master that stops
+  /// leading; the clients re-register with the next leader): O(shards +
+  /// clients) under the locks, whatever the number of keys. The key tables
+  /// are set aside and freed by reclaim(); lookups see an empty table at
+  /// once, and registrations and publishes work meanwhile. The removed-key
+  /// memory is kept. Thread-safe.
+  void reset();
+  /// Frees up to `max_keys` keys set aside by reset() (their counters and
+  /// client slots are released); returns how many are left. Bounded work
+  /// per call: the caller spreads it over time (the master's sweep timer
+  /// does). Thread-safe.
+  std::size_t reclaim(std::size_t max_keys);
 
   /// Records that `client_id` holds `key` (size bytes) at `version` (> 0).
   /// Ordering, per (key, holder): a publish whose version is older than the
@@ -251,7 +272,10 @@ class metadata {
   result<void> remove_replica(const std::string& key, const std::string& client_id, std::uint64_t version);
   /// Ends a full re-publish of `client_id` (every held key was published with
   /// `epoch` or later): removes that holder's entries tagged with an older
-  /// epoch. Returns how many entries were removed; client_not_found.
+  /// epoch. Returns how many entries were removed; client_not_found. A pass
+  /// over the key table, skipped when every entry the holder has was
+  /// published with `epoch` or later (as after a failover: the new master
+  /// knows only what was re-published).
   result<std::uint64_t> finish_republish(const std::string& client_id, std::uint64_t epoch);
   /// Takes up to `max` queued drop notices, up to `max_repairs` repair tasks
   /// and the resync flag of a holder (empty for an unknown client).
@@ -272,6 +296,8 @@ class metadata {
   std::size_t schedule_repairs();
   repair_stats repairs() const;
   ordering_stats ordering() const;
+  /// Passes over the key table and keys awaiting reclaim(). Thread-safe.
+  table_stats table() const;
   /// Removes the key from every holder (the caller tells the holders) and
   /// queues each holder a drop notice for it (take_notices; best effort:
   /// skipped when the holder's queue is full, never a resync), so that a
@@ -342,7 +368,8 @@ class metadata {
   result<std::vector<replica>> write_routes(std::uint64_t size, std::size_t count,
                                             const std::vector<std::string>& exclude) const;
 
-  /// Applies TTLs: marks suspects, drops dead clients and their replicas.
+  /// Applies TTLs: marks suspects, drops dead clients and their replicas
+  /// (one pass over the key table for all the clients dropped at once).
   /// Returns the ids dropped. Called periodically by the service.
   std::vector<std::string> sweep();
 
@@ -391,6 +418,7 @@ class metadata {
   struct client_entry;
   struct slot_table;
   struct shard;
+  struct retired_tables;
   /// The key's shard and its hash within the shard.
   std::pair<shard*, std::uint32_t> shard_for(std::string_view key) const;
   /// As shard_for, with the shard's index instead of its address.
@@ -402,17 +430,19 @@ class metadata {
   /// Unbinds a client from its slot (it is gone; clients_mu_ held
   /// exclusively) and pins the slot for drop_client_replicas.
   void forget_client(const client_entry& c);
-  /// Drops a gone client's entries, then releases forget_client's pin (the
-  /// slot is freed if nothing else refers to it). `orphans`: the client went
-  /// silent (it may come back and re-publish): the keys it was the last
-  /// holder of are remembered as orphans (see remove_key). No lock held.
-  void drop_client_replicas(std::uint32_t slot, bool orphans = false);
-  /// Removes the entries of holder `slot` with epoch < `below_epoch` (every
-  /// entry when nullopt, whatever its epoch); returns (entries removed, live
-  /// entries among them). `orphans`: as drop_client_replicas.
-  std::pair<std::uint64_t, std::uint64_t> drop_holder_entries(std::uint32_t slot,
-                                                              std::optional<std::uint64_t> below_epoch,
-                                                              bool orphans = false);
+  /// Drops gone clients' entries (one pass over the table for all of them;
+  /// none for a client without entries), then releases forget_client's pins
+  /// (a slot is freed if nothing else refers to it). `orphans`: the clients
+  /// went silent (they may come back and re-publish): the keys they were the
+  /// last holder of are remembered as orphans (see remove_key). No lock held.
+  void drop_client_replicas(std::span<const std::uint32_t> slots, bool orphans = false);
+  /// Removes the entries of the holders `slots` with epoch < `below_epoch`
+  /// (every entry when nullopt, whatever its epoch) in one pass over the
+  /// table; returns, per slot, (entries removed, live entries among them).
+  /// `orphans`: as drop_client_replicas.
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> drop_holder_entries(std::span<const std::uint32_t> slots,
+                                                                           std::optional<std::uint64_t> below_epoch,
+                                                                           bool orphans = false);
   /// Releases `n` references of `slot` (entries removed or pins), freeing it
   /// if its client is gone and none is left. clients_mu_ held exclusively.
   void unref(std::uint32_t slot, std::uint64_t n);
@@ -434,6 +464,7 @@ class metadata {
   std::unique_ptr<counters> counters_;
   struct repair_state;
   std::unique_ptr<repair_state> repair_;
+  std::unique_ptr<retired_tables> retired_;
   /// Queues `key` for a repair plan (bounded; not when already queued or in
   /// flight). Takes only repair_state's lock (a leaf: any lock may be held).
   void note_under_replicated(std::string_view key);
