@@ -9,7 +9,7 @@ RELEASE_BUILD ?= build-release-nordma
 BENCH_BUILD ?= build-release
 JOBS ?= $(shell nproc)
 # The unit suites the TSan stage runs: the concurrency-heavy libraries.
-TSAN_TESTS ?= runtime rpc_unit transfer_unit tiered store_client
+TSAN_TESTS ?= runtime rpc_unit transfer_unit tiered store_client master_metadata
 # Warnings are errors in the project's own builds (not in a user's or a
 # distribution's: meson.build does not force werror).
 SETUP_FLAGS = -Dwerror=true
