@@ -118,6 +118,18 @@ class Cluster:
         v = out.stdout.strip()
         return v or None
 
+    def records(self, kind):
+        """{id: lease} of the membership records under mooncake-store/<cluster>/<kind>/
+        ("members": the clients' own, "clients": the leader's)."""
+        import base64
+        import json
+        prefix = "mooncake-store/%s/%s/" % (self.cluster_id, kind)
+        out = subprocess.run(["etcdctl", "--endpoints", "127.0.0.1:%d" % self.etcd_port, "get", "--prefix", prefix,
+                              "-w", "json"],
+                             capture_output=True, text=True, env={**os.environ, "ETCDCTL_API": "3"}, timeout=10)
+        kvs = json.loads(out.stdout or "{}").get("kvs", [])
+        return {base64.b64decode(kv["key"]).decode()[len(prefix):]: int(kv.get("lease", 0)) for kv in kvs}
+
     def leader_name(self):
         addr = self.leader()
         for i, port in enumerate(self.master_ports):

@@ -7,7 +7,10 @@
     benchmark's, bench/master/failover_bench.py), byte for byte;
  3. a frozen leader (SIGSTOP) is replaced; once woken (SIGCONT) it refuses a
     write sent straight to it (fencing by its lease), and the values stay;
- 4. a key that never existed is reported missing (no endless "rebuilding").
+ 4. a key that never existed is reported missing (no endless "rebuilding");
+ 5. membership: each node records itself in etcd under its own lease (the
+    leader records none for it); the record of a node killed with -9 lapses
+    with its lease, and a leader elected afterwards does not wait for it.
 Usage: ha_failover_test.py APPS_DIR. Exit 77 (skip) when etcd is missing.
 """
 import hashlib
@@ -135,6 +138,35 @@ def main():
             if time.time() > deadline:
                 fail("exists of a missing key: rc %d %s %s" % (r.returncode, r.stdout, r.stderr), c)
             time.sleep(0.2)
+
+        # 5. membership records: each node's own, under its own lease; the
+        # leader records nothing for them.
+        def wait_records(count, what):
+            deadline = time.time() + BOUND_S
+            while True:
+                own, led = c.records("members"), c.records("clients")
+                if len(own) == count and all(own.values()) and len(set(own.values())) == count and not led:
+                    return own
+                if time.time() > deadline:
+                    fail("%s: %d own records under distinct leases expected, got %s (leader's: %s)"
+                         % (what, count, own, led), c)
+                time.sleep(0.2)
+
+        first_id = next(iter(wait_records(1, "one node")))
+        c.start_node()
+        own = wait_records(2, "two nodes")
+        print("membership records: %s" % own)
+        c.kill("node1")
+        t0 = time.time()
+        if next(iter(wait_records(1, "after kill -9 of node1"))) != first_id:
+            fail("the surviving node's record is gone", c)
+        print("node1's record lapsed %.1f s after its kill -9" % (time.time() - t0))
+        # A leader elected now waits only for node0, which re-publishes: every
+        # value is readable through it.
+        leader = c.wait_leader()
+        c.kill(leader)
+        check_all(BOUND_S, "after kill -9 of the leader, one node dead")
+        print("kill -9 %s with a dead node's record gone: every key readable" % leader)
         print("PASS")
         return 0
     finally:

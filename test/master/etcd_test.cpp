@@ -59,6 +59,7 @@ TEST_SUITE("master etcd") {
     CHECK_FALSE(mc::master::check_cluster_id(std::string(129, 'a')).has_value());
     CHECK(mc::master::ha_leader_key("c1") == "mooncake-store/c1/master_view");
     CHECK(mc::master::ha_clients_prefix("c1") == "mooncake-store/c1/clients/");
+    CHECK(mc::master::ha_members_prefix("c1") == "mooncake-store/c1/members/");
   }
 
   TEST_CASE("reply parsers read etcd 3.4's real replies and refuse inconsistent ones") {

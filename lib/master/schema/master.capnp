@@ -16,6 +16,7 @@ struct ClientInfo {
   used @4 :UInt64;
   transferInstance @5 :UInt64;  # the TransferEngine's instance id (0 = unknown)
   httpEndpoint @6 :Text;        # host:port of its HTTP server (/metrics, /health); "" = none
+  ownMembership @7 :Bool;       # HA: it keeps its own record in etcd under its own lease
 }
 
 struct Replica {

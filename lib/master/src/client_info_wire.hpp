@@ -16,7 +16,7 @@ inline capnp::Text::Reader text(const std::string& s) { return capnp::Text::Read
 
 inline client_info read_info(ClientInfo::Reader r) {
   return {str(r.getClientId()), str(r.getRpcEndpoint()), str(r.getTransferEndpoint()), r.getCapacity(),
-          r.getUsed(),          r.getTransferInstance(), str(r.getHttpEndpoint())};
+          r.getUsed(),          r.getTransferInstance(), str(r.getHttpEndpoint()),     r.getOwnMembership()};
 }
 
 inline void set_info(ClientInfo::Builder b, const client_info& i) {
@@ -27,6 +27,7 @@ inline void set_info(ClientInfo::Builder b, const client_info& i) {
   b.setUsed(i.used);
   b.setTransferInstance(i.transfer_instance);
   b.setHttpEndpoint(text(i.http_endpoint));
+  b.setOwnMembership(i.own_membership);
 }
 
 }  // namespace mc::master::detail

@@ -24,6 +24,7 @@ std::int64_t ns(mc::duration d) { return std::chrono::duration_cast<std::chrono:
 
 std::string ha_leader_key(const std::string& cluster_id) { return "mooncake-store/" + cluster_id + "/master_view"; }
 std::string ha_clients_prefix(const std::string& cluster_id) { return "mooncake-store/" + cluster_id + "/clients/"; }
+std::string ha_members_prefix(const std::string& cluster_id) { return "mooncake-store/" + cluster_id + "/members/"; }
 
 result<void> check_cluster_id(const std::string& id) {
   if (id.empty() || id.size() > 128) return fail(errc::invalid_params);

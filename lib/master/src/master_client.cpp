@@ -4,8 +4,15 @@
 #include "mc/master/ha.hpp"
 #include "mc/runtime/endpoint.hpp"
 
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/this_coro.hpp>
+
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <mutex>
+#include <utility>
 
 #include "client_info_wire.hpp"
 #include "master.capnp.h"
@@ -63,13 +70,76 @@ task<result<T>> across_failover(F attempt, mc::duration timeout, bool client_unk
 
 struct master_client::locator {
   locator(std::vector<std::string> eps, mc::duration timeout, std::string cluster)
-      : etcd(std::move(eps), timeout), key(ha_leader_key(cluster)) {}
+      : etcd(std::move(eps), timeout), key(ha_leader_key(cluster)), members(ha_members_prefix(cluster)) {}
   etcd_client etcd;
   std::string key;
+  std::string members;  ///< ha_members_prefix
   std::mutex m;
   std::string leader;          ///< guarded by m; "" = not resolved
   std::uint64_t max_term = 0;  ///< guarded by m: the newest leader term seen in a reply
+  // This client's own membership record (keep_membership):
+  std::atomic<bool> busy{false};                  ///< a round is running
+  std::atomic<bool> recorded{false};              ///< the record is in place
+  std::int64_t lease = 0;                         ///< guarded by m; 0 = none
+  std::chrono::steady_clock::time_point renewed;  ///< guarded by m
+  std::uint64_t left = 0;                         ///< guarded by m: unregistrations (a round then puts nothing)
 };
+
+task<bool> master_client::keep_membership(std::shared_ptr<locator> l, std::string id, bool put) {
+  if (l->etcd.endpoints().empty() || l->busy.exchange(true)) co_return l->recorded.load();
+  struct release {
+    locator* l;
+    ~release() { l->busy.store(false); }
+  } done{l.get()};
+  std::int64_t lease = 0;
+  std::uint64_t left = 0;
+  std::chrono::steady_clock::time_point renewed;
+  {
+    std::lock_guard lk(l->m);
+    lease = l->lease;
+    renewed = l->renewed;
+    left = l->left;
+  }
+  const auto now = std::chrono::steady_clock::now();
+  if (lease == 0 && !put) co_return false;  // not registered (or left): nothing to renew
+  if (lease != 0 && now - renewed >= membership_lease_ttl / 3) {
+    auto k = co_await l->etcd.keepalive(lease);
+    if (!k && !put) co_return l->recorded.load();  // etcd unreachable: the next round tries again
+    if (k && *k > 0) {
+      std::lock_guard lk(l->m);
+      l->renewed = now;
+    } else if (k) {
+      lease = 0;  // lapsed, and the record with it: a new lease, the record again
+      l->recorded.store(false);
+      put = true;
+    }
+  }
+  if (!put) co_return l->recorded.load();
+  // The record under the lease; a put refused because the lease lapsed
+  // meanwhile (etcd unreachable past its TTL) is tried once more under a new one.
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    if (lease == 0) {
+      auto g = co_await l->etcd.grant(membership_lease_ttl.count());
+      if (!g) break;
+      lease = g->id;
+      std::lock_guard lk(l->m);
+      if (l->left != left) break;  // unregistered meanwhile: no record (the lease lapses unused)
+      l->lease = lease;
+      l->renewed = std::chrono::steady_clock::now();
+    }
+    {
+      std::lock_guard lk(l->m);
+      if (l->left != left) break;
+    }
+    if (co_await l->etcd.put(l->members + id, id, lease)) {
+      l->recorded.store(true);
+      co_return true;
+    }
+    lease = 0;
+  }
+  l->recorded.store(false);
+  co_return false;
+}
 
 result<void> check_master_address(std::string_view address, std::string* why) {
   if (address.starts_with("etcd://")) {
@@ -150,6 +220,7 @@ boost::system::error_code master_client::note(boost::system::error_code e) {
 }
 
 task<result<void>> master_client::register_client(client_info info) {
+  if (locator_) info.own_membership = co_await keep_membership(locator_, info.client_id, true);
   auto where = co_await resolve();
   if (!where) co_return where.error();
   auto m = co_await connect_master(*where);
@@ -164,6 +235,13 @@ task<result<void>> master_client::register_client(client_info info) {
 
 task<result<holder_notices>> master_client::heartbeat(std::string client_id, std::uint64_t used,
                                                       std::uint64_t capacity) {
+  if (locator_) {
+    // The membership lease is renewed beside each heartbeat, whatever the
+    // master answers (the record must outlive a failover), never in its way
+    // (an etcd call may take its whole deadline).
+    boost::asio::co_spawn(co_await boost::asio::this_coro::executor, keep_membership(locator_, client_id, false),
+                          boost::asio::detached);
+  }
   auto where = co_await resolve();
   if (!where) co_return where.error();
   auto m = co_await connect_master(*where);
@@ -189,6 +267,18 @@ task<result<holder_notices>> master_client::heartbeat(std::string client_id, std
 }
 
 task<result<void>> master_client::unregister_client(std::string client_id) {
+  if (locator_) {
+    // The membership record first (revoking its lease deletes it): a leader
+    // elected from now on does not wait for a client that is leaving.
+    std::int64_t lease = 0;
+    {
+      std::lock_guard lk(locator_->m);
+      lease = std::exchange(locator_->lease, 0);
+      ++locator_->left;
+    }
+    locator_->recorded.store(false);
+    if (lease != 0) (void)co_await locator_->etcd.revoke(lease);
+  }
   auto where = co_await resolve();
   if (!where) co_return where.error();
   auto m = co_await connect_master(*where);

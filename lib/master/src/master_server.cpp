@@ -54,7 +54,9 @@ using detail::set_info;
 struct ha_gate {
   const leader_elector* elector = nullptr;  ///< null: no HA, always serving
   std::atomic<bool> rebuilding{false};
-  std::function<void(const std::string&)> on_register;    ///< HA: record the client in etcd
+  /// HA: record the client in etcd (`own`: it records itself; a record the
+  /// leader wrote for it earlier goes).
+  std::function<void(const std::string&, bool own)> on_register;
   std::function<void(const std::string&)> on_unregister;  ///< HA: forget it
   std::function<void(const std::string&)> on_republished;
   bool serving() const { return elector == nullptr || elector->leading(); }
@@ -80,7 +82,8 @@ class master_impl final : public Master::Server {
     MC_MASTER_GATE();
     auto info = read_info(ctx.getParams().getInfo());
     auto r = md_.register_client(info);
-    if (r && gate_.on_register) gate_.on_register(info.client_id);
+    // A client that keeps its own etcd record needs none from the leader.
+    if (r && gate_.on_register) gate_.on_register(info.client_id, info.own_membership);
     set_status(ctx.getResults().initStatus(), r);
     ctx.getResults().setTerm(gate_.term());
     return kj::READY_NOW;
@@ -343,19 +346,23 @@ struct master_server::impl {
   std::unique_ptr<leader_elector> elector;     ///< HA only
 };
 
-/// HA: the leader records each registered client under
-/// mooncake-store/<cluster>/clients/<id>, attached to one "members" lease it
-/// renews while it leads (TTL: client_ttl, at least 3 leader leases). When
-/// the leader dies the records outlive it by that TTL: the next leader reads
-/// them as the set of clients that must re-publish before a lookup miss may
-/// say object_not_found; a record that lapses (its client died too) ends the
-/// wait for that client.
+/// HA: a client that follows etcd records itself under
+/// mooncake-store/<cluster>/members/<id>, under its own lease
+/// (client_info::own_membership; master_client keeps it); for any other
+/// registered client the leader writes mooncake-store/<cluster>/clients/<id>,
+/// attached to one "members" lease it renews while it leads (TTL:
+/// client_ttl, at least 3 leader leases), which outlives the leader by that
+/// TTL. The next leader reads both as the set of clients that must
+/// re-publish before a lookup miss may say object_not_found; a record that
+/// lapses (its client died) ends the wait for that client.
 struct ha_members {
-  ha_members(mc::runtime::runtime& r, etcd_client e, std::string p, std::int64_t ttl, metadata& m, ha_gate& g)
-      : rt(r), etcd(std::move(e)), prefix(std::move(p)), ttl_s(ttl), md(m), gate(g) {}
+  ha_members(mc::runtime::runtime& r, etcd_client e, std::string p, std::string own, std::int64_t ttl, metadata& m,
+             ha_gate& g)
+      : rt(r), etcd(std::move(e)), prefix(std::move(p)), own_prefix(std::move(own)), ttl_s(ttl), md(m), gate(g) {}
   mc::runtime::runtime& rt;
   etcd_client etcd;
   std::string prefix;
+  std::string own_prefix;  ///< the clients' own records
   std::int64_t ttl_s;
   metadata& md;
   ha_gate& gate;
@@ -379,7 +386,29 @@ task<void> record_member(std::shared_ptr<ha_members> h, std::string id, std::uin
   (void)co_await h->etcd.put(h->prefix + id, id, lease);
 }
 
-task<void> forget_member(std::shared_ptr<ha_members> h, std::string id) { (void)co_await h->etcd.del(h->prefix + id); }
+/// An unregistered or dropped client: its record goes (also the one it keeps
+/// itself: a client the leader declared dead is not waited for by the next
+/// one; it puts its record back when it registers again).
+task<void> forget_member(std::shared_ptr<ha_members> h, std::string id) {
+  (void)co_await h->etcd.del(h->prefix + id);
+  (void)co_await h->etcd.del(h->own_prefix + id);
+}
+
+/// The record the leader wrote for a client that now records itself.
+task<void> forget_leader_record(std::shared_ptr<ha_members> h, std::string id) {
+  (void)co_await h->etcd.del(h->prefix + id);
+}
+
+/// The ids recorded under both prefixes; an error when either read failed.
+task<result<std::set<std::string>>> recorded_members(std::shared_ptr<ha_members> h) {
+  std::set<std::string> ids;
+  for (const auto* prefix : {&h->prefix, &h->own_prefix}) {
+    auto listed = co_await h->etcd.get_prefix(*prefix, 1'000'000);
+    if (!listed) co_return listed.error();
+    for (auto& kv : *listed) ids.insert(kv.key.substr(prefix->size()));
+  }
+  co_return ids;
+}
 
 /// One term's membership lease and rebuild: runs while `term` leads.
 task<void> lead_term(std::shared_ptr<ha_members> h, std::uint64_t term, mc::duration poll) {
@@ -390,9 +419,9 @@ task<void> lead_term(std::shared_ptr<ha_members> h, std::uint64_t term, mc::dura
   std::set<std::string> waiting;
   for (;;) {
     if (!leading()) co_return;
-    auto listed = co_await h->etcd.get_prefix(h->prefix, 1'000'000);
+    auto listed = co_await recorded_members(h);
     if (listed) {
-      for (auto& kv : *listed) waiting.insert(kv.key.substr(h->prefix.size()));
+      waiting = std::move(*listed);
       break;
     }
     auto slept = co_await mc::sleep_for(poll);
@@ -416,7 +445,8 @@ task<void> lead_term(std::shared_ptr<ha_members> h, std::uint64_t term, mc::dura
         lease = 0;
         h->lease.store(0);
         for (auto& c : h->md.clients())
-          boost::asio::co_spawn(h->rt.executor(0), record_member(h, c.info.client_id, term), boost::asio::detached);
+          if (!c.info.own_membership)
+            boost::asio::co_spawn(h->rt.executor(0), record_member(h, c.info.client_id, term), boost::asio::detached);
       }
     }
     if (h->gate.rebuilding.load()) {
@@ -426,11 +456,8 @@ task<void> lead_term(std::shared_ptr<ha_members> h, std::uint64_t term, mc::dura
       }
       if (!waiting.empty()) {
         // A record that lapsed (its client is gone too) ends the wait for it.
-        if (auto listed = co_await h->etcd.get_prefix(h->prefix, 1'000'000); listed) {
-          std::set<std::string> still;
-          for (auto& kv : *listed) still.insert(kv.key.substr(h->prefix.size()));
-          std::erase_if(waiting, [&](const std::string& id) { return !still.contains(id); });
-        }
+        if (auto still = co_await recorded_members(h); still)
+          std::erase_if(waiting, [&](const std::string& id) { return !still->contains(id); });
       }
       if (waiting.empty() && leading()) {
         h->gate.rebuilding.store(false);
@@ -522,12 +549,20 @@ void master_server::start_ha() {
   auto ttl = std::max<std::int64_t>(std::chrono::ceil<std::chrono::seconds>(p.opts.client_ttl).count(),
                                     3 * std::chrono::ceil<std::chrono::seconds>(p.opts.ha_lease_ttl).count());
   p.members = std::make_shared<ha_members>(p.rt, etcd_client(ho.etcd_endpoints, ho.etcd_timeout),
-                                           ha_clients_prefix(p.opts.cluster_id), ttl, p.md, p.gate);
+                                           ha_clients_prefix(p.opts.cluster_id), ha_members_prefix(p.opts.cluster_id),
+                                           ttl, p.md, p.gate);
   auto h = p.members;
   auto poll = std::chrono::duration_cast<mc::duration>(ho.poll);
-  p.gate.on_register = [h](const std::string& id) {
+  p.gate.on_register = [h](const std::string& id, bool own) {
     auto term = h->term.load();
-    if (term != 0) boost::asio::co_spawn(h->rt.executor(0), record_member(h, id, term), boost::asio::detached);
+    if (term == 0) return;
+    if (own)  // one written when it could not write its own (etcd was slow for it) goes
+      boost::asio::co_spawn(h->rt.executor(0), forget_leader_record(h, id), boost::asio::detached);
+    else {
+      std::fprintf(stderr, "mooncake_master: term %llu: recording client %s in etcd for it\n",
+                   static_cast<unsigned long long>(term), id.c_str());
+      boost::asio::co_spawn(h->rt.executor(0), record_member(h, id, term), boost::asio::detached);
+    }
   };
   p.gate.on_unregister = [h](const std::string& id) {
     boost::asio::co_spawn(h->rt.executor(0), forget_member(h, id), boost::asio::detached);

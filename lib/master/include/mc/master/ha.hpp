@@ -37,9 +37,14 @@ namespace mc::master {
 
 /// The leader key of a cluster (Mooncake's layout).
 std::string ha_leader_key(const std::string& cluster_id);
-/// The prefix under which the leader records registered clients (a new
-/// leader waits for these to re-publish before it answers "not found").
+/// The prefix under which the leader records registered clients that do not
+/// record themselves (a new leader waits for these to re-publish before it
+/// answers "not found"), all under one lease the leader renews.
 std::string ha_clients_prefix(const std::string& cluster_id);
+/// The prefix under which clients that follow etcd record themselves, each
+/// under its own lease (client_info::own_membership): a record lives as long
+/// as its client, whatever happens to the masters.
+std::string ha_members_prefix(const std::string& cluster_id);
 /// A cluster id is 1..128 characters of [A-Za-z0-9._-]. Errors: invalid_params.
 result<void> check_cluster_id(const std::string& id);
 

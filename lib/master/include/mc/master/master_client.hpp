@@ -37,6 +37,10 @@ inline constexpr std::size_t max_drops_per_heartbeat = 1024;
 inline constexpr std::size_t max_repairs_per_heartbeat = 64;
 /// Most ids a writeRoutes request may exclude.
 inline constexpr std::size_t max_route_excludes = 64;
+/// HA: the TTL of the lease a client's own membership record lives under
+/// (renewed every third of it, from its heartbeats): how long a new leader
+/// may wait for a client that died.
+inline constexpr std::chrono::seconds membership_lease_ttl{6};
 
 class master_client {
  public:
@@ -62,7 +66,12 @@ class master_client {
 
   /// Registers (or re-registers) the client. With an etcd address, a reply
   /// from a leader older than one already seen is ignored:
-  /// unavailable_in_current_status.
+  /// unavailable_in_current_status. With an etcd address the client also
+  /// records its membership itself first, under its own lease of
+  /// membership_lease_ttl (ha_members_prefix; `own_membership` is then set
+  /// on the registration); when etcd cannot be written the leader records
+  /// it instead. The record lives while heartbeats renew it and goes with
+  /// unregister_client (or when the lease lapses).
   task<result<void>> register_client(client_info info);
   /// Heartbeat (the same rule for an older leader's reply); returns the
   /// holder's queued drop notices (at most max_drops_per_heartbeat), repair
@@ -116,6 +125,13 @@ class master_client {
 
  private:
   struct locator;
+  /// HA: puts `id`'s membership record under its own lease (granted when it
+  /// has none or it lapsed) when `put`, else renews the lease when a third
+  /// of its TTL has passed. Returns whether the record is known to be in
+  /// place. One round at a time per locator (a round already running: its
+  /// state is returned). Never fails: etcd errors leave it for the next
+  /// round. Static: a renewal runs detached and keeps the locator alive.
+  static task<bool> keep_membership(std::shared_ptr<locator> l, std::string id, bool put);
   task<result<std::string>> resolve();
   task<result<std::vector<result<key_info>>>> lookup_once(const std::vector<std::string>& keys);
   task<result<std::vector<result<void>>>> add_replicas_once(std::string client_id, std::vector<publish_item> items,

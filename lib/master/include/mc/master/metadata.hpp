@@ -30,6 +30,9 @@ struct client_info {
   std::uint64_t used = 0;               ///< bytes in use
   std::uint64_t transfer_instance = 0;  ///< its TransferEngine's instance id (0 = unknown)
   std::string http_endpoint;            ///< host:port of its HTTP server (/metrics, /health); "" = none
+  /// HA: the client keeps its own membership record in etcd, under its own
+  /// lease (ha_members_prefix); the leader then records nothing for it.
+  bool own_membership = false;
 };
 
 /// Longest http_endpoint register_client accepts.
