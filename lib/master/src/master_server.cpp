@@ -7,6 +7,7 @@
 #include "mc/rpc/protocol.hpp"
 
 #include "client_info_wire.hpp"
+#include "ha_members.hpp"
 #include "master.capnp.h"
 #include "mc/rpc/capnp.hpp"
 #include "mc/rpc/server.hpp"
@@ -46,22 +47,6 @@ void set_replica(Replica::Builder b, const replica& r) {
 
 using detail::read_info;
 using detail::set_info;
-
-/// Whether this master answers (HA: only while it leads), and the rebuild
-/// after an election: until every client registered in etcd has re-published
-/// to this leader (or its registration lapsed), a lookup miss is "not known
-/// yet" (unavailable_in_current_status), never a false object_not_found.
-struct ha_gate {
-  const leader_elector* elector = nullptr;  ///< null: no HA, always serving
-  std::atomic<bool> rebuilding{false};
-  /// HA: record the client in etcd (`own`: it records itself; a record the
-  /// leader wrote for it earlier goes).
-  std::function<void(const std::string&, bool own)> on_register;
-  std::function<void(const std::string&)> on_unregister;  ///< HA: forget it
-  std::function<void(const std::string&)> on_republished;
-  bool serving() const { return elector == nullptr || elector->leading(); }
-  std::uint64_t term() const { return elector == nullptr ? 0 : elector->term(); }
-};
 
 kj::Promise<void> not_leader() {
   auto name = mc::error_name(errc::unavailable_in_current_status);
@@ -345,134 +330,6 @@ struct master_server::impl {
   std::shared_ptr<struct ha_members> members;  ///< HA only
   std::unique_ptr<leader_elector> elector;     ///< HA only
 };
-
-/// HA: a client that follows etcd records itself under
-/// mooncake-store/<cluster>/members/<id>, under its own lease
-/// (client_info::own_membership; master_client keeps it); for any other
-/// registered client the leader writes mooncake-store/<cluster>/clients/<id>,
-/// attached to one "members" lease it renews while it leads (TTL:
-/// client_ttl, at least 3 leader leases), which outlives the leader by that
-/// TTL. The next leader reads both as the set of clients that must
-/// re-publish before a lookup miss may say object_not_found; a record that
-/// lapses (its client died) ends the wait for that client.
-struct ha_members {
-  ha_members(mc::runtime::runtime& r, etcd_client e, std::string p, std::string own, std::int64_t ttl, metadata& m,
-             ha_gate& g)
-      : rt(r), etcd(std::move(e)), prefix(std::move(p)), own_prefix(std::move(own)), ttl_s(ttl), md(m), gate(g) {}
-  mc::runtime::runtime& rt;
-  etcd_client etcd;
-  std::string prefix;
-  std::string own_prefix;  ///< the clients' own records
-  std::int64_t ttl_s;
-  metadata& md;
-  ha_gate& gate;
-  std::atomic<std::int64_t> lease{0};
-  std::atomic<std::uint64_t> term{0};  ///< the term the lease belongs to (0: not leading)
-  std::atomic<bool> stopping{false};
-  std::mutex m;
-  std::set<std::string> republished;  ///< guarded by m: ids re-published to this term's leader
-};
-
-namespace {
-
-task<void> record_member(std::shared_ptr<ha_members> h, std::string id, std::uint64_t term) {
-  // The lease is granted right after the election: wait for it (bounded).
-  for (int i = 0; i < 100 && h->lease.load() == 0 && h->term.load() == term; ++i) {
-    auto slept = co_await mc::sleep_for(std::chrono::milliseconds(50));
-    if (!slept) co_return;
-  }
-  auto lease = h->lease.load();
-  if (lease == 0 || h->term.load() != term) co_return;
-  (void)co_await h->etcd.put(h->prefix + id, id, lease);
-}
-
-/// An unregistered or dropped client: its record goes (also the one it keeps
-/// itself: a client the leader declared dead is not waited for by the next
-/// one; it puts its record back when it registers again).
-task<void> forget_member(std::shared_ptr<ha_members> h, std::string id) {
-  (void)co_await h->etcd.del(h->prefix + id);
-  (void)co_await h->etcd.del(h->own_prefix + id);
-}
-
-/// The record the leader wrote for a client that now records itself.
-task<void> forget_leader_record(std::shared_ptr<ha_members> h, std::string id) {
-  (void)co_await h->etcd.del(h->prefix + id);
-}
-
-/// The ids recorded under both prefixes; an error when either read failed.
-task<result<std::set<std::string>>> recorded_members(std::shared_ptr<ha_members> h) {
-  std::set<std::string> ids;
-  for (const auto* prefix : {&h->prefix, &h->own_prefix}) {
-    auto listed = co_await h->etcd.get_prefix(*prefix, 1'000'000);
-    if (!listed) co_return listed.error();
-    for (auto& kv : *listed) ids.insert(kv.key.substr(prefix->size()));
-  }
-  co_return ids;
-}
-
-/// One term's membership lease and rebuild: runs while `term` leads.
-task<void> lead_term(std::shared_ptr<ha_members> h, std::uint64_t term, mc::duration poll) {
-  auto t0 = std::chrono::steady_clock::now();
-  auto leading = [&] { return h->term.load() == term && !h->stopping.load(); };
-  // The records of the previous leader's clients, read before our own lease
-  // exists (so none of ours is mistaken for an old one; ours re-publish anyway).
-  std::set<std::string> waiting;
-  for (;;) {
-    if (!leading()) co_return;
-    auto listed = co_await recorded_members(h);
-    if (listed) {
-      waiting = std::move(*listed);
-      break;
-    }
-    auto slept = co_await mc::sleep_for(poll);
-    if (!slept) co_return;
-  }
-  std::fprintf(stderr, "mooncake_master: term %llu: waiting for %zu registered clients to re-publish\n",
-               static_cast<unsigned long long>(term), waiting.size());
-  std::int64_t lease = 0;
-  auto renewed = std::chrono::steady_clock::now();
-  while (leading()) {
-    if (lease == 0) {
-      if (auto g = co_await h->etcd.grant(h->ttl_s); g) {
-        lease = g->id;
-        h->lease.store(lease);
-        renewed = std::chrono::steady_clock::now();
-      }
-    } else if (std::chrono::steady_clock::now() - renewed > std::chrono::seconds(h->ttl_s) / 3) {
-      auto k = co_await h->etcd.keepalive(lease);
-      if (k && *k > 0) renewed = std::chrono::steady_clock::now();
-      if (k && *k == 0) {  // lapsed (etcd unreachable too long): a new lease, records re-put
-        lease = 0;
-        h->lease.store(0);
-        for (auto& c : h->md.clients())
-          if (!c.info.own_membership)
-            boost::asio::co_spawn(h->rt.executor(0), record_member(h, c.info.client_id, term), boost::asio::detached);
-      }
-    }
-    if (h->gate.rebuilding.load()) {
-      {
-        std::lock_guard lk(h->m);
-        for (auto& id : h->republished) waiting.erase(id);
-      }
-      if (!waiting.empty()) {
-        // A record that lapsed (its client is gone too) ends the wait for it.
-        if (auto still = co_await recorded_members(h); still)
-          std::erase_if(waiting, [&](const std::string& id) { return !still->contains(id); });
-      }
-      if (waiting.empty() && leading()) {
-        h->gate.rebuilding.store(false);
-        std::fprintf(
-            stderr, "mooncake_master: term %llu: table rebuilt in %lld ms\n", static_cast<unsigned long long>(term),
-            static_cast<long long>(
-                std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count()));
-      }
-    }
-    auto slept = co_await mc::sleep_for(poll);
-    if (!slept) co_return;
-  }
-}
-
-}  // namespace
 
 master_server::master_server(mc::runtime::runtime& rt, const master_options& opts)
     : impl_(std::make_unique<impl>(rt, opts)) {
