@@ -6,7 +6,8 @@
     readable through it within a loose bound (15 s; the figure is the
     benchmark's, bench/master/failover_bench.py), byte for byte;
  3. a frozen leader (SIGSTOP) is replaced; once woken (SIGCONT) it refuses a
-    write sent straight to it (fencing by its lease), and the values stay;
+    write sent straight to it (fencing by its lease), its table is forgotten
+    (metrics: no key, none waiting to be freed), and the values stay;
  4. a key that never existed is reported missing (no endless "rebuilding");
  5. membership: each node records itself in etcd under its own lease (the
     leader records none for it); the record of a node killed with -9 lapses
@@ -126,7 +127,17 @@ def main():
         err = r.stderr.decode(errors="replace")
         if "UNAVAILABLE_IN_CURRENT_STATUS" not in err:
             fail("the woken old leader answered: %s" % err, c)
-        print("SIGSTOP %s: %s leads; the woken one refuses writes" % (second, third))
+        # The deposed leader forgot its table when it lost the lease: set
+        # aside at once, then freed by its sweep timer (no key left counted).
+        deadline = time.time() + BOUND_S
+        while True:
+            m = c.http(second, "/metrics")[1] or ""
+            if "mc_master_keys 0" in m and "mc_master_retired_keys 0" in m and "mc_master_ha_leader 0" in m:
+                break
+            if time.time() > deadline:
+                fail("the deposed leader still counts keys: %s" % [x for x in m.splitlines() if "keys" in x], c)
+            time.sleep(0.2)
+        print("SIGSTOP %s: %s leads; the woken one refuses writes and has forgotten its table" % (second, third))
         check_all(BOUND_S, "after SIGCONT")
 
         # 4. a key that never existed is missing, not "rebuilding" forever.

@@ -38,13 +38,11 @@ task<void> record_member(std::shared_ptr<ha_members> h, std::string id, std::uin
   (void)co_await h->etcd.put(h->prefix + id, id, lease);
 }
 
-/// An unregistered or dropped client: its record goes (also the one it keeps
-/// itself: a client the leader declared dead is not waited for by the next
-/// one; it puts its record back when it registers again).
-task<void> forget_member(std::shared_ptr<ha_members> h, std::string id) {
-  (void)co_await h->etcd.del(h->prefix + id);
-  (void)co_await h->etcd.del(h->own_prefix + id);
-}
+/// An unregistered or dropped client: the record the leader wrote for it
+/// goes. One a client keeps itself stays while its lease lives (it revokes
+/// it when it unregisters; a dropped client that is alive keeps it, and a
+/// next leader waits for it at most the membership TTL, see lead_term).
+task<void> forget_member(std::shared_ptr<ha_members> h, std::string id) { (void)co_await h->etcd.del(h->prefix + id); }
 
 /// The record the leader wrote for a client that now records itself.
 task<void> forget_leader_record(std::shared_ptr<ha_members> h, std::string id) {
@@ -99,6 +97,14 @@ task<void> lead_term(std::shared_ptr<ha_members> h, std::uint64_t term, mc::dura
         // A record that lapsed (its client is gone too) ends the wait for it.
         if (auto still = co_await recorded_members(h); still)
           std::erase_if(waiting, [&](const std::string& id) { return !still->contains(id); });
+      }
+      if (!waiting.empty() && std::chrono::steady_clock::now() - t0 > std::chrono::seconds(h->ttl_s)) {
+        // Alive in etcd but not back here within the members TTL (e.g. cut
+        // off from the masters only): as a client silent that long, no
+        // longer waited for.
+        std::fprintf(stderr, "mooncake_master: term %llu: %zu recorded clients did not re-publish within %llds\n",
+                     static_cast<unsigned long long>(term), waiting.size(), static_cast<long long>(h->ttl_s));
+        waiting.clear();
       }
       if (waiting.empty() && leading()) {
         h->gate.rebuilding.store(false);

@@ -46,7 +46,9 @@ struct ha_gate {
 /// client_ttl, at least 3 leader leases), which outlives the leader by that
 /// TTL. The next leader reads both as the set of clients that must
 /// re-publish before a lookup miss may say object_not_found; a record that
-/// lapses (its client died) ends the wait for that client.
+/// lapses (its client died) ends the wait for that client, and none is
+/// waited for longer than that TTL (a client alive in etcd but cut off from
+/// the masters).
 struct ha_members {
   ha_members(mc::runtime::runtime& r, etcd_client e, std::string p, std::string own, std::int64_t ttl, metadata& m,
              ha_gate& g)
@@ -67,7 +69,7 @@ struct ha_members {
 
 /// Records `id` under the leader's members lease (once granted) while `term` leads.
 task<void> record_member(std::shared_ptr<ha_members> h, std::string id, std::uint64_t term);
-/// An unregistered or dropped client: both of its records go.
+/// An unregistered or dropped client: the record the leader wrote for it goes.
 task<void> forget_member(std::shared_ptr<ha_members> h, std::string id);
 /// The record the leader wrote for a client that now records itself.
 task<void> forget_leader_record(std::shared_ptr<ha_members> h, std::string id);

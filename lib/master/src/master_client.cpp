@@ -83,6 +83,7 @@ struct master_client::locator {
   std::int64_t lease = 0;                         ///< guarded by m; 0 = none
   std::chrono::steady_clock::time_point renewed;  ///< guarded by m
   std::uint64_t left = 0;                         ///< guarded by m: unregistrations (a round then puts nothing)
+  bool wanted = false;                            ///< guarded by m: registered, the record should exist
 };
 
 task<bool> master_client::keep_membership(std::shared_ptr<locator> l, std::string id, bool put) {
@@ -99,6 +100,7 @@ task<bool> master_client::keep_membership(std::shared_ptr<locator> l, std::strin
     lease = l->lease;
     renewed = l->renewed;
     left = l->left;
+    if (lease == 0 && l->wanted) put = true;  // an earlier round could not write it: now
   }
   const auto now = std::chrono::steady_clock::now();
   if (lease == 0 && !put) co_return false;  // not registered (or left): nothing to renew
@@ -220,7 +222,25 @@ boost::system::error_code master_client::note(boost::system::error_code e) {
 }
 
 task<result<void>> master_client::register_client(client_info info) {
-  if (locator_) info.own_membership = co_await keep_membership(locator_, info.client_id, true);
+  if (locator_) {
+    {
+      std::lock_guard lk(locator_->m);
+      locator_->wanted = true;
+    }
+    // Recorded already (the record outlives failovers): nothing to do here.
+    // Else one attempt of at most a second, so that an unreachable etcd
+    // never holds a registration up; the heartbeats' rounds go on trying.
+    if (locator_->recorded.load()) {
+      info.own_membership = true;
+    } else {
+      auto r = co_await mc::with_deadline(
+          [](std::shared_ptr<locator> l, std::string id) -> task<result<int>> {
+            co_return (co_await keep_membership(std::move(l), std::move(id), true)) ? 1 : 0;
+          }(locator_, info.client_id),
+          std::chrono::seconds(1));
+      info.own_membership = r && *r == 1;
+    }
+  }
   auto where = co_await resolve();
   if (!where) co_return where.error();
   auto m = co_await connect_master(*where);
@@ -275,6 +295,7 @@ task<result<void>> master_client::unregister_client(std::string client_id) {
       std::lock_guard lk(locator_->m);
       lease = std::exchange(locator_->lease, 0);
       ++locator_->left;
+      locator_->wanted = false;
     }
     locator_->recorded.store(false);
     if (lease != 0) (void)co_await locator_->etcd.revoke(lease);
