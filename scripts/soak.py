@@ -446,7 +446,8 @@ class Soak:
         return best
 
     NODE_METRICS = ("mc_client_registered", "mc_client_master_errors_total", "mc_client_resyncs_total",
-                    "mc_client_superseded_drops_total", "mc_client_stale_publishes_total")
+                    "mc_client_superseded_drops_total", "mc_client_stale_publishes_total",
+                    "mc_client_failed_publishes_total")
 
     def probe_loop(self):
         """Every 500 ms: the (leading) master's /clients and each node's /health;

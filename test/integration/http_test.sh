@@ -79,7 +79,7 @@ families_present() {
   local page f
   page=$("${C[@]}" "$1/metrics") || return 1
   for f in mc_client_removal_notices_total mc_client_notice_batches_total mc_client_notice_overflows_total \
-    mc_client_resyncs_total mc_client_superseded_drops_total mc_client_stale_publishes_total \
+    mc_client_resyncs_total mc_client_superseded_drops_total mc_client_stale_publishes_total mc_client_failed_publishes_total \
     mc_client_batch_calls_total mc_client_batch_rpcs_total mc_client_inline_reads_total mc_client_publish_batches_total \
     mc_transfer_same_host_fallbacks_total mc_transfer_revoked_with_grants_total mc_transfer_same_host_grants_held \
     'mc_store_refused_total{reason="overloaded"}' 'mc_store_refused_total{reason="access_denied"}'; do

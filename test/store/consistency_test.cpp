@@ -211,6 +211,56 @@ TEST_SUITE("store consistency") {
     CHECK(checksum(out.data(), out.size()) == checksum(big.data(), big.size()));
   }
 
+  TEST_CASE("a put whose publish failed leaves no copy that a later re-publish could bring back") {
+    // The soak's "resurrected" reads (seed 31, 2026-12-04): puts that timed
+    // out while the master failed over had committed on their owner, whose
+    // publish then failed; the owner kept the copy unpublished, re-published
+    // it to the next leader (which remembers no newer write or remove across
+    // a failover) long after later puts or a remove of the key completed,
+    // and readers got the old value back. A failed publish now drops the
+    // copy before the put returns its error.
+    cluster cl;
+    auto& a = add_with(cl, "a", {}, [](mc::store::client_options&) {});
+    auto& b = add_with(cl, "b", {}, [](mc::store::client_options&) {});
+    auto kept = random_bytes(3 * kib + 5, 1);
+    REQUIRE(cl.on(1, put(b, "kept", kept)));
+    REQUIRE(holder_of(cl, "kept") == "b");
+    // A transferred write makes b ask the master for a's registration (cached
+    // 2 s): warm that cache, so the writes below reach b's commit.
+    auto warm = random_bytes(70 * kib, 2);
+    REQUIRE(late_write(cl, a, b, "warm", warm, a.backend().issue_version(), false));
+    cl.stop_master();
+    std::vector<std::string> failed;
+    for (std::size_t n : {300 * kib + 7, std::size_t{1}, std::size_t{1000}}) {  // transferred, inline, inline
+      auto key = "failed/" + std::to_string(n);
+      auto v = random_bytes(n, 50 + n);
+      auto r = late_write(cl, a, b, key, v, a.backend().issue_version(), n < 64 * kib);
+      REQUIRE(r.has_error());
+      CHECK_FALSE(mc::is(r.error(), mc::errc::superseded));
+      CHECK_MESSAGE(!b.backend().exists(key), key << ": the copy outlived its failed publish");
+      failed.push_back(key);
+    }
+    CHECK(b.stats().failed_publishes == 3);
+    CHECK(b.backend().exists("kept"));
+    cl.start_master();
+    // Both nodes re-register with the new master and re-publish what they hold.
+    REQUIRE(eventually([&] {
+      auto cs = cl.master->state().clients();
+      return cs.size() == 2 && holder_of(cl, "kept") == "b";
+    }));
+    for (auto& key : failed) {
+      CHECK_MESSAGE(holder_of(cl, key).empty(), key << " came back on " << holder_of(cl, key));
+      std::vector<std::uint8_t> out(400 * kib, 0);
+      auto g = cl.on(0, get(a, key, out));
+      REQUIRE(g.has_error());
+      CHECK(mc::is(g.error(), mc::errc::object_not_found));
+    }
+    std::vector<std::uint8_t> out(kept.size(), 0);
+    auto g = cl.on(0, get(a, "kept", out));
+    REQUIRE_MESSAGE(g.has_value(), g.error().message());
+    CHECK(checksum(out.data(), out.size()) == checksum(kept.data(), kept.size()));
+  }
+
   TEST_CASE("a write that reaches its owner after its put gave up never replaces a later value") {
     // The soak's timed-out put: a remote write carries the version its put
     // started with (the requester's hybrid clock). Here it reaches its owner

@@ -26,18 +26,41 @@ struct cluster {
   std::unique_ptr<mc::master::master_server> master;
   std::vector<node> nodes;
   std::vector<std::string> temp_dirs;
+  std::uint16_t master_port = 0;
+  std::function<void(mc::master::master_options&)> tweak_master_;
 
-  explicit cluster(const std::function<void(mc::master::master_options&)>& tweak_master = {}) {
+  explicit cluster(std::function<void(mc::master::master_options&)> tweak_master = {})
+      : tweak_master_(std::move(tweak_master)) {
     master_rt.start();
     mc::master::master_options mo;
     mo.rpc_address = "127.0.0.1";
     mo.rpc_port = 0;
-    if (tweak_master) tweak_master(mo);
+    if (tweak_master_) tweak_master_(mo);
+    master = std::make_unique<mc::master::master_server>(master_rt, mo);
+    REQUIRE(master->start());
+    master_port = master->port();
+  }
+
+  std::string master_address() const { return "127.0.0.1:" + std::to_string(master_port); }
+
+  /// Stops the master: its table is lost, as a killed master's; clients'
+  /// master calls fail until start_master().
+  void stop_master() {
+    master->stop();
+    master.reset();
+  }
+
+  /// Starts an empty master on the port the first one was given (the clients
+  /// re-register with it and re-publish their keys).
+  void start_master() {
+    REQUIRE(!master);
+    mc::master::master_options mo;
+    mo.rpc_address = "127.0.0.1";
+    mo.rpc_port = master_port;
+    if (tweak_master_) tweak_master_(mo);
     master = std::make_unique<mc::master::master_server>(master_rt, mo);
     REQUIRE(master->start());
   }
-
-  std::string master_address() const { return "127.0.0.1:" + std::to_string(master->port()); }
 
   /// Adds a client; `tiers_json` empty = 64 MiB DRAM. "SSD" in it is given a
   /// fresh temp directory through the placeholder @DIR@.
@@ -86,7 +109,7 @@ struct cluster {
       mc::rpc::shutdown(*n.rt);
       n.rt->stop();
     }
-    master->stop();
+    if (master) master->stop();
     mc::rpc::shutdown(master_rt);
     master_rt.stop();
     for (auto& d : temp_dirs) remove_tree(d);

@@ -98,6 +98,9 @@ void ordering_metrics(exposition& e, const mc::store::client_stats& cs) {
            static_cast<double>(cs.superseded_drops));
   e.single("mc_client_stale_publishes_total", "counter",
            "Publishes the master refused as older than the version it had.", static_cast<double>(cs.stale_publishes));
+  e.single("mc_client_failed_publishes_total", "counter",
+           "Puts whose publish to the master failed; their copy was dropped (never re-published later).",
+           static_cast<double>(cs.failed_publishes));
   e.single("mc_client_publish_batches_total", "counter",
            "addReplicas calls publishes went out in (concurrent puts are group-committed).",
            static_cast<double>(cs.publish_batches));

@@ -296,6 +296,7 @@ client_stats client::stats() const {
   out.remote_read_bytes = s.remote_read_bytes.load(r);
   out.publish_batches = s.publish_batches.load(r);
   out.publishes = s.publishes.load(r);
+  out.failed_publishes = s.failed_publishes.load(r);
   out.write_routes = s.write_routes.load(r);
   out.write_route_lease_hits = s.write_route_lease_hits.load(r);
   out.replication_incomplete = s.replication_incomplete.load(r);

@@ -80,6 +80,16 @@ task<void> client::impl::flush_publishes() {
         if (!(*r)[k] && mc::is((*r)[k].error(), errc::client_not_found)) outcomes[k] = reg;
     }
   }
+  // A put whose publish failed returns that error, so its copy must not
+  // outlive it: kept, it would come back with this node's next re-publish
+  // (after a failover the new leader remembers no newer write or remove of
+  // the key), long after later puts or a remove completed. If the master did
+  // record it (the reply was lost), the drop's removal notice clears that.
+  for (std::size_t k = 0; k < batch.size(); ++k) {
+    if (outcomes[k] || mc::is(outcomes[k].error(), errc::superseded)) continue;  // superseded: dropped above
+    stats.failed_publishes.fetch_add(1, relaxed);
+    (void)backend->drop_superseded(batch[k]->item.key, batch[k]->item.version);
+  }
   std::lock_guard lk(publish_mu);
   for (std::size_t k = 0; k < batch.size(); ++k) batch[k]->outcome = std::move(outcomes[k]);
 }

@@ -86,6 +86,9 @@ struct client_stats {
   std::uint64_t resyncs = 0;           ///< full re-publishes of the key set (registration, overflow)
   std::uint64_t superseded_drops = 0;  ///< local copies dropped: a newer write elsewhere superseded them
   std::uint64_t stale_publishes = 0;   ///< publishes the master refused as older than what it had
+  /// Puts whose publish failed (the put returned the error): their copy was
+  /// dropped, so that no later re-publish brings it back.
+  std::uint64_t failed_publishes = 0;
   /// Batches (batch_get / batch_put and their _parts forms, batch_exists).
   std::uint64_t batch_calls = 0;
   std::uint64_t batch_keys = 0;
