@@ -64,6 +64,19 @@ mc::task<void> versions_over_rpc(std::string addr) {
   REQUIRE(hb->drops.size() == 1);
   CHECK(hb->drops[0].key == "k");
   CHECK(hb->drops[0].version == 50);
+  REQUIRE(hb->notice_id != 0);
+  // Not acknowledged (the reply might have been lost): sent again, the same.
+  auto hb2 = co_await m.heartbeat("a", 0, 1000);
+  REQUIRE(hb2.has_value());
+  REQUIRE(hb2->drops.size() == 1);
+  CHECK(hb2->drops[0].key == "k");
+  CHECK(hb2->notice_id == hb->notice_id);
+  CHECK(hb2->notice_epoch == hb->notice_epoch);
+  // Acknowledged: gone.
+  auto hb3 = co_await m.heartbeat("a", 0, 1000, mc::master::notice_ack{hb->notice_epoch, hb->notice_id});
+  REQUIRE(hb3.has_value());
+  CHECK(hb3->drops.empty());
+  CHECK(hb3->notice_id == 0);
   // An older put of k arriving now (from a) is refused across the wire: SUPERSEDED.
   items_t late{{"k", 32, 55}};
   auto refused = co_await m.add_replicas("a", std::move(late));

@@ -497,6 +497,78 @@ TEST_SUITE("master metadata") {
     CHECK(m.take_notices("a", 10).drops.at(0).version == 108);
   }
 
+  TEST_CASE("acknowledged drop notices: a reply that was lost is sent again until the holder acknowledges it") {
+    // The lost-notice mechanism of a "resurrected" read: a drop notice went
+    // out in a heartbeat reply that never arrived; the holder kept its old
+    // copy and re-published it to the next leader after a failover.
+    using mc::master::notice_ack;
+    metadata m;
+    REQUIRE(m.register_client(client("a")));
+    REQUIRE(m.register_client(client("b")));
+    REQUIRE(m.add_replica("k1", "a", 8, 10));
+    REQUIRE(m.add_replica("k1", "b", 8, 11));  // a's k1@10 superseded: a drop for a
+    auto first = m.take_notices("a", 10, 0, notice_ack{});
+    REQUIRE(first.drops.size() == 1);
+    CHECK(first.drops[0].key == "k1");
+    CHECK(first.drops[0].version == 10);
+    CHECK(first.notice_epoch != 0);
+    CHECK(first.notice_id != 0);
+    // A newer drop queues behind the unacknowledged reply.
+    REQUIRE(m.add_replica("k2", "a", 8, 20));
+    REQUIRE(m.add_replica("k2", "b", 8, 21));
+    // The reply was lost: the next heartbeat acknowledges nothing (or an
+    // older reply, or names another epoch) and gets the same notices again.
+    for (auto ack : {notice_ack{}, notice_ack{first.notice_epoch, first.notice_id - 1},
+                     notice_ack{first.notice_epoch + 1, first.notice_id}}) {
+      auto again = m.take_notices("a", 10, 0, ack);
+      REQUIRE(again.drops.size() == 1);
+      CHECK(again.drops[0].key == "k1");
+      CHECK(again.notice_epoch == first.notice_epoch);
+      CHECK(again.notice_id == first.notice_id);
+    }
+    CHECK(m.ordering().notices_resent == 3);
+    // Acknowledged: the next notices go out under a new id.
+    auto second = m.take_notices("a", 10, 0, notice_ack{first.notice_epoch, first.notice_id});
+    REQUIRE(second.drops.size() == 1);
+    CHECK(second.drops[0].key == "k2");
+    CHECK(second.notice_id > first.notice_id);
+    auto none = m.take_notices("a", 10, 0, notice_ack{second.notice_epoch, second.notice_id});
+    CHECK(none.drops.empty());
+    CHECK_FALSE(none.resync);
+    CHECK(none.notice_id == 0);
+    // An acknowledgement of a reply already acknowledged changes nothing.
+    CHECK(m.take_notices("a", 10, 0, notice_ack{second.notice_epoch, second.notice_id}).drops.empty());
+    // A resync request is acknowledged the same way.
+    mc::master::metadata_options o;
+    o.max_pending_drops = 2;
+    metadata small(o);
+    REQUIRE(small.register_client(client("a")));
+    REQUIRE(small.register_client(client("b")));
+    for (int i = 0; i < 3; ++i) {
+      auto key = mc::test::numbered("o", static_cast<std::uint64_t>(i));
+      REQUIRE(small.add_replica(key, "a", 8, 1));
+      REQUIRE(small.add_replica(key, "b", 8, 2));
+    }
+    auto r1 = small.take_notices("a", 10, 0, notice_ack{});
+    CHECK(r1.resync);
+    CHECK(r1.drops.empty());
+    REQUIRE(r1.notice_id != 0);
+    CHECK(small.take_notices("a", 10, 0, notice_ack{}).resync);  // lost: asked again
+    CHECK_FALSE(small.take_notices("a", 10, 0, notice_ack{r1.notice_epoch, r1.notice_id}).resync);
+    // A client registered anew (after unregistering) has another epoch: an
+    // acknowledgement meant for its earlier entry does not match.
+    REQUIRE(m.unregister_client("a"));
+    REQUIRE(m.register_client(client("a")));
+    REQUIRE(m.add_replica("k3", "a", 8, 30));
+    REQUIRE(m.add_replica("k3", "b", 8, 31));
+    auto fresh = m.take_notices("a", 10, 0, notice_ack{});
+    REQUIRE(fresh.drops.size() == 1);
+    CHECK(fresh.notice_epoch != first.notice_epoch);
+    CHECK(m.take_notices("a", 10, 0, notice_ack{first.notice_epoch, fresh.notice_id}).drops.size() == 1);
+    // Without an acknowledgement argument, notices are handed out once.
+    CHECK(m.take_notices("b", 10).drops.empty());
+  }
+
   TEST_CASE("across holders a key's puts are ordered by version: a late publish never replaces a newer value") {
     // The soak's timed-out write: a put (version 200) was committed by its
     // owner b, whose publish arrived only after the requester had given up

@@ -114,6 +114,15 @@ void add_master_endpoints(server& s, mc::master::master_server& m, node_status& 
                "Keys of a table set aside when this master stopped leading, not freed yet.",
                static_cast<double>(ts.retired_keys));
     }
+    {
+      auto os = md.ordering();
+      e.single("mc_master_drop_notice_overflows_total", "counter",
+               "Times a holder's drop-notice queue overflowed (the holder was asked to re-publish everything).",
+               static_cast<double>(os.notice_overflows));
+      e.single("mc_master_drop_notices_resent_total", "counter",
+               "Drop notices sent again because the holder did not acknowledge the reply that carried them.",
+               static_cast<double>(os.notices_resent));
+    }
     std::uint64_t cap = 0, used = 0;
     for (auto& c : clients) {
       cap += c.info.capacity;

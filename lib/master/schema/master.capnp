@@ -71,8 +71,13 @@ interface Master {
   # The reply carries drop notices for copies superseded by a newer publish
   # elsewhere (at most 1024 per reply) and `resync` when they overflowed.
   # `repairs`: copies to make (at most 64 per reply).
-  heartbeat @1 (clientId :Text, used :UInt64, capacity :UInt64)
-      -> (status :Status, drops :List(KeyVersion), resync :Bool, term :UInt64, repairs :List(RepairTask));
+  # Acknowledged delivery: a reply with noticeId != 0 carries drops/resync
+  # the master sends again in every reply until a heartbeat acknowledges them
+  # (ackEpoch/ackId = that reply's noticeEpoch/noticeId, sent once the client
+  # applied them); 0/0 acknowledges nothing.
+  heartbeat @1 (clientId :Text, used :UInt64, capacity :UInt64, ackEpoch :UInt64, ackId :UInt64)
+      -> (status :Status, drops :List(KeyVersion), resync :Bool, term :UInt64, repairs :List(RepairTask),
+          noticeEpoch :UInt64, noticeId :UInt64);
   unregisterClient @2 (clientId :Text) -> (status :Status);
   # republish: re-announcing held copies (supersedes a live holder only when
   # newer; SUPERSEDED otherwise);

@@ -253,8 +253,8 @@ task<result<void>> master_client::register_client(client_info info) {
   co_return from_status(r->getStatus());
 }
 
-task<result<holder_notices>> master_client::heartbeat(std::string client_id, std::uint64_t used,
-                                                      std::uint64_t capacity) {
+task<result<holder_notices>> master_client::heartbeat(std::string client_id, std::uint64_t used, std::uint64_t capacity,
+                                                      notice_ack ack) {
   if (locator_) {
     // The membership lease is renewed beside each heartbeat, whatever the
     // master answers (the record must outlive a failover), never in its way
@@ -270,6 +270,8 @@ task<result<holder_notices>> master_client::heartbeat(std::string client_id, std
   req.setClientId(text(client_id));
   req.setUsed(used);
   req.setCapacity(capacity);
+  req.setAckEpoch(ack.epoch);
+  req.setAckId(ack.id);
   auto r = co_await mc::rpc::call(req.send(), timeout_);
   if (!r) co_return note(r.error());
   if (stale_term(r->getTerm())) co_return fail(errc::unavailable_in_current_status);
@@ -280,6 +282,8 @@ task<result<holder_notices>> master_client::heartbeat(std::string client_id, std
   if (repairs.size() > max_repairs_per_heartbeat) co_return fail(errc::rpc_fail);
   holder_notices out;
   out.resync = r->getResync();
+  out.notice_epoch = r->getNoticeEpoch();
+  out.notice_id = r->getNoticeId();
   for (auto d : drops) out.drops.push_back({str(d.getKey()), d.getVersion()});
   for (auto t : repairs)
     out.repairs.push_back({str(t.getKey()), t.getVersion(), t.getReplication(), read_replica(t.getTarget())});

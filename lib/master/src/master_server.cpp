@@ -82,8 +82,11 @@ class master_impl final : public Master::Server {
     set_status(res.initStatus(), hb);
     res.setTerm(gate_.term());
     if (!hb) return kj::READY_NOW;
-    auto notices = md_.take_notices(id, max_drops_per_heartbeat, max_repairs_per_heartbeat);
+    auto notices = md_.take_notices(id, max_drops_per_heartbeat, max_repairs_per_heartbeat,
+                                    notice_ack{p.getAckEpoch(), p.getAckId()});
     res.setResync(notices.resync);
+    res.setNoticeEpoch(notices.notice_epoch);
+    res.setNoticeId(notices.notice_id);
     auto drops = res.initDrops(static_cast<unsigned>(notices.drops.size()));
     for (unsigned i = 0; i < notices.drops.size(); ++i) {
       drops[i].setKey(text(notices.drops[i].key));

@@ -83,6 +83,8 @@ result<void> metadata::register_client(const client_info& info) {
   auto& e = clients_[info.client_id];
   if (!e) {
     e = std::make_shared<client_entry>();
+    e->notice_epoch = slots_->next_notice_epoch++;
+    if (e->notice_epoch == 0) e->notice_epoch = slots_->next_notice_epoch++;
     e->slot = slots_->bind(info.client_id);
     slots_->slots[e->slot].client = e.get();
   } else if ((e->info.rpc_endpoint != info.rpc_endpoint || e->info.transfer_endpoint != info.transfer_endpoint) &&

@@ -13,6 +13,7 @@
 #include <memory>
 #include <mutex>
 #include <new>
+#include <random>
 #include <string_view>
 #include <unordered_map>
 #include <unordered_set>
@@ -30,6 +31,14 @@ struct metadata::client_entry {
   // metadata_options::max_pending_drops; `resync` once they overflowed.
   std::deque<key_version> drops;
   bool resync = false;
+  // Guarded by clients_mu_: acknowledged delivery (take_notices with an ack).
+  // The drops and resync flag of the last reply, sent again until the holder
+  // acknowledges (notice_epoch, sent_id); sent_id 0: none outstanding.
+  std::uint64_t notice_epoch = 0;  ///< distinct per entry (slot_table::next_notice_epoch)
+  std::uint64_t sent_id = 0;
+  std::uint64_t last_id = 0;
+  std::vector<key_version> sent_drops;
+  bool sent_resync = false;
   // Guarded by clients_mu_: repairs to run (bounded by max_repairs_queued).
   std::deque<repair_task> repairs;
   static constexpr std::size_t max_repairs_queued = 1024;
@@ -69,6 +78,9 @@ struct metadata::slot_table {
     }
   };
   std::deque<slot> slots;  // a deque: slots never move
+  /// Notice epochs of new client entries: random start (a holder's ack from
+  /// an earlier master or registration never matches), then counted.
+  std::uint64_t next_notice_epoch = std::random_device{}() | (std::uint64_t{std::random_device{}()} << 32) | 1;
   std::vector<std::uint32_t> free;
   std::unordered_map<std::string, std::uint32_t> by_id;
 
@@ -348,7 +360,8 @@ struct metadata::retired_tables {
 };
 
 struct metadata::counters {
-  std::atomic<std::uint64_t> stale_publishes{0}, stale_removals{0}, superseded{0}, notice_overflows{0};
+  std::atomic<std::uint64_t> stale_publishes{0}, stale_removals{0}, superseded{0}, notice_overflows{0},
+      notices_resent{0};
   /// Passes over the whole table to drop holders' entries, and those skipped
   /// (table_stats).
   std::atomic<std::uint64_t> scans{0}, scans_skipped{0};

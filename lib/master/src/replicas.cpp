@@ -346,16 +346,38 @@ result<metadata::removal_page> metadata::remove_matching(const std::string& patt
   return page;
 }
 
-holder_notices metadata::take_notices(const std::string& client_id, std::size_t max, std::size_t max_repairs) {
+holder_notices metadata::take_notices(const std::string& client_id, std::size_t max, std::size_t max_repairs,
+                                      std::optional<notice_ack> ack) {
   holder_notices out;
   std::lock_guard lk(clients_mu_);
   auto it = clients_.find(client_id);
   if (it == clients_.end()) return out;
   auto& c = *it->second;
-  auto n = std::min(max, c.drops.size());
-  out.drops.assign(std::make_move_iterator(c.drops.begin()), std::make_move_iterator(c.drops.begin() + n));
-  c.drops.erase(c.drops.begin(), c.drops.begin() + n);
-  out.resync = std::exchange(c.resync, false);
+  if (!ack) {
+    auto n = std::min(max, c.drops.size());
+    out.drops.assign(std::make_move_iterator(c.drops.begin()), std::make_move_iterator(c.drops.begin() + n));
+    c.drops.erase(c.drops.begin(), c.drops.begin() + n);
+    out.resync = std::exchange(c.resync, false);
+  } else {
+    if (c.sent_id != 0 && ack->epoch == c.notice_epoch && ack->id == c.sent_id) {
+      c.sent_id = 0;  // delivered and applied
+      c.sent_drops.clear();
+      c.sent_resync = false;
+    }
+    if (c.sent_id == 0) {
+      auto n = std::min(max, c.drops.size());
+      c.sent_drops.assign(std::make_move_iterator(c.drops.begin()), std::make_move_iterator(c.drops.begin() + n));
+      c.drops.erase(c.drops.begin(), c.drops.begin() + n);
+      c.sent_resync = std::exchange(c.resync, false);
+      if (!c.sent_drops.empty() || c.sent_resync) c.sent_id = ++c.last_id;
+    } else {
+      counters_->notices_resent.fetch_add(c.sent_drops.size(), relaxed);
+    }
+    out.drops = c.sent_drops;
+    out.resync = c.sent_resync;
+    out.notice_epoch = c.notice_epoch;
+    out.notice_id = c.sent_id;
+  }
   auto r = std::min(max_repairs, c.repairs.size());
   out.repairs.assign(std::make_move_iterator(c.repairs.begin()), std::make_move_iterator(c.repairs.begin() + r));
   c.repairs.erase(c.repairs.begin(), c.repairs.begin() + r);
@@ -364,7 +386,8 @@ holder_notices metadata::take_notices(const std::string& client_id, std::size_t 
 
 ordering_stats metadata::ordering() const {
   return {counters_->stale_publishes.load(relaxed), counters_->stale_removals.load(relaxed),
-          counters_->superseded.load(relaxed), counters_->notice_overflows.load(relaxed)};
+          counters_->superseded.load(relaxed), counters_->notice_overflows.load(relaxed),
+          counters_->notices_resent.load(relaxed)};
 }
 
 void metadata::forget_removals() {

@@ -25,7 +25,9 @@
 #include <functional>
 #include <list>
 #include <map>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "codec.hpp"
@@ -188,6 +190,12 @@ struct m_client {
   md::client_info info;
   std::deque<md::key_version> drops;
   bool resync = false;
+  // Acknowledged delivery (take_notices with an ack): the notices handed out
+  // and not acknowledged yet (out_id 0: none), and the last reply's ack.
+  std::vector<md::key_version> sent;
+  bool sent_resync = false;
+  std::uint64_t out_id = 0, epoch = 0;
+  md::notice_ack last;
 };
 
 /// metadata_options::removed_key_bytes of the target: small, so that the
@@ -199,6 +207,7 @@ struct model {
   std::map<std::string, m_client> clients;
   std::map<std::string, m_entry> keys;
   md::ordering_stats stats;
+  std::uint64_t notice_calls = 0;  ///< take_notices ops so far (their mode)
   // Per shard: removed keys and their newest version, oldest removal first.
   struct graves_of_shard {
     std::list<std::pair<std::string, std::uint64_t>> order;
@@ -571,20 +580,54 @@ void apply(md::metadata& real, model& m, const op& o) {
       break;
     }
     case op_kind::take_notices: {
-      auto n = real.take_notices(o.id, o.a);
+      // The mode follows the count of these ops (no field of its own, so the
+      // corpus keeps decoding as before): handed out once (no ack), the last
+      // reply acknowledged, or nothing acknowledged (a lost reply).
+      const auto mode = m.notice_calls++ % 3;
       auto it = m.clients.find(o.id);
+      std::optional<md::notice_ack> ack;
+      if (mode == 1) ack = it != m.clients.end() ? it->second.last : md::notice_ack{};
+      if (mode == 2) ack = md::notice_ack{};
+      auto n = real.take_notices(o.id, o.a, 0, ack);
       if (it == m.clients.end()) {
-        MC_FUZZ_CHECK(n.drops.empty() && !n.resync);
+        MC_FUZZ_CHECK(n.drops.empty() && !n.resync && n.notice_id == 0);
         break;
       }
       auto& c = it->second;
-      auto k = std::min<std::size_t>(o.a, c.drops.size());
-      MC_FUZZ_CHECK(n.drops.size() == k);
-      for (std::size_t i = 0; i < k; ++i)
-        MC_FUZZ_CHECK(n.drops[i].key == c.drops[i].key && n.drops[i].version == c.drops[i].version);
-      c.drops.erase(c.drops.begin(), c.drops.begin() + static_cast<std::ptrdiff_t>(k));
-      MC_FUZZ_CHECK(n.resync == c.resync);
-      c.resync = false;
+      if (!ack) {
+        auto k = std::min<std::size_t>(o.a, c.drops.size());
+        MC_FUZZ_CHECK(n.drops.size() == k);
+        for (std::size_t i = 0; i < k; ++i)
+          MC_FUZZ_CHECK(n.drops[i].key == c.drops[i].key && n.drops[i].version == c.drops[i].version);
+        c.drops.erase(c.drops.begin(), c.drops.begin() + static_cast<std::ptrdiff_t>(k));
+        MC_FUZZ_CHECK(n.resync == c.resync);
+        c.resync = false;
+        break;
+      }
+      if (c.out_id != 0 && ack->epoch == c.epoch && ack->id == c.out_id) {
+        c.out_id = 0;
+        c.sent.clear();
+        c.sent_resync = false;
+      }
+      if (c.out_id == 0) {
+        auto k = std::min<std::size_t>(o.a, c.drops.size());
+        c.sent.assign(c.drops.begin(), c.drops.begin() + static_cast<std::ptrdiff_t>(k));
+        c.drops.erase(c.drops.begin(), c.drops.begin() + static_cast<std::ptrdiff_t>(k));
+        c.sent_resync = std::exchange(c.resync, false);
+        if (!c.sent.empty() || c.sent_resync) {
+          MC_FUZZ_CHECK(n.notice_id != 0 && n.notice_id != c.last.id);  // a new id
+          if (c.epoch != 0) MC_FUZZ_CHECK(n.notice_epoch == c.epoch);
+          c.out_id = n.notice_id;
+          c.epoch = n.notice_epoch;
+        }
+      } else {
+        m.stats.notices_resent += c.sent.size();
+      }
+      MC_FUZZ_CHECK(n.notice_id == c.out_id);
+      MC_FUZZ_CHECK(n.drops.size() == c.sent.size() && n.resync == c.sent_resync);
+      for (std::size_t i = 0; i < n.drops.size() && i < c.sent.size(); ++i)
+        MC_FUZZ_CHECK(n.drops[i].key == c.sent[i].key && n.drops[i].version == c.sent[i].version);
+      if (n.notice_id != 0) c.last = {n.notice_epoch, n.notice_id};
       break;
     }
     case op_kind::find_client: {
@@ -684,6 +727,7 @@ void apply(md::metadata& real, model& m, const op& o) {
   MC_FUZZ_CHECK(o2.stale_removals == m.stats.stale_removals);
   MC_FUZZ_CHECK(o2.superseded == m.stats.superseded);
   MC_FUZZ_CHECK(o2.notice_overflows == m.stats.notice_overflows);
+  MC_FUZZ_CHECK(o2.notices_resent == m.stats.notices_resent);
 }
 
 void run(const header& h, const std::vector<op>& ops) {

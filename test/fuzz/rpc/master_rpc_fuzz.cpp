@@ -48,8 +48,10 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <map>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "bootstrap.capnp.h"
@@ -342,6 +344,10 @@ std::string escaped(const std::string& s) {
 std::uint64_t free_of(const md::client_info& i) { return i.capacity > i.used ? i.capacity - i.used : 0; }
 
 /// Runs one typed op over RPC and against the shadow; records stats.
+/// Per client id: the last heartbeat reply's notice acknowledgement, from
+/// the real master and from the shadow (reset per input).
+std::map<std::string, std::pair<md::notice_ack, md::notice_ack>> acks;
+
 mc::task<void> typed(Master::Client& m, const mop& o, md::metadata& sh, std::set<std::string>& named) {
   bool reached = false, ok = false;
   const char* name = method_names[o.method];
@@ -368,20 +374,35 @@ mc::task<void> typed(Master::Client& m, const mop& o, md::metadata& sh, std::set
       break;
     }
     case m_heartbeat: {
+      // The acknowledgement: by used % 3 none, the last reply's (the real
+      // master's and the shadow's epochs differ: each gets its own), or a
+      // made-up one (never matches a random epoch).
+      md::notice_ack real_ack, shadow_ack;
+      if (o.a % 3 == 1) {
+        if (auto it = acks.find(o.id); it != acks.end()) std::tie(real_ack, shadow_ack) = it->second;
+      } else if (o.a % 3 == 2) {
+        real_ack = shadow_ack = md::notice_ack{o.b, o.a};
+      }
       auto req = m.heartbeatRequest();
       req.setClientId(text(o.id));
       req.setUsed(o.a);
       req.setCapacity(o.b);
+      req.setAckEpoch(real_ack.epoch);
+      req.setAckId(real_ack.id);
       auto r = co_await mc::rpc::call(req.send(), call_timeout);
       MC_FUZZ_CHECK(r.has_value());
       auto want = code(sh.heartbeat(o.id, o.a, o.b));
       MC_FUZZ_CHECK(r->getStatus().getCode() == want);
       if (want == 0) {
-        auto n = sh.take_notices(o.id, md::max_drops_per_heartbeat);
+        auto n = sh.take_notices(o.id, md::max_drops_per_heartbeat, 0, shadow_ack);
         auto drops = r->getDrops();
         MC_FUZZ_CHECK(drops.size() == n.drops.size() && r->getResync() == n.resync);
         for (unsigned i = 0; i < drops.size(); ++i)
           MC_FUZZ_CHECK(str(drops[i].getKey()) == n.drops[i].key && drops[i].getVersion() == n.drops[i].version);
+        MC_FUZZ_CHECK((r->getNoticeId() == 0) == (n.notice_id == 0));
+        if (n.notice_id != 0 && acks.size() < 256)
+          acks[o.id] = {md::notice_ack{r->getNoticeEpoch(), r->getNoticeId()},
+                        md::notice_ack{n.notice_epoch, n.notice_id}};
       }
       reached = !validation(want), ok = want == 0;
       break;
@@ -681,6 +702,7 @@ mc::task<void> run_one(const mop& o, md::metadata& shadow, std::set<std::string>
 
 void run(const std::vector<mop>& ops) {
   reset_server();
+  acks.clear();
   md::metadata shadow(shadow_options());
   std::set<std::string> named;
   bool raw = false;

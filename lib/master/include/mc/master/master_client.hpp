@@ -76,8 +76,11 @@ class master_client {
   /// Heartbeat (the same rule for an older leader's reply); returns the
   /// holder's queued drop notices (at most max_drops_per_heartbeat), repair
   /// tasks (at most max_repairs_per_heartbeat; longer lists are rpc_fail)
-  /// and resync flag.
-  task<result<holder_notices>> heartbeat(std::string client_id, std::uint64_t used, std::uint64_t capacity);
+  /// and resync flag. `ack`: the notice_epoch/notice_id of the last reply
+  /// whose drops and resync the caller applied (the master sends them again
+  /// until acknowledged; see metadata::take_notices).
+  task<result<holder_notices>> heartbeat(std::string client_id, std::uint64_t used, std::uint64_t capacity,
+                                         notice_ack ack = {});
   task<result<void>> unregister_client(std::string client_id);
   /// Publishes; one result per item, in order (see metadata::add_replica:
   /// invalid_version = refused as stale or superseded).

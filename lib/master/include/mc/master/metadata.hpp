@@ -151,6 +151,18 @@ struct holder_notices {
   bool resync = false;
   /// Copies this holder should make for under-replicated keys.
   std::vector<repair_task> repairs;
+  /// What the holder acknowledges with its next heartbeat (notice_ack) once
+  /// it applied `drops` and `resync`: until then the master sends the same
+  /// ones again. id 0: nothing to acknowledge.
+  std::uint64_t notice_epoch = 0;
+  std::uint64_t notice_id = 0;
+};
+
+/// A holder's acknowledgement of the notices of a heartbeat reply: that
+/// reply's holder_notices::notice_epoch and notice_id (0, 0: none yet).
+struct notice_ack {
+  std::uint64_t epoch = 0;
+  std::uint64_t id = 0;
 };
 
 /// Counters of the ordering rules (for /metrics).
@@ -159,6 +171,7 @@ struct ordering_stats {
   std::uint64_t stale_removals = 0;    ///< removals ignored: the (key, holder) entry is newer
   std::uint64_t superseded = 0;        ///< holders dropped from a key's routes by another holder's publish
   std::uint64_t notice_overflows = 0;  ///< a holder's drop queue overflowed (resync requested)
+  std::uint64_t notices_resent = 0;    ///< drop notices sent again: their reply was not acknowledged
 };
 
 /// The cost of dropping holders' entries (for /metrics): a holder's entries
@@ -282,7 +295,16 @@ class metadata {
   result<std::uint64_t> finish_republish(const std::string& client_id, std::uint64_t epoch);
   /// Takes up to `max` queued drop notices, up to `max_repairs` repair tasks
   /// and the resync flag of a holder (empty for an unknown client).
-  holder_notices take_notices(const std::string& client_id, std::size_t max, std::size_t max_repairs = 0);
+  /// Without `ack` the notices taken are gone from the master. With one
+  /// (what a heartbeat carries), delivery is acknowledged: the drops and
+  /// resync flag handed out are kept and handed out again, under the same
+  /// notice_epoch/notice_id, until a call whose `ack` names them (the holder
+  /// applied them); only then are the next ones taken from the queue. A lost
+  /// reply thus loses no notice (applying one twice is harmless: a drop
+  /// removes only a copy not newer than its version). Repair tasks are not
+  /// acknowledged (a repair not done in time is planned again). Thread-safe.
+  holder_notices take_notices(const std::string& client_id, std::size_t max, std::size_t max_repairs = 0,
+                              std::optional<notice_ack> ack = std::nullopt);
   /// Plans repairs of replicated keys with fewer live copies than asked (and
   /// at least one; a copy counts while its holder is registered, also when
   /// suspect: only a holder declared dead and dropped loses its copies): for
