@@ -11,6 +11,7 @@ pkgs=(
   doctest-dev libtomlplusplus-dev libibverbs-dev librdmacm-dev
   iproute2 procps
   nftables        # packet loss on the chaos soak's links (scripts/soak.py: no netem here); rates use tc (iproute2)
+  gdb             # the chaos soak records the native stacks of a hung workload process (test/soak/worker.py)
   prometheus curl
   pybind11-dev python3-dev python3-pytest  # the Python API (python/) and its tests
   systemd         # systemd-analyze verify of conf/systemd (test/install/systemd_test.sh)

@@ -105,6 +105,10 @@ class Analyzer:
                 op = r.get("op")
                 if op == "connect":
                     continue
+                if op == "hung":  # the worker's watchdog: still running after worker.HANG_AFTER s
+                    self.viol("hung", f"w{w} op {r['i']} {r['what']} {r['k'][:3]} started at {r['t0']:.3f} still "
+                                      f"running after {r['t1'] - r['t0']:.0f} s (stacks: ops-w{w}.jsonl.hung.txt)")
+                    continue
                 o = self.outcomes.setdefault(op, {})
                 for rc in r["rc"]:
                     o[code_name(rc)] = o.get(code_name(rc), 0) + 1

@@ -75,6 +75,8 @@ expect(run("tiny garbage", [read(3.5, "tiny:" + "00" * 12)]), ["integrity"])
 expect(run("torn value", [read(3.5, None, rc=5000, bad=["w0/k000: torn"])]), ["integrity"])
 expect(run("deadline", [dict(read(3.5, 2), t1=3.5 + 16.0)]), ["deadline"])
 expect(run("spurious overflow", [read(3.5, None, rc=-10)]), ["overflow"])
+expect(run("hung operation", [read(3.5, 2), {"op": "hung", "i": 1, "what": "get_batch", "k": ["w0/k000"],
+                                            "t0": 4.0, "t1": 64.0, "rc": []}]), ["hung"])
 lost = [{"i": 4, "op": "upsert", "k": ["w0/k000"], "v": [5], "n": [100], "rc": [0], "t0": 30.0, "t1": 30.1}]
 expect(run("lost key", [], writes_extra=lost), ["liveness"])
 expect(run("lost key, holder killed", [], writes_extra=lost,

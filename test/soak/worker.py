@@ -19,7 +19,9 @@ import ctypes
 import json
 import os
 import random
+import shutil
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -108,6 +110,10 @@ class Log:
             if now - self.last > 0.5:
                 self.f.flush()
                 self.last = now
+
+    def flush(self):
+        with self.lock:
+            self.f.flush()
 
     def close(self):
         self.f.flush()
@@ -204,9 +210,54 @@ def run_op(s, o, rbuf, wbuf):
     return rec
 
 
+HANG_AFTER = 60.0  # s: an operation still running this long is reported as hung
+
+
+class HangWatch:
+    """A daemon thread that reports an operation still running after
+    HANG_AFTER seconds: a {"op": "hung"} record in the log (the analyzer's
+    "hung" violation) and, once per process, every thread's native stack
+    (gdb, when installed) in <log>.hung.txt, to diagnose the hang. The
+    operation itself cannot be interrupted (its buffers are in use)."""
+
+    def __init__(self, log, path):
+        self.log, self.path = log, path
+        self.lock = threading.Lock()
+        self.cur = None  # (i, op, keys, t0) of the running operation
+        self.reported = set()
+        threading.Thread(target=self.loop, daemon=True).start()
+
+    def begin(self, i, o, t0):
+        with self.lock:
+            self.cur = (i, o["op"], o["keys"], t0)
+
+    def end(self):
+        with self.lock:
+            self.cur = None
+
+    def loop(self):
+        while True:
+            time.sleep(1.0)
+            with self.lock:
+                cur = self.cur
+            if cur is None or cur[0] in self.reported or time.monotonic() - cur[3] < HANG_AFTER:
+                continue
+            self.reported.add(cur[0])
+            self.log.write({"op": "hung", "i": cur[0], "what": cur[1], "k": cur[2], "t0": cur[3],
+                            "t1": time.monotonic(), "rc": []})
+            self.log.flush()
+            print(f"HUNG op {cur[0]} {cur[1]} {cur[2]} running for {time.monotonic() - cur[3]:.0f} s",
+                  file=sys.stderr, flush=True)
+            if len(self.reported) == 1 and shutil.which("gdb"):
+                with open(self.path + ".hung.txt", "w") as f:
+                    subprocess.run(["gdb", "-p", str(os.getpid()), "-batch", "-ex", "thread apply all bt"],
+                                   stdout=f, stderr=subprocess.STDOUT, timeout=120, check=False)
+
+
 def workload(args):
     log = Log(args.log)
     s = connect(args, log)
+    watch = HangWatch(log, args.log)
     rbuf = bytearray(SLOT * MAX_BATCH)
     wbuf = bytearray(SLOT * 4)
     fails = 0
@@ -216,8 +267,10 @@ def workload(args):
             break
         time.sleep(o["think"])
         t0 = time.monotonic()
+        watch.begin(i, o, t0)
         rec = run_op(s, o, rbuf, wbuf)
         t1 = time.monotonic()
+        watch.end()
         rec.update({"i": i, "op": o["op"], "k": o["keys"], "t0": t0, "t1": t1})
         if "versions" in o:
             rec["v"] = o["versions"]
