@@ -809,6 +809,12 @@ void write_seeds(const std::filesystem::path& dir) {
         put("k0", "c0", 5, 1, true, 4), put("k1", "c0", 6, 2, true, 4), put("k2", "c0", 1, 1, false, 2),
         simple(op_kind::finish_republish, "c0", {}, 0, 0, 4), simple(op_kind::finish_republish, "c0", {}, 0, 0, 4),
         simple(op_kind::lookup, {}, "k1"), simple(op_kind::lookup, {}, "k2")});
+  // take_notices modes by count: handed out once, acknowledged, lost reply.
+  auto take = [](std::uint64_t max) { return simple(op_kind::take_notices, "c0", {}, max); };
+  emit("acknowledged_notices", {},
+       {reg("c0", e0, e1), reg("c1", e1, e2), put("k0", "c0", 1, 1), put("k0", "c1", 1, 2), take(5),
+        put("k1", "c0", 1, 1), put("k1", "c1", 1, 2), take(5), put("k2", "c0", 1, 1), put("k2", "c1", 1, 2), take(5),
+        take(5), take(5), put("k3", "c0", 1, 1), put("k3", "c1", 1, 2), take(0), take(5), take(5), take(5)});
   emit("overflowing_notices", {1, 2, 1},
        {reg("c0", e0, e1), reg("c1", e1, e2), put("k0", "c0", 1, 1), put("k1", "c0", 1, 1), put("k0", "c1", 1, 1),
         put("k1", "c1", 1, 1), simple(op_kind::take_notices, "c0", {}, 5), simple(op_kind::remove_key, {}, "k0")});
