@@ -371,7 +371,7 @@ class Soak:
         return ["/usr/bin/python3", os.path.join(ROOT, "test", "soak", "worker.py"), mode, "--id", str(wid),
                 "--seed", str(self.a.seed), "--workers", str(self.nworkers), "--keys", str(self.a.keys),
                 "--rpc_timeout", str(self.a.rpc_timeout_ms), *(["--cluster_id", self.cluster_id] if self.ha else []),
-                *map(str, extra)]
+                *(["--focus", self.a.focus] if self.a.focus and mode == "workload" else []), *map(str, extra)]
 
     def start_workers(self, seconds):
         self.workers = []
@@ -673,8 +673,9 @@ class Soak:
         for ev in sched:
             log("  " + json.dumps(ev))
         with open(os.path.join(self.out, "schedule.json"), "w") as f:
-            json.dump({"seed": a.seed, "ha": self.ha, "events": sched, "workload_sha256": analyze.plan_digest(
-                a.seed, self.nworkers, a.keys, 200)}, f, indent=1)
+            json.dump({"seed": a.seed, "ha": self.ha, "focus": a.focus, "events": sched,
+                       "workload_sha256": analyze.plan_digest(a.seed, self.nworkers, a.keys, 200, a.focus)}, f,
+                      indent=1)
         self.setup_net()
         self.start_cluster()
         threading.Thread(target=self.probe_loop, daemon=True).start()
@@ -801,6 +802,7 @@ def main():
     ap.add_argument("--nodes", type=int, default=4)
     ap.add_argument("--workers-per-node", type=int, default=2)
     ap.add_argument("--keys", type=int, default=48, help="keys per workload worker")
+    ap.add_argument("--focus", default=None, help="an operation the workload does ten times as often (bug hunting)")
     ap.add_argument("--dram-mib", type=int, default=64)
     ap.add_argument("--ssd-mib", type=int, default=256)
     ap.add_argument("--rpc-timeout-ms", type=int, default=3000)
@@ -835,7 +837,7 @@ def main():
         for ev in make_schedule(a.seed, a.nodes, warmup, ce, ce * 0.55 if a.overload_threads else None,
                                 a.overload_seconds, a.ha):
             print(json.dumps(ev))
-        print("workload sha256", analyze.plan_digest(a.seed, nw, a.keys, 200))
+        print("workload sha256", analyze.plan_digest(a.seed, nw, a.keys, 200, a.focus))
         return 0
     if os.geteuid() != 0:
         print("soak: needs root (network namespaces)", file=sys.stderr)

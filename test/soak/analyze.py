@@ -34,12 +34,12 @@ OP_BOUND_SLACK = 5.0     # s added to an operation's deadline
 WRITES = ("upsert", "put", "upsert_parts", "batch_upsert", "batch_put", "remove", "batch_remove")
 
 
-def plan_digest(seed, nworkers, nkeys, count):
+def plan_digest(seed, nworkers, nkeys, count, focus=None):
     """sha256 of the first `count` planned operations of every worker: the same
     seed gives the same workload sequence."""
     h = hashlib.sha256()
     for w in range(nworkers):
-        g = worker.plan(seed, w, nworkers, nkeys)
+        g = worker.plan(seed, w, nworkers, nkeys, focus)
         for _ in range(count):
             h.update(json.dumps(next(g), sort_keys=True).encode())
     return h.hexdigest()

@@ -63,13 +63,15 @@ def pick_size(rng, key):
     return rng.randint((1 << 20) + 1, MAX_VALUE)
 
 
-def plan(seed, wid, nworkers, nkeys):
+def plan(seed, wid, nworkers, nkeys, focus=None):
     """The operation sequence of worker `wid`: an endless generator of dicts
-    {op, keys, versions (writes), sizes (writes), think}. Versions count per key."""
+    {op, keys, versions (writes), sizes (writes), think}. Versions count per key.
+    `focus`: an operation made ten times as likely (to hunt a bug in it)."""
     rng = random.Random(f"soak-{seed}-w{wid}")
     ver = [0] * nkeys
     ops = [("get", 30), ("batch_get", 12), ("get_batch", 3), ("upsert", 16), ("put", 5), ("batch_upsert", 9),
            ("batch_put", 3), ("upsert_parts", 4), ("remove", 6), ("batch_remove", 3), ("exists", 5)]
+    ops = [(o, w * 10 if o == focus else w) for o, w in ops]
     names = [o for o, _ in ops]
     weights = [w for _, w in ops]
     while True:
@@ -262,7 +264,7 @@ def workload(args):
     wbuf = bytearray(SLOT * 4)
     fails = 0
     end = time.monotonic() + args.seconds
-    for i, o in enumerate(plan(args.seed, args.id, args.workers, args.keys)):
+    for i, o in enumerate(plan(args.seed, args.id, args.workers, args.keys, args.focus)):
         if STOP or time.monotonic() >= end or s is None:
             break
         time.sleep(o["think"])
@@ -431,6 +433,7 @@ def main():
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--workers", type=int, default=1)
     p.add_argument("--keys", type=int, default=48)
+    p.add_argument("--focus", help="workload: an operation made ten times as likely")
     p.add_argument("--seconds", type=float, default=60)
     p.add_argument("--log", required=True)
     p.add_argument("--attach", help="node client RPC address to attach to (setup_dummy)")
