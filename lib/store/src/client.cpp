@@ -239,14 +239,14 @@ task<void> client::impl::heartbeat_once() {
     if (master.uses_etcd())
       hb_deadline = std::min<mc::duration>(
           hb_deadline, std::max<mc::duration>(std::chrono::seconds(1), 2 * opts.heartbeat_interval));
-    auto r = co_await mc::with_deadline(master.heartbeat(id, used, cap, notice_ack), hb_deadline);
+    auto r = co_await mc::with_deadline(master.heartbeat(id, used, cap, acked_notices), hb_deadline);
     if (r) {
       apply_drops(r->drops);
       if (!r->repairs.empty()) start_repairs(std::move(r->repairs));
       if (r->resync) resync_needed = true;
       // Applied (a resync is remembered in resync_needed until it succeeds):
       // the next heartbeat tells the master, which re-sends them until then.
-      if (r->notice_id != 0) notice_ack = {r->notice_epoch, r->notice_id};
+      if (r->notice_id != 0) acked_notices = {r->notice_epoch, r->notice_id};
       if (!resync_needed) co_return;
       // The notice queue overflowed (here or at the master): replace the
       // master's view of this holder with the full key set.

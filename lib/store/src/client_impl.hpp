@@ -155,7 +155,7 @@ struct client::impl {
   std::uint64_t failed_registrations = 0;
   /// The heartbeat loop's acknowledgement of the last drop notices and resync
   /// flag it applied (sent with the next heartbeat). Heartbeat loop only.
-  mc::master::notice_ack notice_ack;
+  mc::master::notice_ack acked_notices;
   /// The commit hook: publishes (key, size, version, replication tag).
   task<result<void>> publish(const std::string& key, std::uint64_t size, std::uint64_t version, std::uint64_t tag);
   /// The backend observer: evicted and superseded copies become notices.
