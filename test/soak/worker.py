@@ -16,6 +16,7 @@ worker's log. Times are CLOCK_MONOTONIC, the same in every namespace.
 """
 import argparse
 import ctypes
+import faulthandler
 import json
 import os
 import random
@@ -250,10 +251,16 @@ class HangWatch:
             self.log.flush()
             print(f"HUNG op {cur[0]} {cur[1]} {cur[2]} running for {time.monotonic() - cur[3]:.0f} s",
                   file=sys.stderr, flush=True)
-            if len(self.reported) == 1 and shutil.which("gdb"):
+            if len(self.reported) == 1:
                 with open(self.path + ".hung.txt", "w") as f:
-                    subprocess.run(["gdb", "-p", str(os.getpid()), "-batch", "-ex", "thread apply all bt"],
-                                   stdout=f, stderr=subprocess.STDOUT, timeout=120, check=False)
+                    f.write(f"hung: op {cur[0]} {cur[1]} {cur[2]}\n== Python stacks\n")
+                    f.flush()
+                    faulthandler.dump_traceback(f, all_threads=True)
+                    f.write("== native stacks (gdb)\n")
+                    f.flush()
+                    if shutil.which("gdb"):
+                        subprocess.run(["gdb", "-p", str(os.getpid()), "-batch", "-ex", "thread apply all bt"],
+                                       stdout=f, stderr=subprocess.STDOUT, timeout=120, check=False)
 
 
 def workload(args):
