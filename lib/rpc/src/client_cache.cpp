@@ -189,8 +189,16 @@ mc::task<mc::result<std::shared_ptr<client_connection>>> client_cache::acquire(s
         co_return c;
       }
       if (c->st == client_connection::state::connecting) {
-        auto woken = co_await c->ready_waiters.wait(c->ready_waiters.lock(), 0);
-        if (!woken) co_return woken.error();  // cancelled while waiting
+        // Bounded even if the opener never reports (its own connect and
+        // handshake are bounded by connect_timeout each): a hung opener must
+        // not hang every later call to this endpoint on this thread.
+        auto woken = co_await c->ready_waiters.wait_for(c->ready_waiters.lock(), 0,
+                                                        2 * opts_.connect_timeout + std::chrono::seconds(1));
+        if (!woken) {
+          if (mc::is(woken.error(), mc::errc::timeout))
+            set_last_error("connect " + endpoint + ": timed out waiting for the connection being opened");
+          co_return woken.error();  // cancelled or timed out while waiting
+        }
         if (c->st == client_connection::state::ready) co_return c;
         if (c->connect_error) {
           set_last_error(c->connect_message);
@@ -209,7 +217,16 @@ mc::task<mc::result<std::shared_ptr<client_connection>>> client_cache::acquire(s
     c->lru_pos = lru_.begin();
     by_endpoint_.emplace(endpoint, c);
     arm_sweep();
-    auto r = co_await open(c);
+    mc::result<void> r;
+    try {
+      r = co_await open(c);
+    } catch (...) {
+      // Never leave the entry "connecting" with its waiters asleep.
+      c->connect_error = mc::make_error_code(mc::errc::rpc_fail);
+      erase(c);
+      c->wake_waiters();
+      throw;
+    }
     if (closed_ || c->st == client_connection::state::closed) {
       co_return mc::fail(closed_ ? mc::errc::shutting_down : mc::errc::rpc_fail);
     }
