@@ -32,12 +32,7 @@ struct cluster {
   explicit cluster(std::function<void(mc::master::master_options&)> tweak_master = {})
       : tweak_master_(std::move(tweak_master)) {
     master_rt.start();
-    mc::master::master_options mo;
-    mo.rpc_address = "127.0.0.1";
-    mo.rpc_port = 0;
-    if (tweak_master_) tweak_master_(mo);
-    master = std::make_unique<mc::master::master_server>(master_rt, mo);
-    REQUIRE(master->start());
+    launch_master(0);
     master_port = master->port();
   }
 
@@ -54,9 +49,14 @@ struct cluster {
   /// re-register with it and re-publish their keys).
   void start_master() {
     REQUIRE(!master);
+    launch_master(master_port);
+  }
+
+  /// A master on 127.0.0.1:`port` (0: any), with the cluster's tweak applied.
+  void launch_master(std::uint16_t port) {
     mc::master::master_options mo;
     mo.rpc_address = "127.0.0.1";
-    mo.rpc_port = master_port;
+    mo.rpc_port = port;
     if (tweak_master_) tweak_master_(mo);
     master = std::make_unique<mc::master::master_server>(master_rt, mo);
     REQUIRE(master->start());

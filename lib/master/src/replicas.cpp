@@ -353,11 +353,15 @@ holder_notices metadata::take_notices(const std::string& client_id, std::size_t 
   auto it = clients_.find(client_id);
   if (it == clients_.end()) return out;
   auto& c = *it->second;
-  if (!ack) {
+  // The next (up to `max`) drops and the resync flag leave the queue.
+  auto take = [&](std::vector<key_version>& drops, bool& resync) {
     auto n = std::min(max, c.drops.size());
-    out.drops.assign(std::make_move_iterator(c.drops.begin()), std::make_move_iterator(c.drops.begin() + n));
+    drops.assign(std::make_move_iterator(c.drops.begin()), std::make_move_iterator(c.drops.begin() + n));
     c.drops.erase(c.drops.begin(), c.drops.begin() + n);
-    out.resync = std::exchange(c.resync, false);
+    resync = std::exchange(c.resync, false);
+  };
+  if (!ack) {
+    take(out.drops, out.resync);
   } else {
     if (c.sent_id != 0 && ack->epoch == c.notice_epoch && ack->id == c.sent_id) {
       c.sent_id = 0;  // delivered and applied
@@ -365,10 +369,7 @@ holder_notices metadata::take_notices(const std::string& client_id, std::size_t 
       c.sent_resync = false;
     }
     if (c.sent_id == 0) {
-      auto n = std::min(max, c.drops.size());
-      c.sent_drops.assign(std::make_move_iterator(c.drops.begin()), std::make_move_iterator(c.drops.begin() + n));
-      c.drops.erase(c.drops.begin(), c.drops.begin() + n);
-      c.sent_resync = std::exchange(c.resync, false);
+      take(c.sent_drops, c.sent_resync);
       if (!c.sent_drops.empty() || c.sent_resync) c.sent_id = ++c.last_id;
     } else {
       counters_->notices_resent.fetch_add(c.sent_drops.size(), relaxed);
