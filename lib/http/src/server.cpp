@@ -228,8 +228,10 @@ task<auth_verdict> enforce_auth(server::impl& s, beast::tcp_stream& stream, cons
 }
 
 /// Handles a read error. Returns the status to answer with, or 0 to just close.
-/// On io_uring a read cut off by the stream's deadline may complete as EOF
-/// rather than as a timeout, hence the `deadline` check.
+/// On Asio 1.81's io_uring backend (no longer used, meson.build) a read cut off
+/// by the stream's deadline could complete as EOF rather than as a timeout
+/// (a cancel's completion delivered to the wrong operation); the `deadline`
+/// check stays as a second line of defence.
 unsigned read_error_status(server::impl& s, const error_code& ec, std::chrono::steady_clock::time_point deadline) {
   if (ec == beast::error::timeout || std::chrono::steady_clock::now() >= deadline) {
     s.timeouts.fetch_add(1, std::memory_order_relaxed);

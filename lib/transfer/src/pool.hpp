@@ -25,10 +25,12 @@ namespace mc::transfer::detail {
 /// operation_aborted) and makes later I/O on it fail at once (EOF / EPIPE),
 /// without closing the descriptor; the coroutine that owns the socket closes
 /// it when it unwinds. Never close a socket that has an operation in flight:
-/// Asio 1.81's io_uring backend recycles the socket's state on close() while
-/// the kernel still holds the poll, and the cancelled operation's handler is
-/// then never called (engine::stop() hung forever on exactly this). Works on
-/// listening sockets too (a pending accept wakes). Call on the socket's thread.
+/// Asio 1.81's io_uring backend recycled the socket's state on close() while
+/// the kernel still held the poll, and the cancelled operation's handler was
+/// then never called (engine::stop() hung forever on exactly this; Boost <
+/// 1.83 builds now use epoll, meson.build, but the rule costs nothing and
+/// keeps io_uring builds safe). Works on listening sockets too (a pending
+/// accept wakes). Call on the socket's thread.
 template <class Socket>
 void interrupt_socket(Socket& s) noexcept {
   if (!s.is_open()) return;

@@ -42,8 +42,9 @@ struct shm_server::state {
 
 namespace {
 /// Counts a coroutine of the service thread. stop() ends run() itself once the
-/// last one has unwound: work that Asio's io_uring backend lost (see
-/// interrupt_socket) must not keep the thread, and stop(), waiting forever.
+/// last one has unwound: work that Asio 1.81's io_uring backend lost (see
+/// interrupt_socket; epoll is used with that Boost now) must not keep the
+/// thread, and stop(), waiting forever.
 struct running_guard {
   explicit running_guard(shm_server::state* s) : st(s) { ++st->running; }
   ~running_guard() {
