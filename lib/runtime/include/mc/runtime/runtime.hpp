@@ -1,5 +1,6 @@
 #pragma once
-/// A fixed set of threads, each running its own `io_context` (io_uring backend).
+/// A fixed set of threads, each running its own `io_context` (sockets and timers
+/// on epoll with Boost < 1.83, on io_uring above: meson.build, README "Asio backend").
 #include "mc/runtime/task.hpp"
 
 #include <boost/asio/io_context.hpp>
