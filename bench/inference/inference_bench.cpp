@@ -428,7 +428,7 @@ namespace {
 /// one configuration, runs its cases, stops everything. Returns 0 or 1.
 int one_config(const settings& s, const std::string& config, const std::filesystem::path& tmp, int off,
                std::uint16_t pump_port, int redis_port, const std::string& sock) {
-  const int master_port = 40951 + off, owner_rpc = 40952 + off, owner_te = 40953 + off;
+  const int master_port = 25951 + off, owner_rpc = 25952 + off, owner_te = 25953 + off;
   std::string transport = config == "tcp" ? "tcp" : "auto";
   pid_t master = mc::bench::proc::spawn(
       {s.apps_dir + "/mooncake_master", "--rpc_port", std::to_string(master_port), "--rpc_address", "127.0.0.1"},
@@ -556,9 +556,10 @@ int main(int argc, char** argv) {
   if (pump_pid < 0) fail("cannot start the pump peer");
   auto tmp = std::filesystem::temp_directory_path() / ("inference_bench." + std::to_string(getpid()));
   std::filesystem::create_directories(tmp);
-  // Ports offset by the pid: a previous run still exiting never answers for this one.
+  // Ports offset by the pid: a previous run still exiting never answers for
+  // this one; below the ephemeral range (see store_bench).
   const int off = static_cast<int>(getpid() % 400) * 4;
-  const int redis_port = 40954 + off;
+  const int redis_port = 25954 + off;
   std::string sock = (tmp / "redis.sock").string();
   if (!parts_api)
     std::printf("# note: no scatter-gather API in mc::store::client: vllm cases use contiguous values (_contig)\n");

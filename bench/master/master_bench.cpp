@@ -48,7 +48,7 @@ using mc::master::master_client;
 
 struct config {
   std::uint64_t keys = 10'000'000, clients = 1000, batch = 1024, inflight = 8, key_bytes = 64, lookups = 0;
-  std::uint64_t rpc_threads = 2, driver_threads = 2, port = 40451, runs = 3, unregister = 5;
+  std::uint64_t rpc_threads = 2, driver_threads = 2, port = 27951, runs = 3, unregister = 5;
   std::string apps_dir;  // default: ../../apps from this program (the build tree)
 };
 
