@@ -556,9 +556,7 @@ int main(int argc, char** argv) {
   if (pump_pid < 0) fail("cannot start the pump peer");
   auto tmp = std::filesystem::temp_directory_path() / ("inference_bench." + std::to_string(getpid()));
   std::filesystem::create_directories(tmp);
-  // Ports offset by the pid: a previous run still exiting never answers for
-  // this one; below the ephemeral range (see store_bench).
-  const int off = static_cast<int>(getpid() % 400) * 4;
+  const int off = mc::bench::proc::pid_port_offset();
   const int redis_port = 25954 + off;
   std::string sock = (tmp / "redis.sock").string();
   if (!parts_api)

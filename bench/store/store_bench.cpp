@@ -204,12 +204,7 @@ int main(int argc, char** argv) {
   s.redis = !no_redis;
   auto tmp = std::filesystem::temp_directory_path() / ("store_bench." + std::to_string(getpid()));
   std::filesystem::create_directories(tmp);
-  // Ports offset by the pid: a previous run that is still exiting never
-  // answers in place of this run's servers. Below the kernel's ephemeral
-  // range (32768-60999 by default): a port in it can be the local end of any
-  // outgoing connection at that moment (a make bench run failed so: redis
-  // "bind: Address already in use").
-  const int off = static_cast<int>(getpid() % 400) * 4;
+  const int off = mc::bench::proc::pid_port_offset();
   const int master_port = 24151 + off, owner_rpc = 24152 + off, owner_te = 24153 + off, redis_port = 24154 + off;
   std::string sock = (tmp / "redis.sock").string();
   pid_t redis_pid = -1;
