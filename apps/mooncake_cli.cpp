@@ -63,9 +63,18 @@ constexpr const char* usage_text =
     "                                         they run with one (visible in /proc/PID/cmdline: prefer\n"
     "                                         --auth_token_file or MC_AUTH_TOKEN) [off]\n"
     "  --auth_token_file FILE                 read the token from FILE (whitespace trimmed; mode 0600)\n"
+    "  --etcd_username USER                   etcd:// only: authenticate to etcd as USER\n"
+    "  --etcd_password_file FILE              etcd:// only: USER's password (whitespace trimmed)\n"
+    "  --etcd_ca_file FILE                    etcd:// only: TLS to etcd, its certificate checked\n"
+    "                                         against these PEM CAs (https:// endpoints: TLS with the\n"
+    "                                         system's CAs)\n"
+    "  --etcd_cert_file FILE, --etcd_key_file FILE\n"
+    "                                         etcd:// only: TLS client certificate and its key\n"
     "\n"
     "environment:\n"
     "  MC_AUTH_TOKEN, MC_AUTH_TOKEN_FILE      as --auth_token, --auth_token_file (flags win)\n"
+    "  MC_ETCD_USERNAME, MC_ETCD_PASSWORD_FILE, MC_ETCD_CA_FILE, MC_ETCD_CERT_FILE, MC_ETCD_KEY_FILE\n"
+    "                                         as the --etcd_* flags (flags win)\n"
     "  MC_RPC_PROTOCOL tcp|rdma               control-plane transport of this CLI's RPCs: rdma carries\n"
     "                                         Cap'n Proto over RDMA SEND/RECV on the first usable\n"
     "                                         device of --device_names (a server without it: TCP) [tcp]\n"
@@ -86,6 +95,7 @@ struct cli_options {
   std::string target;
   std::uint32_t replicas = 1;
   mc::config::auth_options auth;
+  mc::master::etcd_security_options etcd;
   std::vector<std::string> words;  // command and its arguments
 };
 
@@ -119,6 +129,11 @@ std::optional<int> parse(int argc, char** argv, cli_options& o) {
   // The environment first: flags override it.
   if (const char* e = std::getenv("MC_AUTH_TOKEN"); e && *e) o.auth.token = e;
   if (const char* e = std::getenv("MC_AUTH_TOKEN_FILE"); e && *e) o.auth.token_file = e;
+  if (const char* e = std::getenv("MC_ETCD_USERNAME"); e && *e) o.etcd.username = e;
+  if (const char* e = std::getenv("MC_ETCD_PASSWORD_FILE"); e && *e) o.etcd.password_file = e;
+  if (const char* e = std::getenv("MC_ETCD_CA_FILE"); e && *e) o.etcd.ca_file = e;
+  if (const char* e = std::getenv("MC_ETCD_CERT_FILE"); e && *e) o.etcd.cert_file = e;
+  if (const char* e = std::getenv("MC_ETCD_KEY_FILE"); e && *e) o.etcd.key_file = e;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--help" || a == "-h") {
@@ -168,6 +183,16 @@ std::optional<int> parse(int argc, char** argv, cli_options& o) {
         o.auth.token = value, o.auth.token_file.clear();
       else if (name == "auth_token_file")
         o.auth.token_file = value, o.auth.token.clear();
+      else if (name == "etcd_username")
+        o.etcd.username = value;
+      else if (name == "etcd_password_file")
+        o.etcd.password_file = value;
+      else if (name == "etcd_ca_file")
+        o.etcd.ca_file = value;
+      else if (name == "etcd_cert_file")
+        o.etcd.cert_file = value;
+      else if (name == "etcd_key_file")
+        o.etcd.key_file = value;
       else
         return usage_error("unknown option --" + name);
     } catch (const std::exception&) {
@@ -177,6 +202,13 @@ std::optional<int> parse(int argc, char** argv, cli_options& o) {
   if (o.words.empty()) return usage_error("no command given");
   if (o.transport != "auto" && o.transport != "tcp") return usage_error("--transfer_transport must be auto or tcp");
   if (o.protocol != "tcp" && o.protocol != "rdma") return usage_error("--protocol must be tcp or rdma");
+  if (o.master.starts_with("etcd://")) {
+    bool tls = false;
+    std::string why;
+    if (mc::master::parse_etcd_endpoints(o.master, nullptr, &tls) &&
+        !mc::master::etcd_security::load(o.etcd, tls, &why))
+      return usage_error(why);
+  }
   return std::nullopt;
 }
 
@@ -184,7 +216,7 @@ struct session {
   mc::runtime::runtime& rt;
   cli_options& o;
   mc::transfer::engine& engine;
-  mc::master::master_client master{o.master, o.timeout, o.cluster_id};
+  mc::master::master_client master{o.master, o.timeout, o.cluster_id, mc::master::membership_lease_ttl, o.etcd};
   mc::store::peer_client peers{o.timeout};
 
   mc::task<int> put() {

@@ -89,7 +89,7 @@ if [[ $quick == 1 ]]; then
     add inference inference/inference_bench "--quick --configs $cfg" 20
   done
   add python python/python_bench.py "--quick" 6  # Python API vs C++ API, 3 cases x put/get
-  add master master/master_bench "--keys 1000000 --clients 1000 --runs 3" 5
+  add master master/master_bench "--keys 1000000 --clients 1000 --runs 3" 7
   add master master/failover_bench.py "--kills 3" 1
 else
   limit=900
@@ -112,7 +112,7 @@ else
     add inference inference/inference_bench "--configs $cfg --runs 3" 20
   done
   add python python/python_bench.py "" 6
-  add master master/master_bench "--keys 10000000 --clients 1000 --runs 3" 5
+  add master master/master_bench "--keys 10000000 --clients 1000 --runs 3" 7
   add master master/failover_bench.py "--kills 10" 1
 fi
 

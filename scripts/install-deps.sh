@@ -8,6 +8,7 @@ set -euo pipefail
 pkgs=(
   build-essential g++ pkg-config meson ninja-build cmake
   libboost1.81-dev libboost-json1.81-dev liburing-dev capnproto libcapnp-dev
+  libssl-dev openssl  # TLS towards etcd (lib/master); the openssl CLI makes the test certificates (test/ha)
   doctest-dev libtomlplusplus-dev libibverbs-dev librdmacm-dev
   iproute2 procps
   nftables        # packet loss on the chaos soak's links (scripts/soak.py: no netem here); rates use tc (iproute2)

@@ -422,7 +422,7 @@ class Soak:
             t = now()
             st, body = self.http_get(url, timeout=0.5)
             role, term = None, None
-            if st == 200:
+            if st in (200, 503):  # a standby answers 503 with its role
                 try:
                     j = json.loads(body)
                     role, term = j.get("role"), int(j.get("term", 0))

@@ -11,29 +11,26 @@
  4. a key that never existed is reported missing (no endless "rebuilding");
  5. membership: each node records itself in etcd under its own lease (the
     leader records none for it); the record of a node killed with -9 lapses
-    with its lease, and a leader elected afterwards does not wait for it.
+    with its lease (whose TTL is the node's --ha_membership_ttl), and a
+    leader elected afterwards does not wait for it.
+Between 1 and 2, an idle cluster reads no key from etcd: the standby and the
+node watch the leader key (etcd's own counters: range requests barely move,
+two watchers exist).
 Usage: ha_failover_test.py APPS_DIR. Exit 77 (skip) when etcd is missing.
 """
-import hashlib
 import os
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ha_cluster import Cluster  # noqa: E402
+from ha_cluster import Cluster, fail  # noqa: E402
 
 BOUND_S = 15.0
 
-
-def fail(msg, c=None):
-    print("FAIL:", msg)
-    if c:
-        for n in sorted(c.procs):
-            print("---- %s ----\n%s" % (n, c.log(n)[-3000:]))
-    sys.exit(1)
 
 
 def main():
@@ -49,37 +46,11 @@ def main():
         c.start_master(1)
         first = c.wait_leader()
         c.start_node()
-        values = {}
-        for i, size in enumerate([1, 4097, 100003, (1 << 20) + 13]):
-            path = os.path.join(tmp, "v%d" % i)
-            with open(path, "wb") as f:
-                f.write(os.urandom(size))
-            values["ha-key-%d" % i] = path
-        deadline = time.time() + 20
-        for key, path in values.items():
-            while True:
-                r = c.cli("put", key, path)
-                if r.returncode == 0:
-                    break
-                if time.time() > deadline:
-                    fail("put %s: %s" % (key, r.stderr.decode(errors="replace")), c)
-                time.sleep(0.2)
+        values = c.make_values(tmp, "ha", [1, 4097, 100003, (1 << 20) + 13])
+        c.put_values(values)
 
         def check_all(within, what):
-            t0 = time.time()
-            for key, path in values.items():
-                out = os.path.join(tmp, "out")
-                while True:
-                    r = c.cli("get", key, out)
-                    if r.returncode == 0:
-                        break
-                    if time.time() - t0 > within:
-                        fail("%s: get %s: %s" % (what, key, r.stderr.decode(errors="replace")), c)
-                    time.sleep(0.1)
-                with open(out, "rb") as a, open(path, "rb") as b:
-                    if hashlib.sha256(a.read()).digest() != hashlib.sha256(b.read()).digest():
-                        fail("%s: %s came back with other bytes" % (what, key), c)
-            return time.time() - t0
+            return c.check_values(values, tmp, within, what)
 
         check_all(10, "before failover")
         print("leader %s; %d values stored" % (first, len(values)))
@@ -88,7 +59,8 @@ def main():
         deadline = time.time() + 10
         while True:
             hl, hs = c.http(first, "/health"), c.http(standby, "/health")
-            if hl[0] == 200 and '"role":"leader"' in hl[1] and hs[0] == 200 and '"role":"standby"' in hs[1]:
+            if hl[0] == 200 and '"role":"leader"' in hl[1] and hs[0] == 503 and '"role":"standby"' in hs[1] \
+                    and c.http(standby, "/livez")[0] == 200:
                 break
             if time.time() > deadline:
                 fail("/health roles: leader %s, standby %s" % (hl, hs), c)
@@ -98,6 +70,24 @@ def main():
             fail("leader /metrics: %s" % (m,), c)
         if "mc_master_ha_leader 0" not in c.http(standby, "/metrics")[1]:
             fail("standby /metrics does not say it does not lead", c)
+
+        # Idle: the standby and the node follow the leader key by watching it
+        # (polling would read it every 250 ms and every heartbeat).
+        def etcd_metric(name):
+            import urllib.request
+            with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % c.etcd_port, timeout=5) as r:
+                for line in r.read().decode().splitlines():
+                    if line.startswith(name + " "):
+                        return float(line.split()[1])
+            fail("etcd /metrics has no %s" % name, c)
+
+        ranges0 = etcd_metric("etcd_debugging_mvcc_range_total")
+        time.sleep(3)
+        ranges = etcd_metric("etcd_debugging_mvcc_range_total") - ranges0
+        watchers = etcd_metric("etcd_debugging_mvcc_watcher_total")
+        print("idle 3 s: %d etcd reads, %d watchers" % (ranges, watchers))
+        if ranges > 3 or watchers < 2:
+            fail("an idle cluster should watch, not poll: %d reads in 3 s, %d watchers" % (ranges, watchers), c)
 
         # 2. kill -9 of the leader.
         t0 = time.time()
@@ -164,9 +154,19 @@ def main():
                 time.sleep(0.2)
 
         first_id = next(iter(wait_records(1, "one node")))
-        c.start_node()
+        c.start_node(["--ha_membership_ttl", "3s"])
         own = wait_records(2, "two nodes")
         print("membership records: %s" % own)
+        # The second node's record lives under a lease of its own TTL.
+        ttls = {}
+        for node_id, lease in own.items():
+            out = subprocess.run(["etcdctl", "--endpoints", "127.0.0.1:%d" % c.etcd_port, "lease", "timetolive",
+                                  "%x" % lease], capture_output=True, text=True,
+                                 env={**os.environ, "ETCDCTL_API": "3"}, timeout=10).stdout
+            ttls[node_id] = out
+        if not any("granted with TTL(3s)" in t for t in ttls.values()) or \
+                not any("granted with TTL(6s)" in t for t in ttls.values()):
+            fail("membership leases: one of 3 s (--ha_membership_ttl) and one of 6 s expected: %s" % ttls, c)
         c.kill("node1")
         t0 = time.time()
         if next(iter(wait_records(1, "after kill -9 of node1"))) != first_id:

@@ -30,9 +30,10 @@ for u in mooncake-master.service mooncake-client.service; do
     "bin=\$(sed -n 's/^ExecStart=\([^ ]*\) --config \([^ ]*\)$/\1/p' '$WORK/units/$u') &&
      cfg=\$(sed -n 's/^ExecStart=\([^ ]*\) --config \([^ ]*\)$/\2/p' '$WORK/units/$u') &&
      [[ -x \$bin && -f \$cfg ]]"
-  check "$u declares a restart policy and a /health readiness poll" bash -c \
+  # The master's start check is /livez (a standby's /health is 503), the client's /health.
+  check "$u declares a restart policy and a /health or /livez readiness poll" bash -c \
     "grep -qx 'Restart=on-failure' '$WORK/units/$u' && grep -q '^ExecStartPost=/usr/bin/curl' '$WORK/units/$u' &&
-     grep -q '^Environment=MC_HEALTH_URL=http://127.0.0.1:[0-9]*/health' '$WORK/units/$u'"
+     grep -Eq '^Environment=MC_HEALTH_URL=http://127.0.0.1:[0-9]*/(health|livez)$' '$WORK/units/$u'"
 done
 (cd "$WORK/units" && systemd-analyze verify --man=no ./mooncake-master.service ./mooncake-client.service) \
   >"$WORK/verify.log" 2>&1
@@ -48,7 +49,7 @@ check "the health ports in the units match the installed configs" bash -c "
   c=\$(sed -n 's/^http_port = \([0-9]*\).*/\1/p' \"\$etc/client.toml\") &&
   r=\$(sed -n 's/^client_rpc_port = \([0-9]*\).*/\1/p' \"\$etc/client.toml\") &&
   c=\${c:-\$((9080 + r - 12345))} &&
-  grep -q \"^Environment=MC_HEALTH_URL=http://127.0.0.1:\$m/health\" '$WORK/units/mooncake-master.service' &&
+  grep -q \"^Environment=MC_HEALTH_URL=http://127.0.0.1:\$m/livez\" '$WORK/units/mooncake-master.service' &&
   grep -q \"^Environment=MC_HEALTH_URL=http://127.0.0.1:\$c/health\" '$WORK/units/mooncake-client.service'"
 
 # Negative control: the same check on a unit whose binary is missing fails.

@@ -1,11 +1,14 @@
 // etcd client pieces that take untrusted text: endpoint lists, base64 from
-// etcd's replies, cluster ids, master addresses. (The exchange with a real
-// etcd is tested end to end by test/ha/ha_failover_test.py.)
+// etcd's replies, cluster ids, master addresses, security settings. (The
+// exchange with a real etcd is tested by test/master/etcd_watch_test.cpp and
+// end to end by test/ha/ha_failover_test.py and ha_secure_test.py.)
 #include "mc/master/etcd.hpp"
 #include "mc/master/ha.hpp"
+#include "test_support.hpp"
 
 #include <doctest/doctest.h>
 
+#include <fstream>
 #include <random>
 #include <string>
 
@@ -36,7 +39,7 @@ TEST_SUITE("master etcd") {
     CHECK(*r == std::vector<std::string>{"h1:2379", "10.0.0.2:2379", "[::1]:1"});
     std::string why;
     for (const char* bad : {"", "etcd://", "h1", "h1:2379,", ",h1:2379", "h1:0", "h 1:2379", "h1:2379,,h2:1",
-                            "https://h1:2379", "h1:2379/v3"}) {
+                            "ftp://h1:2379", "h1:2379/v3"}) {
       CAPTURE(std::string(bad));
       why.clear();
       CHECK(mc::is(mc::master::parse_etcd_endpoints(bad, &why).error(), mc::errc::invalid_params));
@@ -104,10 +107,108 @@ TEST_SUITE("master etcd") {
     CHECK_FALSE(r::deleted(h + R"(,"deleted":"2"})").has_value());
     CHECK(r::succeeded(h + "}").value() == false);
     CHECK_FALSE(r::succeeded(h + R"(,"succeeded":"yes"})").has_value());
+    // Watch stream lines, as etcd 3.4's gateway writes them.
+    std::int64_t rev = -1;
+    CHECK(r::get(h + "}", key, &rev).value() == std::nullopt);
+    CHECK(rev == 7);
+    auto created = r::watch(R"({"result":{"header":{"cluster_id":"1","revision":"2"},"created":true}})", key);
+    REQUIRE(created.has_value());
+    CHECK(created->created);
+    CHECK(created->revision == 2);
+    CHECK(created->events.empty());
+    auto put = r::watch(R"({"result":{"header":{"revision":"5"},"events":[{"kv":)" + kv + "}]}}", key);
+    REQUIRE(put.has_value());
+    REQUIRE(put->events.size() == 1);
+    CHECK_FALSE(put->events[0].deleted);
+    CHECK(put->events[0].kv.value == "10.0.0.1:50051");
+    auto del = r::watch(R"({"result":{"header":{"revision":"6"},"events":[{"type":"DELETE","kv":{"key":")" + k64 +
+                            R"(","mod_revision":"6"}}]}})",
+                        key);
+    REQUIRE(del.has_value());
+    REQUIRE(del->events.size() == 1);
+    CHECK(del->events[0].deleted);
+    CHECK(del->events[0].kv.mod_revision == 6);
+    auto compacted = r::watch(R"({"result":{"header":{"raft_term":"2"},"canceled":true,"compact_revision":"4"}})", key);
+    REQUIRE(compacted.has_value());
+    CHECK(compacted->canceled);
+    CHECK(compacted->compact_revision == 4);
+    CHECK_FALSE(r::watch(R"({"error":{"grpc_code":14}})", key).has_value());
+    CHECK_FALSE(r::watch(R"({"result":{"events":[{"kv":)" + kv + "}]}}", "other").has_value());  // another key
+    CHECK_FALSE(r::watch(R"({"result":{"events":[{"type":"MOVE","kv":)" + kv + "}]}}", key).has_value());
+    CHECK_FALSE(r::watch(R"({"result":{"events":[{"type":"PUT"}]}})", key).has_value());  // no kv
+    CHECK_FALSE(r::watch(R"({"result":{"created":"yes"}})", key).has_value());
+    auto kv_at = [&](int rev_) {
+      return R"({"kv":{"key":")" + k64 + R"(","create_revision":"5","mod_revision":")" + std::to_string(rev_) +
+             R"("}})";
+    };
+    CHECK_FALSE(r::watch(R"({"result":{"events":[)" + kv_at(9) + "," + kv_at(8) + "]}}", key).has_value());
+    CHECK(r::watch(R"({"result":{"events":[)" + kv_at(8) + "," + kv_at(9) + "]}}", key).value().events.size() == 2);
+    CHECK_FALSE(r::watch(R"({"result":{"events":[)" + kv_at(0) + "]}}", key).has_value());  // no revision
+    // Auth tokens travel in an HTTP header: printable ASCII only, bounded.
+    CHECK(r::token(h + R"(,"token":"jiHkASeRvgXCIrkU.8"})").value() == "jiHkASeRvgXCIrkU.8");
+    CHECK_FALSE(r::token(h + R"(,"token":""})").has_value());
+    CHECK_FALSE(r::token(h + R"(,"token":"a\r\nX-Injected: 1"})").has_value());
+    CHECK_FALSE(r::token(h + R"(,"token":"a b"})").has_value());
+    CHECK_FALSE(r::token(h + R"(,"token":)" + "\"" + std::string(4097, 'a') + "\"}").has_value());
+    CHECK_FALSE(r::token(h + "}").has_value());
     for (const char* bad : {"", "[]", "{", "null", "{\"header\":[]}", "\xff\xfe"}) {
       CAPTURE(std::string(bad));
       CHECK_FALSE(r::grant(bad).has_value());
       CHECK_FALSE(r::revision(bad).has_value());
+      CHECK_FALSE(r::watch(bad, key).has_value());
     }
+  }
+
+  TEST_CASE("etcd security settings: refused with the reason, https:// endpoints imply TLS") {
+    using mc::master::etcd_security;
+    mc::master::etcd_security_options o;
+    std::string why;
+    auto none = etcd_security::load(o, false, &why);
+    REQUIRE(none.has_value());
+    CHECK_FALSE(none->tls());
+    CHECK_FALSE(none->authenticates());
+    auto tls = etcd_security::load(o, true, &why);  // https:// endpoints: the system's CAs
+    REQUIRE(tls.has_value());
+    CHECK(tls->tls());
+    o.username = "root";
+    CHECK_FALSE(etcd_security::load(o, false, &why).has_value());
+    CHECK(why.find("etcd_password_file") != std::string::npos);
+    auto dir = mc::test::make_temp_dir("mc-etcd-sec");
+    o.password_file = dir + "/missing";
+    CHECK_FALSE(etcd_security::load(o, false, &why).has_value());
+    CHECK(why.find("cannot be read") != std::string::npos);
+    o.password_file = dir + "/pw";
+    {
+      std::ofstream f(o.password_file);
+      f << " \n\t ";
+    }
+    CHECK_FALSE(etcd_security::load(o, false, &why).has_value());
+    CHECK(why.find("empty") != std::string::npos);
+    {
+      std::ofstream f(o.password_file);
+      f << "  pa ss\n";
+    }
+    auto auth = etcd_security::load(o, false, &why);
+    REQUIRE(auth.has_value());
+    CHECK(auth->authenticates());
+    CHECK_FALSE(auth->tls());
+    o.ca_file = dir + "/no-ca.pem";
+    CHECK_FALSE(etcd_security::load(o, false, &why).has_value());
+    CHECK(why.find("etcd_ca_file") != std::string::npos);
+    o.ca_file.clear();
+    o.cert_file = dir + "/pw";  // not a certificate, and no key
+    CHECK_FALSE(etcd_security::load(o, false, &why).has_value());
+    CHECK(why.find("together") != std::string::npos);
+    o.key_file = dir + "/pw";
+    CHECK_FALSE(etcd_security::load(o, false, &why).has_value());
+    CHECK(why.find("etcd_cert_file") != std::string::npos);
+    mc::test::remove_tree(dir);
+    bool secure = false;
+    auto eps = mc::master::parse_etcd_endpoints("etcd://https://h1:2379,https://h2:2379", &why, &secure);
+    REQUIRE(eps.has_value());
+    CHECK(secure);
+    CHECK(eps->front() == "h1:2379");
+    CHECK_FALSE(mc::master::parse_etcd_endpoints("https://h1:2379,h2:2379", &why, &secure).has_value());
+    CHECK(why.find("mix") != std::string::npos);
   }
 }

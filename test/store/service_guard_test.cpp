@@ -246,6 +246,24 @@ TEST_SUITE("client service guard") {
     CHECK_FALSE(mc::store::resolve(o, set).empty());
   }
 
+  TEST_CASE("ha_membership_ttl: whole seconds, at least 2 s and 3 heartbeat periods, at most 1 h") {
+    mc::store::client_options o;
+    auto set = mc::store::make_option_set(o);
+    auto parsed = set.parse(std::vector<std::string>{"--ha_membership_ttl=3s", "--heartbeat_interval=1s"});
+    REQUIRE_MESSAGE(parsed.what == mc::config::outcome::kind::run, parsed.message);
+    CHECK(mc::store::resolve(o, set).empty());
+    CHECK(o.ha_membership_ttl == 3s);
+    for (auto bad : {std::chrono::milliseconds(1500), std::chrono::milliseconds(2500), std::chrono::milliseconds(0),
+                     std::chrono::milliseconds(3'601'000)}) {
+      CAPTURE(bad.count());
+      o.ha_membership_ttl = bad;
+      CHECK(mc::store::resolve(o, set).find("ha_membership_ttl") != std::string::npos);
+    }
+    o.ha_membership_ttl = 3s;
+    o.heartbeat_interval = 1500ms;  // renewals every 1.5 s could let a 3 s lease lapse
+    CHECK(mc::store::resolve(o, set).find("ha_membership_ttl") != std::string::npos);
+  }
+
   TEST_CASE("resolve refuses a malformed master address or advertised host with the reason") {
     mc::store::client_options o;
     auto set = mc::store::make_option_set(o);

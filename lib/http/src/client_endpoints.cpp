@@ -289,15 +289,25 @@ task<response> kv_get(client& c, std::string key, std::size_t max_value) {
   const bool local = c.backend().exists(key);  // for X-Mc-Local (a hint: the tiers may change)
   if (auto r = co_await read_value(c, key, std::max<std::size_t>(1, std::min(kv_first_read, max_value)), local))
     co_return std::move(*r);
-  // Larger: the size first (local or from the master), then the read; a
-  // value replaced by a larger one in between is retried once.
+  // Larger: the size first, then the read; a value replaced by a larger one
+  // in between is retried once. A value held here gives its size without
+  // the master (which may be unreachable: local hits keep being served).
   for (int attempt = 0; attempt < 2; ++attempt) {
-    auto info = co_await c.query(key);
-    if (!info) co_return error_response(to_errc(info.error()), "key " + key);
-    if (info->size > max_value)
+    std::uint64_t size = 0;
+    bool here = false;
+    if (auto held = c.data().size_of(key); held) {
+      size = *held;
+      here = true;
+    } else {
+      auto info = co_await c.query(key);
+      if (!info) co_return error_response(to_errc(info.error()), "key " + key);
+      size = info->size;
+      here = info->local;
+    }
+    if (size > max_value)
       co_return error_response(errc::too_large,
-                               "value of " + std::to_string(info->size) + " bytes exceeds http_max_value_bytes");
-    if (auto r = co_await read_value(c, key, info->size ? info->size : 1, info->local)) co_return std::move(*r);
+                               "value of " + std::to_string(size) + " bytes exceeds http_max_value_bytes");
+    if (auto r = co_await read_value(c, key, size ? size : 1, here)) co_return std::move(*r);
   }
   co_return error_response(errc::buffer_overflow, "key " + key + ": value changed size while reading");
 }

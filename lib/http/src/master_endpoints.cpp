@@ -60,15 +60,28 @@ void add_master_endpoints(server& s, mc::master::master_server& m, node_status& 
     if (req.verb != method::get) co_return method_not_allowed();
     auto state = st->state.load(std::memory_order_relaxed);
     if (state == node_state::serving && master->ha_enabled()) {
-      // HA: a standby is a healthy process too; its role says it does not lead.
-      const char* role = !master->leading() ? "standby" : master->rebuilding() ? "rebuilding" : "leader";
-      co_return json_response(200, {{"status", "serving"},
-                                    {"role", role},
-                                    {"term", std::to_string(master->term())},
-                                    {"leader", master->leader()}});
+      // HA: only the leader serves (200; also while it rebuilds its table).
+      // A standby answers 503 so that a load balancer or readiness probe
+      // sends clients elsewhere; its process is alive all the same (/livez).
+      const bool standby = !master->leading();
+      const char* role = standby ? "standby" : master->rebuilding() ? "rebuilding" : "leader";
+      co_return json_response(standby ? 503 : 200, {{"status", standby ? "standby" : "serving"},
+                                                    {"role", role},
+                                                    {"term", std::to_string(master->term())},
+                                                    {"leader", master->leader()}});
     }
     if (state == node_state::serving) co_return json_response(200, {{"status", "serving"}});
     co_return json_response(503, {{"status", state == node_state::starting ? "starting" : "draining"}});
+  });
+
+  // Liveness: 200 once the master serves, whatever its HA role (a standby
+  // or a draining master too), 503 while it starts: what systemd and
+  // liveness probes ask (a standby's /health is 503).
+  s.route("/livez", [st](request& req) -> task<response> {
+    if (req.verb != method::get) co_return method_not_allowed();
+    auto state = st->state.load(std::memory_order_relaxed);
+    if (state == node_state::starting) co_return json_response(503, {{"status", "starting"}});
+    co_return json_response(200, {{"status", state == node_state::draining ? "draining" : "alive"}});
   });
 
   s.route("/metrics", [srv, master](request& req) -> task<response> {
@@ -141,6 +154,9 @@ void add_master_endpoints(server& s, mc::master::master_server& m, node_status& 
                static_cast<double>(master->term()));
       e.single("mc_master_ha_elections_total", "counter", "Elections this master process has won.",
                static_cast<double>(master->elections()));
+      e.single("mc_master_ha_watch_failures_total", "counter",
+               "Watches of the leader key that failed while standing by (each followed by a read of the key).",
+               static_cast<double>(master->leader_watch_failures()));
     }
     co_return response::make(200, e.take(), std::string(prometheus_content_type));
   });

@@ -4,14 +4,17 @@
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl/context.hpp>
+#include <boost/asio/ssl/host_name_verification.hpp>
+#include <boost/asio/ssl/stream.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/json.hpp>
 
 #include <algorithm>
-#include <array>
-#include <charconv>
-#include <limits>
+#include <fstream>
+#include <memory>
+#include <mutex>
 
 namespace mc::master {
 namespace {
@@ -20,88 +23,13 @@ namespace asio = boost::asio;
 namespace http = boost::beast::http;
 namespace json = boost::json;
 using tcp = asio::ip::tcp;
+using ssl_stream = asio::ssl::stream<tcp::socket>;
 
-constexpr std::size_t max_endpoints = 16;
 /// Shortest share of a call's deadline one endpoint gets before the next is tried.
 constexpr auto min_attempt = std::chrono::milliseconds(200);
 
-constexpr std::string_view b64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-/// etcd's gateway writes int64 as JSON strings ("12"); tolerate numbers too.
-std::optional<std::int64_t> int_of(const json::object& o, std::string_view name) {
-  auto it = o.find(name);
-  if (it == o.end()) return std::int64_t{0};  // proto3 omits zero values
-  if (it->value().is_int64()) return it->value().as_int64();
-  if (it->value().is_uint64()) {
-    auto u = it->value().as_uint64();
-    if (u > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) return std::nullopt;
-    return static_cast<std::int64_t>(u);
-  }
-  if (!it->value().is_string()) return std::nullopt;
-  auto s = it->value().as_string();
-  std::int64_t v = 0;
-  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (ec != std::errc{} || p != s.data() + s.size() || s.empty()) return std::nullopt;
-  return v;
-}
-
-std::optional<std::string> bytes_of(const json::object& o, std::string_view name) {
-  auto it = o.find(name);
-  if (it == o.end()) return std::string{};
-  if (!it->value().is_string()) return std::nullopt;
-  return etcd_unbase64(it->value().as_string());
-}
-
-std::optional<etcd_kv> kv_of(const json::value& v) {
-  if (!v.is_object()) return std::nullopt;
-  auto& o = v.as_object();
-  etcd_kv kv;
-  auto k = bytes_of(o, "key");
-  auto val = bytes_of(o, "value");
-  auto cr = int_of(o, "create_revision");
-  auto mr = int_of(o, "mod_revision");
-  auto l = int_of(o, "lease");
-  if (!k || !val || !cr || !mr || !l) return std::nullopt;
-  kv.key = std::move(*k);
-  kv.value = std::move(*val);
-  kv.create_revision = *cr;
-  kv.mod_revision = *mr;
-  kv.lease = *l;
-  return kv;
-}
-
-/// The "kvs" of a range reply; nullopt when malformed or longer than `limit`.
-std::optional<std::vector<etcd_kv>> kvs_of(const json::object& o, std::size_t limit) {
-  std::vector<etcd_kv> out;
-  auto it = o.find("kvs");
-  if (it == o.end()) return out;
-  if (!it->value().is_array() || it->value().as_array().size() > limit) return std::nullopt;
-  for (auto& e : it->value().as_array()) {
-    auto kv = kv_of(e);
-    if (!kv) return std::nullopt;
-    out.push_back(std::move(*kv));
-  }
-  return out;
-}
-
-std::optional<json::object> parse_object(std::string_view body) {
-  boost::system::error_code ec;
-  auto v = json::parse(body, ec);
-  if (ec || !v.is_object()) return std::nullopt;
-  return std::move(v.as_object());
-}
-
-/// The revision in a reply's "header".
-std::optional<std::int64_t> header_revision(const json::object& o) {
-  auto it = o.find("header");
-  if (it == o.end() || !it->value().is_object()) return std::nullopt;
-  return int_of(it->value().as_object(), "revision");
-}
-
-/// One POST to one endpoint; the reply body of a 200. `retriable` tells the
-/// caller whether another endpoint may answer better.
-task<result<std::string>> post_once(std::string endpoint, std::string path, std::string body, bool* retriable) {
-  *retriable = true;
+/// A TCP connection to `endpoint` ("host:port"; a name is resolved).
+task<result<tcp::socket>> open_socket(const std::string& endpoint) {
   auto ep = mc::endpoint::parse(endpoint);
   if (!ep) co_return fail(errc::invalid_params);
   auto ex = co_await asio::this_coro::executor;
@@ -118,134 +46,277 @@ task<result<std::string>> post_once(std::string endpoint, std::string path, std:
     for (auto& r : results) targets.push_back(r.endpoint());
   }
   tcp::socket s(ex);
-  bool connected = false;
   for (auto& t : targets) {
     if (s.is_open()) s.close(ec);
     auto [cec] = co_await s.async_connect(t, asio::as_tuple(asio::use_awaitable));
     if (cec == asio::error::operation_aborted) co_return fail(errc::cancelled);
-    if (!cec) {
-      connected = true;
-      break;
-    }
+    if (!cec) co_return std::move(s);
   }
-  if (!connected) co_return fail(errc::rpc_fail);
+  co_return fail(errc::rpc_fail);
+}
+
+/// A POST of JSON to `path` on `endpoint` (`close`: ask the server to close
+/// the connection after its reply; `token`: etcd's auth token, if any).
+http::request<http::string_body> post_request(const std::string& endpoint, std::string path, std::string body,
+                                              bool close, const std::string& token) {
   http::request<http::string_body> req{http::verb::post, path, 11};
   req.set(http::field::host, endpoint);
   req.set(http::field::content_type, "application/json");
-  req.set(http::field::connection, "close");
+  if (!token.empty()) req.set(http::field::authorization, token);
+  if (close) req.set(http::field::connection, "close");
   req.body() = std::move(body);
   req.prepare_payload();
-  auto [wec, wn] = co_await http::async_write(s, req, asio::as_tuple(asio::use_awaitable));
+  return req;
+}
+
+/// One connection to an etcd endpoint: plain TCP or TLS.
+struct conn {
+  std::optional<tcp::socket> plain;
+  std::optional<ssl_stream> secure;
+  /// Runs `f` on the stream in use (f returns the same awaitable for both).
+  template <class F>
+  auto on(F&& f) {
+    return secure ? f(*secure) : f(*plain);
+  }
+};
+
+}  // namespace
+
+struct etcd_security::state {
+  std::string username;
+  std::string password;
+  std::unique_ptr<asio::ssl::context> ctx;  ///< null: plain TCP
+  mutable std::mutex m;
+  std::string token;  ///< guarded by m; "" = none yet
+};
+
+namespace {
+
+/// Connects to `endpoint`; with TLS also handshakes, verifying the server's
+/// certificate (chain and host name or IP address).
+task<result<std::unique_ptr<conn>>> open_conn(const std::string& endpoint, const etcd_security& sec) {
+  auto opened = co_await open_socket(endpoint);
+  if (!opened) co_return opened.error();
+  auto c = std::make_unique<conn>();
+  if (!sec.tls()) {
+    c->plain.emplace(std::move(*opened));
+    co_return std::move(c);
+  }
+  auto ep = mc::endpoint::parse(endpoint);
+  if (!ep) co_return fail(errc::invalid_params);
+  c->secure.emplace(std::move(*opened), *sec.get()->ctx);
+  boost::system::error_code ec;
+  (void)asio::ip::make_address(ep->host(), ec);
+  if (ec)  // SNI carries names, not addresses
+    ::SSL_set_tlsext_host_name(c->secure->native_handle(), ep->host().c_str());
+  ec = {};
+  c->secure->set_verify_callback(asio::ssl::host_name_verification(ep->host()), ec);
+  if (ec) co_return fail(errc::rpc_fail);
+  auto [hec] = co_await c->secure->async_handshake(asio::ssl::stream_base::client, asio::as_tuple(asio::use_awaitable));
+  if (hec) co_return fail(hec == asio::error::operation_aborted ? errc::cancelled : errc::rpc_fail);
+  co_return std::move(c);
+}
+
+/// One POST to one endpoint; the reply body of a 200. `retriable` tells the
+/// caller whether another endpoint may answer better; `*status` receives
+/// the reply's HTTP status (0 when none came).
+task<result<std::string>> post_once(std::string endpoint, std::string path, std::string body, std::string token,
+                                    etcd_security sec, bool* retriable, int* status) {
+  *retriable = true;
+  *status = 0;
+  auto opened = co_await open_conn(endpoint, sec);
+  if (!opened) co_return opened.error();
+  auto& c = **opened;
+  auto req = post_request(endpoint, std::move(path), std::move(body), true, token);
+  auto [wec, wn] =
+      co_await c.on([&](auto& st) { return http::async_write(st, req, asio::as_tuple(asio::use_awaitable)); });
   (void)wn;
   if (wec) co_return fail(wec == asio::error::operation_aborted ? errc::cancelled : errc::rpc_fail);
   boost::beast::flat_buffer buf(etcd_max_reply + 64 * 1024);
   http::response_parser<http::string_body> parser;
   parser.body_limit(etcd_max_reply);
   parser.header_limit(64 * 1024);
-  auto [rec, rn] = co_await http::async_read(s, buf, parser, asio::as_tuple(asio::use_awaitable));
+  auto [rec, rn] =
+      co_await c.on([&](auto& st) { return http::async_read(st, buf, parser, asio::as_tuple(asio::use_awaitable)); });
   (void)rn;
-  s.shutdown(tcp::socket::shutdown_both, ec);
+  if (c.plain) {
+    boost::system::error_code ec;
+    c.plain->shutdown(tcp::socket::shutdown_both, ec);
+  }
   if (rec) co_return fail(rec == asio::error::operation_aborted ? errc::cancelled : errc::rpc_fail);
   auto& res = parser.get();
-  auto status = res.result_int();
-  if (status != 200) {
+  *status = static_cast<int>(res.result_int());
+  if (*status != 200) {
     // 4xx: the request itself is wrong (the same on every member); 5xx and
     // others: this member may be unhealthy, another may answer.
-    *retriable = status >= 500;
+    *retriable = *status >= 500;
     co_return fail(errc::rpc_fail);
   }
   co_return std::move(res.body());
 }
 
+/// A watch's connection: the parser of its chunked reply, the text of a line
+/// not complete yet, and events that came with the "created" message.
+struct watch_stream {
+  explicit watch_stream(std::unique_ptr<conn> conn_) : c(std::move(conn_)) {}
+  std::unique_ptr<conn> c;
+  boost::beast::flat_buffer buf{256 * 1024};  ///< raw bytes not parsed yet (bounded)
+  http::response_parser<http::buffer_body> p;
+  std::string pending;
+  std::array<char, 16 * 1024> chunk{};
+  std::vector<etcd_event> early;
+};
+
+/// The next non-blank line of a watch's reply body, without its newline.
+/// Errors: rpc_fail (the stream ended, broke, or a line outgrew
+/// etcd_max_reply), cancelled.
+task<result<std::string>> next_line(watch_stream& w) {
+  for (;;) {
+    if (auto nl = w.pending.find('\n'); nl != std::string::npos) {
+      std::string line = w.pending.substr(0, nl);
+      w.pending.erase(0, nl + 1);
+      if (line.find_first_not_of(" \r\t") == std::string::npos) continue;
+      co_return line;
+    }
+    if (w.pending.size() > etcd_max_reply || w.p.is_done()) co_return fail(errc::rpc_fail);
+    w.p.get().body().data = w.chunk.data();
+    w.p.get().body().size = w.chunk.size();
+    auto [ec, n] = co_await w.c->on(
+        [&](auto& st) { return http::async_read_some(st, w.buf, w.p, asio::as_tuple(asio::use_awaitable)); });
+    (void)n;
+    if (ec == http::error::need_buffer) ec = {};  // our chunk is full: take it
+    if (ec) co_return fail(ec == asio::error::operation_aborted ? errc::cancelled : errc::rpc_fail);
+    w.pending.append(w.chunk.data(), w.chunk.size() - w.p.get().body().size);
+  }
+}
+
+/// Opens a watch on `endpoint`: connects, sends `body` (a create_request),
+/// reads the reply header (200, else rpc_fail with the status in *status)
+/// and the "created" message.
+task<result<std::unique_ptr<watch_stream>>> open_watch(std::string endpoint, std::string body, std::string key,
+                                                       std::string token, etcd_security sec, int* status) {
+  *status = 0;
+  auto opened = co_await open_conn(endpoint, sec);
+  if (!opened) co_return opened.error();
+  auto w = std::make_unique<watch_stream>(std::move(*opened));
+  // The request body ends after the create_request; etcd keeps the watch
+  // (and the reply stream) open until the connection closes.
+  auto req = post_request(endpoint, "/v3/watch", std::move(body), false, token);
+  auto [wec, wn] =
+      co_await w->c->on([&](auto& st) { return http::async_write(st, req, asio::as_tuple(asio::use_awaitable)); });
+  (void)wn;
+  if (wec) co_return fail(wec == asio::error::operation_aborted ? errc::cancelled : errc::rpc_fail);
+  w->p.header_limit(64 * 1024);
+  w->p.body_limit(boost::none);  // a stream: bounded per line (next_line) and by the caller's wait
+  auto [rec, rn] = co_await w->c->on(
+      [&](auto& st) { return http::async_read_header(st, w->buf, w->p, asio::as_tuple(asio::use_awaitable)); });
+  (void)rn;
+  if (rec) co_return fail(rec == asio::error::operation_aborted ? errc::cancelled : errc::rpc_fail);
+  *status = static_cast<int>(w->p.get().result_int());
+  if (*status != 200) co_return fail(errc::rpc_fail);
+  auto line = co_await next_line(*w);
+  if (!line) co_return line.error();
+  auto first = etcd_reply::watch(*line, key);
+  if (!first || !first->created || first->canceled) co_return fail(errc::rpc_fail);
+  w->early = std::move(first->events);
+  co_return std::move(w);
+}
+
+/// The next change on the watch. Errors: rpc_fail (stream ended or
+/// malformed, or etcd canceled the watch), cancelled.
+task<result<etcd_event>> next_event(watch_stream& w, std::string key) {
+  for (;;) {
+    auto line = co_await next_line(w);
+    if (!line) co_return line.error();
+    auto m = etcd_reply::watch(*line, key);
+    if (!m || m->canceled) co_return fail(errc::rpc_fail);
+    if (!m->events.empty()) co_return std::move(m->events.front());
+    // else a progress notification: keep waiting
+  }
+}
+
 }  // namespace
 
-std::string etcd_base64(std::string_view in) {
-  std::string out;
-  out.reserve((in.size() + 2) / 3 * 4);
-  std::size_t i = 0;
-  for (; i + 2 < in.size(); i += 3) {
-    std::uint32_t v = (std::uint8_t(in[i]) << 16) | (std::uint8_t(in[i + 1]) << 8) | std::uint8_t(in[i + 2]);
-    out += b64[(v >> 18) & 63];
-    out += b64[(v >> 12) & 63];
-    out += b64[(v >> 6) & 63];
-    out += b64[v & 63];
-  }
-  if (i < in.size()) {
-    std::uint32_t v = std::uint8_t(in[i]) << 16;
-    if (i + 1 < in.size()) v |= std::uint8_t(in[i + 1]) << 8;
-    out += b64[(v >> 18) & 63];
-    out += b64[(v >> 12) & 63];
-    out += i + 1 < in.size() ? b64[(v >> 6) & 63] : '=';
-    out += '=';
-  }
-  return out;
-}
-
-std::optional<std::string> etcd_unbase64(std::string_view in) {
-  if (in.size() % 4 != 0) return std::nullopt;
-  std::array<int, 256> map{};
-  map.fill(-1);
-  for (std::size_t i = 0; i < b64.size(); ++i) map[std::uint8_t(b64[i])] = static_cast<int>(i);
-  std::string out;
-  out.reserve(in.size() / 4 * 3);
-  for (std::size_t i = 0; i < in.size(); i += 4) {
-    int pad = 0;
-    std::uint32_t v = 0;
-    for (std::size_t j = 0; j < 4; ++j) {
-      char c = in[i + j];
-      if (c == '=') {
-        // Padding only in the last group, only at its end (1 or 2 chars).
-        if (i + 4 != in.size() || j < 2) return std::nullopt;
-        ++pad;
-        v <<= 6;
-        continue;
-      }
-      if (pad) return std::nullopt;
-      int d = map[std::uint8_t(c)];
-      if (d < 0) return std::nullopt;
-      v = (v << 6) | static_cast<std::uint32_t>(d);
-    }
-    out += static_cast<char>((v >> 16) & 0xff);
-    if (pad < 2) out += static_cast<char>((v >> 8) & 0xff);
-    if (pad < 1) out += static_cast<char>(v & 0xff);
-  }
-  return out;
-}
-
-result<std::vector<std::string>> parse_etcd_endpoints(std::string_view list, std::string* why) {
-  auto refuse = [&](std::string w) -> result<std::vector<std::string>> {
+result<etcd_security> etcd_security::load(const etcd_security_options& o, bool tls_endpoints, std::string* why) {
+  auto refuse = [&](std::string w) -> result<etcd_security> {
     if (why) *why = std::move(w);
     return fail(errc::invalid_params);
   };
-  if (list.starts_with("etcd://")) list.remove_prefix(7);
-  std::vector<std::string> out;
-  for (;;) {
-    auto comma = list.find(',');
-    auto item = list.substr(0, comma);
-    if (item.starts_with("http://")) item.remove_prefix(7);
-    while (!item.empty() && item.back() == '/') item.remove_suffix(1);
-    std::string_view w;
-    if (!mc::endpoint::parse(item, &w)) return refuse("etcd endpoint '" + std::string(item) + "': " + std::string(w));
-    if (out.size() == max_endpoints) return refuse("more than 16 etcd endpoints");
-    out.emplace_back(item);
-    if (comma == std::string_view::npos) break;
-    list = list.substr(comma + 1);  // "a," leaves an empty item: refused above
+  etcd_security out;
+  const bool tls = o.tls || tls_endpoints || !o.ca_file.empty() || !o.cert_file.empty() || !o.key_file.empty();
+  const bool auth = !o.username.empty() || !o.password_file.empty();
+  if (!tls && !auth) return out;
+  auto st = std::make_shared<state>();
+  if (auth) {
+    if (o.username.empty()) return refuse("etcd_password_file is set but etcd_username is empty");
+    if (o.password_file.empty()) return refuse("etcd_username is set but etcd_password_file is empty");
+    std::ifstream in(o.password_file, std::ios::binary);
+    if (!in) return refuse("etcd_password_file '" + o.password_file + "' cannot be read");
+    std::string text(4097, '\0');
+    in.read(text.data(), static_cast<std::streamsize>(text.size()));
+    text.resize(static_cast<std::size_t>(in.gcount()));
+    if (text.size() > 4096) return refuse("etcd_password_file '" + o.password_file + "' is longer than 4 KiB");
+    auto first = text.find_first_not_of(" \t\r\n");
+    if (first == std::string::npos) return refuse("etcd_password_file '" + o.password_file + "' is empty");
+    text = text.substr(first, text.find_last_not_of(" \t\r\n") - first + 1);
+    st->username = o.username;
+    st->password = std::move(text);
   }
+  if (tls) {
+    if (o.cert_file.empty() != o.key_file.empty())
+      return refuse("etcd_cert_file and etcd_key_file must be given together");
+    auto ctx = std::make_unique<asio::ssl::context>(asio::ssl::context::tls_client);
+    boost::system::error_code ec;
+    ctx->set_options(asio::ssl::context::no_sslv2 | asio::ssl::context::no_sslv3 | asio::ssl::context::no_tlsv1 |
+                         asio::ssl::context::no_tlsv1_1,
+                     ec);
+    ctx->set_verify_mode(asio::ssl::verify_peer, ec);
+    if (!o.ca_file.empty()) {
+      ctx->load_verify_file(o.ca_file, ec);
+      if (ec) return refuse("etcd_ca_file '" + o.ca_file + "': " + ec.message());
+    } else {
+      ctx->set_default_verify_paths(ec);
+      if (ec) return refuse("the system's CA certificates: " + ec.message());
+    }
+    if (!o.cert_file.empty()) {
+      ctx->use_certificate_chain_file(o.cert_file, ec);
+      if (ec) return refuse("etcd_cert_file '" + o.cert_file + "': " + ec.message());
+      ctx->use_private_key_file(o.key_file, asio::ssl::context::pem, ec);
+      if (ec) return refuse("etcd_key_file '" + o.key_file + "': " + ec.message());
+      if (::SSL_CTX_check_private_key(ctx->native_handle()) != 1)
+        return refuse("etcd_key_file '" + o.key_file + "' is not the key of etcd_cert_file '" + o.cert_file + "'");
+    }
+    st->ctx = std::move(ctx);
+  }
+  out.s_ = std::move(st);
   return out;
 }
 
-etcd_client::etcd_client(std::vector<std::string> endpoints, mc::duration timeout)
-    : endpoints_(std::move(endpoints)), timeout_(timeout) {}
+bool etcd_security::tls() const noexcept { return s_ && s_->ctx; }
+bool etcd_security::authenticates() const noexcept { return s_ && !s_->username.empty(); }
 
-task<result<std::string>> etcd_client::call(std::string path, std::string body) {
+etcd_client::etcd_client(std::vector<std::string> endpoints, mc::duration timeout, etcd_security security)
+    : endpoints_(std::move(endpoints)), timeout_(timeout), security_(std::move(security)) {}
+
+std::string etcd_client::token() const {
+  if (!security_.authenticates()) return {};
+  std::lock_guard lk(security_.get()->m);
+  return security_.get()->token;
+}
+
+task<result<std::string>> etcd_client::call_once(std::string path, std::string body, int* status) {
+  *status = 0;
   if (endpoints_.empty()) co_return fail(errc::invalid_params);
   auto deadline = std::chrono::steady_clock::now() + timeout_;
   auto share = std::max<mc::duration>(min_attempt, timeout_ / static_cast<int>(endpoints_.size()));
   errc last = errc::rpc_fail;
+  const auto tok = path == "/v3/auth/authenticate" ? std::string{} : token();
   for (auto& ep : endpoints_) {
     auto until = std::min(deadline, std::chrono::steady_clock::now() + share);
     bool retriable = true;
-    auto r = co_await mc::with_deadline_at(post_once(ep, path, body, &retriable), until);
+    int st = 0;
+    auto r = co_await mc::with_deadline_at(post_once(ep, path, body, tok, security_, &retriable, &st), until);
+    if (st != 0) *status = st;
     if (r) co_return r;
     if (mc::is(r.error(), errc::cancelled)) co_return r;
     last = mc::is(r.error(), errc::timeout) ? errc::timeout : errc::rpc_fail;
@@ -254,106 +325,71 @@ task<result<std::string>> etcd_client::call(std::string path, std::string body) 
   co_return fail(last);
 }
 
-// ---- reply parsers (untrusted text from etcd) -----------------------------
-
-namespace etcd_reply {
-
-result<etcd_client::lease> grant(std::string_view body) {
-  auto o = parse_object(body);
-  if (!o) return fail(errc::rpc_fail);
-  auto id = int_of(*o, "ID");
-  auto ttl = int_of(*o, "TTL");
-  if (!id || !ttl || *id == 0 || *ttl <= 0) return fail(errc::rpc_fail);
-  return etcd_client::lease{*id, *ttl};
-}
-
-result<std::int64_t> keepalive(std::string_view body) {
-  // A streaming endpoint: one JSON object per line, {"result": {...}}.
-  auto o = parse_object(body.substr(0, body.find('\n')));
-  if (!o) return fail(errc::rpc_fail);
-  auto it = o->find("result");
-  if (it == o->end() || !it->value().is_object()) return fail(errc::rpc_fail);
-  auto ttl = int_of(it->value().as_object(), "TTL");
-  if (!ttl || *ttl < 0) return fail(errc::rpc_fail);
-  return *ttl;
-}
-
-result<etcd_client::campaign_result> create_if_absent(std::string_view body, const std::string& key) {
-  auto o = parse_object(body);
-  if (!o) return fail(errc::rpc_fail);
-  etcd_client::campaign_result out;
-  auto s = o->find("succeeded");
-  if (s != o->end() && !s->value().is_bool()) return fail(errc::rpc_fail);
-  out.created = s != o->end() && s->value().as_bool();
-  if (out.created) {
-    auto rev = header_revision(*o);
-    if (!rev || *rev <= 0) return fail(errc::rpc_fail);
-    out.revision = *rev;
-    return out;
+task<result<void>> etcd_client::authenticate() {
+  auto& st = *security_.get();
+  json::object req{{"name", st.username}, {"password", st.password}};
+  int status = 0;
+  auto r = co_await call_once("/v3/auth/authenticate", json::serialize(req), &status);
+  if (!r) {
+    // etcd answers a wrong user or password 400 (InvalidArgument), a
+    // disabled auth 400 too ("authentication is not enabled").
+    if (status >= 400 && status < 500) co_return fail(errc::access_denied);
+    co_return r.error();
   }
-  // The failure branch's range: responses[0].response_range.kvs[0]. The key
-  // may have vanished between the compare and now: then no holder (retry).
-  auto rs = o->find("responses");
-  if (rs == o->end() || !rs->value().is_array() || rs->value().as_array().size() != 1) return fail(errc::rpc_fail);
-  auto& first = rs->value().as_array()[0];
-  if (!first.is_object()) return fail(errc::rpc_fail);
-  auto rr = first.as_object().find("response_range");
-  if (rr == first.as_object().end() || !rr->value().is_object()) return fail(errc::rpc_fail);
-  auto kvs = kvs_of(rr->value().as_object(), 1);
-  if (!kvs) return fail(errc::rpc_fail);
-  if (!kvs->empty()) {
-    if (kvs->front().key != key) return fail(errc::rpc_fail);
-    out.holder = std::move(kvs->front());
+  auto t = etcd_reply::token(*r);
+  if (!t) co_return t.error();
+  std::lock_guard lk(st.m);
+  st.token = std::move(*t);
+  co_return result<void>{};
+}
+
+task<result<std::string>> etcd_client::call(std::string path, std::string body) {
+  const bool auth = security_.authenticates();
+  if (auth && token().empty()) {
+    auto a = co_await authenticate();
+    if (!a) co_return a.error();
   }
-  return out;
+  int status = 0;
+  auto r = co_await call_once(path, body, &status);
+  if (!r && auth && status == 401) {  // the token expired or was revoked: once more with a new one
+    auto a = co_await authenticate();
+    if (!a) co_return a.error();
+    r = co_await call_once(std::move(path), std::move(body), &status);
+  }
+  if (!r && (status == 401 || status == 403)) co_return fail(errc::access_denied);
+  co_return r;
 }
 
-result<std::int64_t> revision(std::string_view body) {
-  auto o = parse_object(body);
-  if (!o) return fail(errc::rpc_fail);
-  auto rev = header_revision(*o);
-  if (!rev || *rev < 0) return fail(errc::rpc_fail);
-  return *rev;
+task<void> etcd_client::follow(std::string key, std::function<bool(const std::optional<etcd_kv>&)> seen,
+                               mc::duration window, mc::duration pause, std::atomic<std::uint64_t>* watch_failures,
+                               std::int64_t from) {
+  co_await asio::this_coro::throw_if_cancelled(false);
+  for (;;) {
+    if (from == 0) {  // read the key, then watch from just after the read
+      std::int64_t rev = 0;
+      auto kv = co_await get(key, &rev);
+      if (kv) {
+        if (!seen(*kv)) co_return;
+        from = std::max(rev, *kv ? (*kv)->mod_revision : 0) + 1;
+        continue;
+      }
+      if (mc::is(kv.error(), errc::cancelled)) co_return;
+    } else {
+      auto ev = co_await watch_once(key, from, window);
+      if (ev) {
+        if (!*ev) continue;  // no change within the window: watch again
+        if (!seen((*ev)->deleted ? std::nullopt : std::optional<etcd_kv>((*ev)->kv))) co_return;
+        from = (*ev)->kv.mod_revision + 1;
+        continue;
+      }
+      if (mc::is(ev.error(), errc::cancelled)) co_return;
+      if (watch_failures) watch_failures->fetch_add(1, std::memory_order_relaxed);
+      from = 0;
+    }
+    auto slept = co_await mc::sleep_for(pause);
+    if (!slept) co_return;  // cancelled
+  }
 }
-
-result<std::optional<etcd_kv>> get(std::string_view body, const std::string& key) {
-  auto o = parse_object(body);
-  if (!o) return fail(errc::rpc_fail);
-  auto kvs = kvs_of(*o, 1);
-  if (!kvs) return fail(errc::rpc_fail);
-  if (kvs->empty()) return std::optional<etcd_kv>{};
-  if (kvs->front().key != key) return fail(errc::rpc_fail);
-  return std::optional<etcd_kv>{std::move(kvs->front())};
-}
-
-result<std::vector<etcd_kv>> get_prefix(std::string_view body, const std::string& prefix, std::size_t limit) {
-  auto o = parse_object(body);
-  if (!o) return fail(errc::rpc_fail);
-  auto kvs = kvs_of(*o, limit);
-  if (!kvs) return fail(errc::rpc_fail);
-  for (auto& kv : *kvs)
-    if (!kv.key.starts_with(prefix)) return fail(errc::rpc_fail);
-  return std::move(*kvs);
-}
-
-result<std::int64_t> deleted(std::string_view body) {
-  auto o = parse_object(body);
-  if (!o) return fail(errc::rpc_fail);
-  auto n = int_of(*o, "deleted");
-  if (!n || *n < 0 || *n > 1) return fail(errc::rpc_fail);
-  return *n;
-}
-
-result<bool> succeeded(std::string_view body) {
-  auto o = parse_object(body);
-  if (!o) return result<bool>(boost::system::in_place_error, fail(errc::rpc_fail));
-  auto s = o->find("succeeded");
-  if (s == o->end()) return false;  // proto3 omits false
-  if (!s->value().is_bool()) return result<bool>(boost::system::in_place_error, fail(errc::rpc_fail));
-  return s->value().as_bool();
-}
-
-}  // namespace etcd_reply
 
 // ---- requests ----------------------------------------------------------------
 
@@ -400,11 +436,47 @@ task<result<std::int64_t>> etcd_client::put(std::string key, std::string value, 
   co_return etcd_reply::revision(*r);
 }
 
-task<result<std::optional<etcd_kv>>> etcd_client::get(std::string key) {
+task<result<std::optional<etcd_kv>>> etcd_client::get(std::string key, std::int64_t* revision) {
   json::object req{{"key", etcd_base64(key)}};
   auto r = co_await call("/v3/kv/range", json::serialize(req));
   if (!r) co_return r.error();
-  co_return etcd_reply::get(*r, key);
+  co_return etcd_reply::get(*r, key, revision);
+}
+
+task<result<std::optional<etcd_event>>> etcd_client::watch_once(std::string key, std::int64_t start_revision,
+                                                                mc::duration wait) {
+  if (endpoints_.empty() || start_revision <= 0) co_return fail(errc::invalid_params);
+  const auto until = std::chrono::steady_clock::now() + wait;
+  json::object create{{"key", etcd_base64(key)}, {"start_revision", std::to_string(start_revision)}};
+  const auto body = json::serialize(json::object{{"create_request", std::move(create)}});
+  const bool auth = security_.authenticates();
+  if (auth && token().empty()) {
+    auto a = co_await authenticate();
+    if (!a) co_return a.error();
+  }
+  std::unique_ptr<watch_stream> w;
+  int status = 0;
+  for (std::size_t i = 0; i < endpoints_.size(); ++i) {
+    auto opened =
+        co_await mc::with_deadline(open_watch(endpoints_[i], body, key, token(), security_, &status), timeout_);
+    if (!opened && auth && status == 401) {  // the token expired: a new one, this endpoint again
+      auto a = co_await authenticate();
+      if (!a) co_return a.error();
+      opened = co_await mc::with_deadline(open_watch(endpoints_[i], body, key, token(), security_, &status), timeout_);
+    }
+    if (opened) {
+      w = std::move(*opened);
+      break;
+    }
+    if (mc::is(opened.error(), errc::cancelled)) co_return opened.error();
+    if (std::chrono::steady_clock::now() >= until) break;
+  }
+  if (!w) co_return fail(status == 401 || status == 403 ? errc::access_denied : errc::rpc_fail);
+  if (!w->early.empty()) co_return std::optional<etcd_event>(std::move(w->early.front()));
+  auto ev = co_await mc::with_deadline_at(next_event(*w, key), until);
+  if (ev) co_return std::optional<etcd_event>(std::move(*ev));
+  if (mc::is(ev.error(), errc::timeout)) co_return std::optional<etcd_event>{};
+  co_return ev.error();
 }
 
 task<result<std::vector<etcd_kv>>> etcd_client::get_prefix(std::string prefix, std::int64_t limit) {

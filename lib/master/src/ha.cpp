@@ -39,7 +39,7 @@ struct leader_elector::state {
   state(mc::runtime::runtime& r, ha_options opts, std::function<void(std::uint64_t)> e, std::function<void()> l)
       : rt(r),
         o(std::move(opts)),
-        etcd(o.etcd_endpoints, o.etcd_timeout),
+        etcd(o.etcd_endpoints, o.etcd_timeout, o.security),
         on_elected(std::move(e)),
         on_lost(std::move(l)) {}
 
@@ -52,6 +52,7 @@ struct leader_elector::state {
   std::atomic<std::uint64_t> term{0};
   std::atomic<std::int64_t> valid_until{0};  ///< steady clock, ns
   std::atomic<std::uint64_t> elections{0};
+  std::atomic<std::uint64_t> watch_failures{0};
   std::atomic<bool> stopping{false};
   /// The election this process holds (for resigning); 0 when none.
   std::atomic<std::int64_t> lease_id{0};
@@ -98,15 +99,26 @@ task<void> campaign(std::shared_ptr<leader_elector::state> s) {
       // Not elected (or unknown): give the lease back, watch the holder.
       s->lease_id.store(0);
       (void)co_await s->etcd.revoke(g->id);
-      if (c) s->set_leader(c->holder.value);
-      while (!s->stopping.load()) {
+      // Follow the key from just after the holder's last write (or from a
+      // read of it): its deletion (resigned, or its lease expired) wakes us
+      // at once to campaign.
+      if (c && c->holder.key.empty()) continue;  // it vanished after the compare: campaign
+      std::int64_t from = 0;
+      if (c) {
+        s->set_leader(c->holder.value);
+        from = c->holder.mod_revision + 1;
+      } else {
         auto slept = co_await mc::sleep_for(s->o.poll);
         if (!slept) break;
-        auto h = co_await s->etcd.get(key);
-        if (!h) continue;  // etcd unreachable: keep the last view
-        if (!*h) break;    // vacant: campaign
-        s->set_leader((*h)->value);
       }
+      co_await s->etcd.follow(
+          key,
+          [&s](const std::optional<etcd_kv>& kv) {
+            if (!kv) return false;  // vacant: campaign
+            s->set_leader(kv->value);
+            return true;
+          },
+          s->o.watch_window, s->o.poll, &s->watch_failures, from);
       continue;
     }
     // Elected: the lease was valid from `sent` for at least its TTL.
@@ -188,5 +200,6 @@ std::string leader_elector::leader() const {
   return s_->leader;
 }
 std::uint64_t leader_elector::elections() const noexcept { return s_->elections.load(); }
+std::uint64_t leader_elector::watch_failures() const noexcept { return s_->watch_failures.load(); }
 
 }  // namespace mc::master

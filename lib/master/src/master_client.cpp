@@ -1,7 +1,6 @@
 #include "mc/master/master_client.hpp"
 
 #include "mc/master/etcd.hpp"
-#include "mc/master/ha.hpp"
 #include "mc/runtime/endpoint.hpp"
 
 #include <boost/asio/co_spawn.hpp>
@@ -15,6 +14,7 @@
 #include <utility>
 
 #include "client_info_wire.hpp"
+#include "master_client_locator.hpp"
 #include "master.capnp.h"
 #include "mc/rpc/capnp.hpp"
 
@@ -68,81 +68,6 @@ task<result<T>> across_failover(F attempt, mc::duration timeout, bool client_unk
   }
 }
 
-struct master_client::locator {
-  locator(std::vector<std::string> eps, mc::duration timeout, std::string cluster)
-      : etcd(std::move(eps), timeout), key(ha_leader_key(cluster)), members(ha_members_prefix(cluster)) {}
-  etcd_client etcd;
-  std::string key;
-  std::string members;  ///< ha_members_prefix
-  std::mutex m;
-  std::string leader;          ///< guarded by m; "" = not resolved
-  std::uint64_t max_term = 0;  ///< guarded by m: the newest leader term seen in a reply
-  // This client's own membership record (keep_membership):
-  std::atomic<bool> busy{false};                  ///< a round is running
-  std::atomic<bool> recorded{false};              ///< the record is in place
-  std::int64_t lease = 0;                         ///< guarded by m; 0 = none
-  std::chrono::steady_clock::time_point renewed;  ///< guarded by m
-  std::uint64_t left = 0;                         ///< guarded by m: unregistrations (a round then puts nothing)
-  bool wanted = false;                            ///< guarded by m: registered, the record should exist
-};
-
-task<bool> master_client::keep_membership(std::shared_ptr<locator> l, std::string id, bool put) {
-  if (l->etcd.endpoints().empty() || l->busy.exchange(true)) co_return l->recorded.load();
-  struct release {
-    locator* l;
-    ~release() { l->busy.store(false); }
-  } done{l.get()};
-  std::int64_t lease = 0;
-  std::uint64_t left = 0;
-  std::chrono::steady_clock::time_point renewed;
-  {
-    std::lock_guard lk(l->m);
-    lease = l->lease;
-    renewed = l->renewed;
-    left = l->left;
-    if (lease == 0 && l->wanted) put = true;  // an earlier round could not write it: now
-  }
-  const auto now = std::chrono::steady_clock::now();
-  if (lease == 0 && !put) co_return false;  // not registered (or left): nothing to renew
-  if (lease != 0 && now - renewed >= membership_lease_ttl / 3) {
-    auto k = co_await l->etcd.keepalive(lease);
-    if (!k && !put) co_return l->recorded.load();  // etcd unreachable: the next round tries again
-    if (k && *k > 0) {
-      std::lock_guard lk(l->m);
-      l->renewed = now;
-    } else if (k) {
-      lease = 0;  // lapsed, and the record with it: a new lease, the record again
-      l->recorded.store(false);
-      put = true;
-    }
-  }
-  if (!put) co_return l->recorded.load();
-  // The record under the lease; a put refused because the lease lapsed
-  // meanwhile (etcd unreachable past its TTL) is tried once more under a new one.
-  for (int attempt = 0; attempt < 2; ++attempt) {
-    if (lease == 0) {
-      auto g = co_await l->etcd.grant(membership_lease_ttl.count());
-      if (!g) break;
-      lease = g->id;
-      std::lock_guard lk(l->m);
-      if (l->left != left) break;  // unregistered meanwhile: no record (the lease lapses unused)
-      l->lease = lease;
-      l->renewed = std::chrono::steady_clock::now();
-    }
-    {
-      std::lock_guard lk(l->m);
-      if (l->left != left) break;
-    }
-    if (co_await l->etcd.put(l->members + id, id, lease)) {
-      l->recorded.store(true);
-      co_return true;
-    }
-    lease = 0;
-  }
-  l->recorded.store(false);
-  co_return false;
-}
-
 result<void> check_master_address(std::string_view address, std::string* why) {
   if (address.starts_with("etcd://")) {
     auto eps = parse_etcd_endpoints(address, why);
@@ -155,13 +80,18 @@ result<void> check_master_address(std::string_view address, std::string* why) {
   return fail(errc::invalid_params);
 }
 
-master_client::master_client(std::string address, mc::duration timeout, std::string cluster_id)
+master_client::master_client(std::string address, mc::duration timeout, std::string cluster_id,
+                             std::chrono::seconds membership_ttl, const etcd_security_options& etcd)
     : address_(std::move(address)), timeout_(timeout) {
   if (address_.starts_with("etcd://")) {
-    auto eps = parse_etcd_endpoints(address_);
-    // A bad locator keeps no endpoints: every call fails invalid_params.
+    bool tls = false;
+    auto eps = parse_etcd_endpoints(address_, nullptr, &tls);
+    auto sec = eps ? etcd_security::load(etcd, tls) : result<etcd_security>(eps.error());
+    // A bad locator or security settings keep no endpoints: every call
+    // fails invalid_params.
     locator_ =
-        std::make_shared<locator>(eps ? std::move(*eps) : std::vector<std::string>{}, timeout, std::move(cluster_id));
+        std::make_shared<locator>(eps && sec ? std::move(*eps) : std::vector<std::string>{}, timeout,
+                                  std::move(cluster_id), membership_ttl, sec ? std::move(*sec) : etcd_security{});
   }
 }
 
@@ -169,56 +99,6 @@ std::string master_client::current_master() const {
   if (!locator_) return address_;
   std::lock_guard lk(locator_->m);
   return locator_->leader;
-}
-
-task<result<std::string>> master_client::resolve() {
-  if (!locator_) co_return address_;
-  {
-    std::lock_guard lk(locator_->m);
-    if (!locator_->leader.empty()) co_return locator_->leader;
-  }
-  if (locator_->etcd.endpoints().empty()) co_return fail(errc::invalid_params);
-  auto kv = co_await locator_->etcd.get(locator_->key);
-  if (!kv) co_return kv.error();
-  if (!*kv) co_return fail(errc::unavailable_in_current_status);           // no leader elected now
-  if (!mc::endpoint::parse((*kv)->value)) co_return fail(errc::rpc_fail);  // not what a master writes
-  std::lock_guard lk(locator_->m);
-  locator_->leader = (*kv)->value;
-  co_return locator_->leader;
-}
-
-task<result<bool>> master_client::refresh_leader() {
-  auto error = [](boost::system::error_code ec) { return result<bool>(boost::system::in_place_error, ec); };
-  if (!locator_) co_return false;
-  if (locator_->etcd.endpoints().empty()) co_return error(fail(errc::invalid_params));
-  auto kv = co_await locator_->etcd.get(locator_->key);
-  if (!kv) co_return error(kv.error());
-  if (!*kv) co_return error(fail(errc::unavailable_in_current_status));
-  if (!mc::endpoint::parse((*kv)->value)) co_return error(fail(errc::rpc_fail));
-  std::lock_guard lk(locator_->m);
-  bool changed = locator_->leader != (*kv)->value;
-  locator_->leader = (*kv)->value;
-  co_return changed;
-}
-
-bool master_client::stale_term(std::uint64_t term) {
-  if (!locator_) return false;
-  std::lock_guard lk(locator_->m);
-  if (term < locator_->max_term) {
-    locator_->leader.clear();  // an old leader answered: read etcd again
-    return true;
-  }
-  locator_->max_term = term;
-  return false;
-}
-
-boost::system::error_code master_client::note(boost::system::error_code e) {
-  if (locator_ &&
-      (mc::is(e, errc::rpc_fail) || mc::is(e, errc::timeout) || mc::is(e, errc::unavailable_in_current_status))) {
-    std::lock_guard lk(locator_->m);
-    locator_->leader.clear();
-  }
-  return e;
 }
 
 task<result<void>> master_client::register_client(client_info info) {

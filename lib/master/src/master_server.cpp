@@ -343,6 +343,9 @@ master_server::master_server(mc::runtime::runtime& rt, const master_options& opt
 
 bool master_server::ha_enabled() const noexcept { return impl_->opts.ha_backend == "etcd"; }
 std::uint64_t master_server::elections() const noexcept { return impl_->elector ? impl_->elector->elections() : 0; }
+std::uint64_t master_server::leader_watch_failures() const noexcept {
+  return impl_->elector ? impl_->elector->watch_failures() : 0;
+}
 bool master_server::leading() const noexcept { return impl_->gate.serving(); }
 bool master_server::rebuilding() const noexcept { return impl_->gate.rebuilding.load(); }
 std::uint64_t master_server::term() const noexcept { return impl_->elector ? impl_->elector->term() : 0; }
@@ -388,8 +391,21 @@ result<void> master_server::start() {
     impl_->message = impl_->server.message();
     return r;
   }
-  impl_->started = true;
-  if (impl_->opts.ha_backend == "etcd") start_ha();
+  if (impl_->opts.ha_backend == "etcd") {
+    bool tls = false;
+    std::string why;
+    auto eps = parse_etcd_endpoints(impl_->opts.etcd_endpoints, &why, &tls);
+    auto sec = eps ? etcd_security::load(impl_->opts.etcd_security, tls, &why) : result<etcd_security>(eps.error());
+    if (!sec) {
+      impl_->server.stop();
+      impl_->message = why.empty() ? "etcd_endpoints are invalid" : why;
+      return fail(errc::invalid_params);
+    }
+    impl_->started = true;
+    start_ha(std::move(*sec));
+  } else {
+    impl_->started = true;
+  }
   impl_->sweeper = std::make_shared<boost::asio::steady_timer>(impl_->rt.executor(0));
   auto every = std::max<mc::duration>(std::chrono::milliseconds(20), impl_->opts.client_ttl / 4);
   boost::asio::co_spawn(impl_->rt.executor(0), sweep_loop(impl_->sweeper, &impl_->md, &impl_->gate, every),
@@ -397,10 +413,11 @@ result<void> master_server::start() {
   return {};
 }
 
-void master_server::start_ha() {
+void master_server::start_ha(etcd_security security) {
   auto& p = *impl_;
   auto eps = parse_etcd_endpoints(p.opts.etcd_endpoints);
   ha_options ho;
+  ho.security = std::move(security);
   ho.etcd_endpoints = eps ? *eps : std::vector<std::string>{};
   ho.cluster_id = p.opts.cluster_id;
   ho.advertise = ha_advertise(p.opts);
@@ -408,7 +425,7 @@ void master_server::start_ha() {
   ho.etcd_timeout = std::min<std::chrono::milliseconds>(std::chrono::milliseconds(1000), p.opts.ha_lease_ttl / 2);
   auto ttl = std::max<std::int64_t>(std::chrono::ceil<std::chrono::seconds>(p.opts.client_ttl).count(),
                                     3 * std::chrono::ceil<std::chrono::seconds>(p.opts.ha_lease_ttl).count());
-  p.members = std::make_shared<ha_members>(p.rt, etcd_client(ho.etcd_endpoints, ho.etcd_timeout),
+  p.members = std::make_shared<ha_members>(p.rt, etcd_client(ho.etcd_endpoints, ho.etcd_timeout, ho.security),
                                            ha_clients_prefix(p.opts.cluster_id), ha_members_prefix(p.opts.cluster_id),
                                            ttl, p.md, p.gate);
   auto h = p.members;

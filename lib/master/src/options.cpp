@@ -31,8 +31,25 @@ mc::config::option_set make_option_set(master_options& o) {
   s.env("MC_HA_BACKEND", "ha_backend")
       .env("MC_ETCD_ENDPOINTS", "etcd_endpoints")
       .env("MC_STORE_CLUSTER_ID", "cluster_id");
+  add_etcd_security_options(s, o.etcd_security);
   mc::config::add_auth_options(s, o.auth);
   return s;
+}
+
+void add_etcd_security_options(mc::config::option_set& s, etcd_security_options& o) {
+  s.add("etcd_username", &o.username, "etcd user to authenticate as (etcd auth enabled; needs etcd_password_file)")
+      .add("etcd_password_file", &o.password_file, "file holding the etcd user's password (whitespace trimmed)")
+      .add("etcd_ca_file", &o.ca_file,
+           "PEM CA certificate(s) etcd's server certificate must chain to; implies TLS (\"\" with TLS = the "
+           "system's CAs)")
+      .add("etcd_cert_file", &o.cert_file, "PEM client certificate for etcd (--client-cert-auth); implies TLS")
+      .add("etcd_key_file", &o.key_file, "PEM private key of etcd_cert_file")
+      .add("etcd_tls", &o.tls, "talk TLS to etcd (also implied by https:// endpoints and the files above)")
+      .env("MC_ETCD_USERNAME", "etcd_username")
+      .env("MC_ETCD_PASSWORD_FILE", "etcd_password_file")
+      .env("MC_ETCD_CA_FILE", "etcd_ca_file")
+      .env("MC_ETCD_CERT_FILE", "etcd_cert_file")
+      .env("MC_ETCD_KEY_FILE", "etcd_key_file");
 }
 
 std::string ha_advertise(const master_options& o) {
@@ -49,7 +66,9 @@ std::string validate(const master_options& o) {
   if (o.ha_backend.empty()) return {};
   if (o.ha_backend != "etcd") return "ha_backend '" + o.ha_backend + "' is not supported: '' or 'etcd'";
   std::string why;
-  if (!parse_etcd_endpoints(o.etcd_endpoints, &why)) return "etcd_endpoints: " + why;
+  bool tls = false;
+  if (!parse_etcd_endpoints(o.etcd_endpoints, &why, &tls)) return "etcd_endpoints: " + why;
+  if (!etcd_security::load(o.etcd_security, tls, &why)) return why;
   if (!check_cluster_id(o.cluster_id)) return "cluster_id must be 1-128 characters of A-Z a-z 0-9 . _ -";
   if (o.ha_lease_ttl < std::chrono::seconds(1) || o.ha_lease_ttl > std::chrono::seconds(60))
     return "ha_lease_ttl must be between 1 s and 60 s";

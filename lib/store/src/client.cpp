@@ -17,7 +17,8 @@ namespace mc::store {
 client::impl::impl(mc::runtime::runtime& r, client_options o)
     : rt(r),
       opts(std::move(o)),
-      master(opts.master_server_address, opts.rpc_timeout, opts.cluster_id),
+      master(opts.master_server_address, opts.rpc_timeout, opts.cluster_id,
+             std::chrono::duration_cast<std::chrono::seconds>(opts.ha_membership_ttl), opts.etcd_security),
       peers(opts.rpc_timeout) {}
 
 client::client(std::unique_ptr<impl> p) : impl_(std::move(p)) {}
@@ -130,6 +131,21 @@ result<std::unique_ptr<client>> client::start(mc::runtime::runtime& rt, client_o
           h.leave();
         }(raw, std::move(h)),
         boost::asio::bind_cancellation_slot(p->heartbeat_cancel.slot(), boost::asio::detached));
+  if (p->master.uses_etcd()) {
+    if (auto h = p->background.try_enter())
+      boost::asio::co_spawn(
+          rt.executor(0),
+          [](impl* self, gate_holder h) -> task<void> {
+            // A new leader wakes the heartbeat loop, which registers with it
+            // (and re-publishes) now rather than at its next period.
+            co_await self->master.follow_leader([self] {
+              self->leader_moved = true;
+              self->heartbeat_timer->cancel();
+            });
+            h.leave();
+          }(raw, std::move(h)),
+          boost::asio::bind_cancellation_slot(p->follow_cancel.slot(), boost::asio::detached));
+  }
   if (auto h = p->background.try_enter())
     boost::asio::co_spawn(
         rt.executor(0),
@@ -155,6 +171,7 @@ void client::stop() {
     self->heartbeat_timer->cancel();
     self->notice_timer->cancel();
     self->heartbeat_cancel.emit(boost::asio::cancellation_type::terminal);  // thread 0: the loop's thread
+    self->follow_cancel.emit(boost::asio::cancellation_type::terminal);
     if (self->registered.load())
       (void)co_await mc::with_deadline(self->master.unregister_client(self->id),
                                        std::min<mc::duration>(std::chrono::seconds(2), self->opts.rpc_timeout));
@@ -186,24 +203,16 @@ task<result<void>> client::impl::register_with_master(bool republish) {
   co_return result<void>{};
 }
 
-namespace {
-/// master_client::refresh_leader as 1 (changed) / 0, for with_deadline
-/// (which cannot hold a result<bool>).
-task<result<int>> leader_changed(mc::master::master_client& m) {
-  auto c = co_await m.refresh_leader();
-  if (!c) co_return c.error();
-  co_return *c ? 1 : 0;
-}
-}  // namespace
-
 task<void> client::impl::heartbeat_loop() {
   for (;;) {
     if (auto cs = co_await boost::asio::this_coro::cancellation_state;
         cs.cancelled() != boost::asio::cancellation_type::none)
       co_return;  // stop()
-    heartbeat_timer->expires_after(opts.heartbeat_interval);
-    auto [ec] = co_await heartbeat_timer->async_wait(boost::asio::as_tuple(boost::asio::use_awaitable));
-    if (ec || stopped) co_return;
+    if (!leader_moved) {
+      heartbeat_timer->expires_after(opts.heartbeat_interval);
+      auto [ec] = co_await heartbeat_timer->async_wait(boost::asio::as_tuple(boost::asio::use_awaitable));
+      if (stopped || (ec && !leader_moved)) co_return;  // stop() (a new leader cancels the wait too)
+    }
     // An exception escaping one round must not end the loop silently (it is
     // spawned detached): the node would keep serving while it drops out of
     // the master's membership for good. Log it and go on next period.
@@ -223,13 +232,12 @@ task<void> client::impl::heartbeat_once() {
     cap += u.capacity;
     used += u.used;
   }
-  if (master.uses_etcd()) {
-    // HA: follow the leader key; a new leader means registering with it
-    // (and re-publishing) now, not after a heartbeat to the old one fails.
-    // The etcd client has its own deadline; this one keeps the loop alive
-    // even if an await there never completed.
-    auto changed = co_await mc::with_deadline(leader_changed(master), opts.rpc_timeout);
-    if (changed && *changed != 0 && registered) registered = false;
+  if (leader_moved) {
+    // HA: the leader watch (master_client::follow_leader) saw a new leader:
+    // register with it (and re-publish) now, not after a heartbeat to the
+    // old one fails.
+    leader_moved = false;
+    registered = false;
   }
   if (registered) {
     // HA: a frozen or partitioned leader is noticed within two periods,

@@ -65,6 +65,10 @@ struct client::impl {
   /// stop() cancels the heartbeat loop (and the master call it may be in)
   /// through this; emitted on thread 0, the loop's thread.
   boost::asio::cancellation_signal heartbeat_cancel;
+  boost::asio::cancellation_signal follow_cancel;  ///< HA: ends master.follow_leader (thread 0)
+  /// HA: the leader watch saw a new leader; the heartbeat loop registers
+  /// with it now (thread 0 only).
+  bool leader_moved = false;
   std::atomic<bool> registered{false};
   std::atomic<bool> stopped{false};
 

@@ -3,6 +3,7 @@
 #include "mc/master/etcd.hpp"
 #include "mc/master/ha.hpp"
 #include "mc/master/master_client.hpp"
+#include "mc/master/options.hpp"
 #include "mc/runtime/endpoint.hpp"
 #include "mc/store/data_manager.hpp"
 
@@ -33,6 +34,9 @@ mc::config::option_set make_option_set(client_options& o) {
       .add("dm_lock_shard_count", &o.lock_shard_count, "DataManager lock shards", 1, max_lock_shard_count)
       .add("rpc_timeout", &o.rpc_timeout, "deadline of every peer and master RPC")
       .add("heartbeat_interval", &o.heartbeat_interval, "heartbeat period towards the master")
+      .add("ha_membership_ttl", &o.ha_membership_ttl,
+           "etcd:// masters: lease of this node's own membership record in etcd (whole seconds, >= 2s and >= 3 "
+           "heartbeat_interval): how long a new master leader waits for this node after it died")
       .add("transfer_transport", &o.transfer_transport,
            "auto | tcp | same_host | rdma: force one transport for transfers this node initiates (auto: "
            "same_host for peers on this host, else rdma when both sides have it, else tcp; a forced one "
@@ -105,6 +109,7 @@ mc::config::option_set make_option_set(client_options& o) {
       .env("MOONCAKE_DM_LOCK_SHARD_COUNT", "dm_lock_shard_count")
       .allow_file_key("tiers");
   s.env("MC_STORE_CLUSTER_ID", "cluster_id");
+  mc::master::add_etcd_security_options(s, o.etcd_security);
   return s;
 }
 
@@ -146,6 +151,13 @@ std::string resolve(client_options& o, const mc::config::option_set& parsed) {
     return refused("master_server_address", o.master_server_address,
                    "must be host:port (IPv6 in brackets) or etcd://host:port[,host:port...]", why);
   if (!mc::master::check_cluster_id(o.cluster_id)) return "cluster_id must be 1-128 characters of A-Z a-z 0-9 . _ -";
+  if (o.master_server_address.starts_with("etcd://")) {
+    bool tls = false;
+    std::string why;
+    if (mc::master::parse_etcd_endpoints(o.master_server_address, nullptr, &tls) &&
+        !mc::master::etcd_security::load(o.etcd_security, tls, &why))
+      return why;
+  }
   if (o.transfer_transport != "auto" && o.transfer_transport != "tcp" && o.transfer_transport != "same_host" &&
       o.transfer_transport != "rdma")
     return "transfer_transport '" + o.transfer_transport + "' is unknown (expected auto, tcp, same_host or rdma)";
@@ -154,6 +166,11 @@ std::string resolve(client_options& o, const mc::config::option_set& parsed) {
     return "transfer_spread_bytes must be 0 or at least 64KiB";
   if (o.rpc_timeout.count() <= 0) return "rpc_timeout must be positive";
   if (o.heartbeat_interval.count() <= 0) return "heartbeat_interval must be positive";
+  if (o.ha_membership_ttl < std::chrono::seconds(2) || o.ha_membership_ttl > std::chrono::hours(1) ||
+      o.ha_membership_ttl % std::chrono::seconds(1) != std::chrono::milliseconds(0))
+    return "ha_membership_ttl must be whole seconds in [2s, 1h]";
+  if (o.ha_membership_ttl < 3 * o.heartbeat_interval)
+    return "ha_membership_ttl must be at least 3 heartbeat_interval (heartbeats renew its lease)";
   if (o.http_max_value_bytes == 0) return "http_max_value_bytes must be positive";
   if (o.http_read_timeout.count() <= 0) return "http_read_timeout must be positive";
   if (o.limits.max_request_timeout.count() <= 0 || o.limits.max_request_timeout > std::chrono::milliseconds(60'000))

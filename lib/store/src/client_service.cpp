@@ -51,7 +51,7 @@ void set_result(ItemResult::Builder b, const item_outcome& o) {
 class registration_cache {
  public:
   explicit registration_cache(const client_service_options& o)
-      : master_(o.master_address, o.master_timeout, o.cluster_id),
+      : master_(o.master_address, o.master_timeout, o.cluster_id, mc::master::membership_lease_ttl, o.etcd_security),
         enabled_(!o.master_address.empty()),
         ttl_(o.registration_ttl),
         max_(std::max<std::size_t>(o.registration_cache_max, 1)) {}
@@ -499,6 +499,7 @@ client_service_options service_options_of(const client_options& o) {
   client_service_options s;
   s.master_address = o.master_server_address;
   s.cluster_id = o.cluster_id;
+  s.etcd_security = o.etcd_security;
   s.master_timeout = o.rpc_timeout;
   s.limits = o.limits;
   return s;

@@ -89,6 +89,7 @@ struct client_cfg {
     u("dm_lock_shard_count", o.lock_shard_count);
     d("rpc_timeout", o.rpc_timeout);
     d("heartbeat_interval", o.heartbeat_interval);
+    d("ha_membership_ttl", o.ha_membership_ttl);
     s("transfer_transport", o.transfer_transport);
     u("transfer_spread_bytes", o.transfer_spread_bytes);
     u("rpc_max_connections", o.rpc_max_connections);
@@ -126,8 +127,9 @@ struct client_cfg {
            x.rpc_thread_num == y.rpc_thread_num && x.protocol == y.protocol && x.device_names == y.device_names &&
            x.tiered_backend_config == y.tiered_backend_config && x.lock_shard_count == y.lock_shard_count &&
            x.rpc_timeout == y.rpc_timeout && x.heartbeat_interval == y.heartbeat_interval &&
-           x.transfer_transport == y.transfer_transport && x.transfer_spread_bytes == y.transfer_spread_bytes &&
-           x.rpc_max_connections == y.rpc_max_connections && x.http_host == y.http_host && x.http_port == y.http_port &&
+           x.ha_membership_ttl == y.ha_membership_ttl && x.transfer_transport == y.transfer_transport &&
+           x.transfer_spread_bytes == y.transfer_spread_bytes && x.rpc_max_connections == y.rpc_max_connections &&
+           x.http_host == y.http_host && x.http_port == y.http_port &&
            x.http_max_value_bytes == y.http_max_value_bytes && x.http_read_timeout == y.http_read_timeout &&
            x.http_max_connections == y.http_max_connections && x.drain_grace == y.drain_grace &&
            x.limits.max_request_timeout == y.limits.max_request_timeout &&
@@ -154,8 +156,8 @@ struct client_cfg {
       auto first = o.tiered_backend_config.find_first_not_of(" \t\r\n");
       if (first == std::string::npos || o.tiered_backend_config[first] != '{') return false;
     }
-    for (auto d :
-         {o.rpc_timeout, o.heartbeat_interval, o.http_read_timeout, o.drain_grace, o.limits.max_request_timeout})
+    for (auto d : {o.rpc_timeout, o.heartbeat_interval, o.ha_membership_ttl, o.http_read_timeout, o.drain_grace,
+                   o.limits.max_request_timeout})
       check_duration(d);
     auto err = mc::store::resolve(o, set);
     if (!err.empty()) return true;  // the binary stops here with this message
@@ -163,6 +165,7 @@ struct client_cfg {
     check_that(o.protocol == "tcp" || o.protocol == "rdma");
     check_that(o.rpc_timeout.count() > 0 && o.heartbeat_interval.count() > 0 && o.http_read_timeout.count() > 0);
     check_that(o.inline_threshold <= o.limits.max_inline_value_bytes);
+    check_that(o.ha_membership_ttl >= std::chrono::seconds(2) && o.ha_membership_ttl >= 3 * o.heartbeat_interval);
     for (auto& d : o.device_list) check_that(!d.empty());
     // What mooncake_client derives from the options (no overflow, UBSan
     // watches the arithmetic).

@@ -6,7 +6,10 @@
 // id and a positive TTL; a keepalive TTL is >= 0; a created election has a
 // positive revision, a holder has the asked key; a one-key read returns the
 // asked key; a prefix read returns at most `limit` keys, each under the
-// prefix; a delete count is 0 or 1.
+// prefix; a delete count is 0 or 1; a watch line's events are all on the
+// watched key, at positive, non-decreasing revisions, at most
+// etcd_max_watch_events; an auth token is 1..4096 printable ASCII characters
+// (it becomes an HTTP header).
 #include "mc/master/etcd.hpp"
 
 #include <cstdint>
@@ -26,7 +29,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::string_view body(reinterpret_cast<const char*>(data + 1), size - 1);
   const std::string key = "mooncake-store/c/master_view";
   const std::string prefix = "mooncake-store/c/clients/";
-  switch (data[0] % 8) {
+  switch (data[0] % 10) {
     case 0:
       if (auto g = r::grant(body)) require(g->id != 0 && g->ttl_s > 0);
       break;
@@ -55,6 +58,22 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       break;
     case 6:
       if (auto d = r::deleted(body)) require(*d == 0 || *d == 1);
+      break;
+    case 7:
+      if (auto w = r::watch(body, key)) {
+        require(w->events.size() <= mc::master::etcd_max_watch_events && w->compact_revision >= 0);
+        std::int64_t last = 0;
+        for (auto& e : w->events) {
+          require(e.kv.key == key && e.kv.mod_revision > 0 && e.kv.mod_revision >= last);
+          last = e.kv.mod_revision;
+        }
+      }
+      break;
+    case 8:
+      if (auto t = r::token(body)) {
+        require(!t->empty() && t->size() <= 4096);
+        for (char ch : *t) require(ch > 0x20 && ch < 0x7f);
+      }
       break;
     default:
       (void)r::succeeded(body);

@@ -112,7 +112,7 @@ struct server_options {
   /// with a body is then closed), and counted in server_stats::auth_failures.
   std::vector<std::string> auth_tokens = {};
   /// Exact paths served without a token (monitoring probes).
-  std::vector<std::string> public_paths{"/metrics", "/health"};
+  std::vector<std::string> public_paths{"/metrics", "/health", "/livez"};
 };
 
 /// Counters (relaxed; approximate while running).

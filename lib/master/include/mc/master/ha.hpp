@@ -4,8 +4,12 @@
 /// `mooncake-store/<cluster_id>/master_view` (value: the leader's RPC
 /// address "host:port"), created only if absent, under a lease of
 /// `lease_ttl`; the winner renews the lease every third of it; the others
-/// poll the key and campaign again when it disappears (its holder's lease
-/// lapsed or it resigned).
+/// watch the key (etcd's watch, from the revision of its last write) and
+/// campaign again the moment it is deleted (its holder's lease lapsed or it
+/// resigned). A watch that fails (its etcd member died, the revision was
+/// compacted) falls back to reading the key after `poll`, then watches
+/// again; a watch is renewed every `watch_window` (so a frozen etcd member
+/// holds a standby's view back at most that long).
 ///
 /// Fencing: the leader serves only while `leading()`, which is true until
 /// the moment its lease could have expired *as measured from when it sent
@@ -56,8 +60,14 @@ struct ha_options {
   std::chrono::milliseconds lease_ttl = std::chrono::seconds(2);
   /// Deadline of one etcd request (across its endpoints).
   std::chrono::milliseconds etcd_timeout = std::chrono::milliseconds(1000);
-  /// How often a standby reads the leader key.
+  /// Pause before a standby reads the leader key again after an etcd
+  /// error (a failed watch or read), and the period of the leader's
+  /// membership-rebuild checks.
   std::chrono::milliseconds poll = std::chrono::milliseconds(250);
+  /// Longest one watch of the leader key stays open before it is renewed.
+  std::chrono::milliseconds watch_window = std::chrono::seconds(5);
+  /// TLS and credentials towards etcd (etcd_security::load).
+  etcd_security security = {};
 };
 
 class leader_elector {
@@ -85,6 +95,8 @@ class leader_elector {
   std::string leader() const;
   /// Elections won by this process so far.
   std::uint64_t elections() const noexcept;
+  /// Watches of the leader key that failed (each followed by a read).
+  std::uint64_t watch_failures() const noexcept;
 
   struct state;
 

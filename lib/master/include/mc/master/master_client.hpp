@@ -19,6 +19,7 @@
 ///
 /// Thread-safety: a master_client may be used from several runtime threads
 /// at once (copies share the cached leader).
+#include "mc/master/etcd.hpp"
 #include "mc/master/metadata.hpp"
 #include "mc/runtime/deadline.hpp"
 #include "mc/runtime/task.hpp"
@@ -37,9 +38,10 @@ inline constexpr std::size_t max_drops_per_heartbeat = 1024;
 inline constexpr std::size_t max_repairs_per_heartbeat = 64;
 /// Most ids a writeRoutes request may exclude.
 inline constexpr std::size_t max_route_excludes = 64;
-/// HA: the TTL of the lease a client's own membership record lives under
-/// (renewed every third of it, from its heartbeats): how long a new leader
-/// may wait for a client that died.
+/// HA: the default TTL of the lease a client's own membership record lives
+/// under (renewed every third of it, from its heartbeats): how long a new
+/// leader may wait for a client that died. Configurable per client
+/// (master_client's `membership_ttl`, the node option ha_membership_ttl).
 inline constexpr std::chrono::seconds membership_lease_ttl{6};
 
 class master_client {
@@ -48,27 +50,42 @@ class master_client {
   /// "etcd://host:port[,host:port...]" (the leader of `cluster_id`). An
   /// address that is neither is accepted here and fails each call with
   /// invalid_params (validate with is_master_address first).
+  /// `membership_ttl` (etcd addresses): the lease of this client's own
+  /// membership record, in whole seconds (at least 1; renew it — heartbeat —
+  /// at least every third of it). `etcd`: TLS and credentials towards etcd
+  /// (etcd_security::load; settings that do not load leave no endpoint:
+  /// every call fails invalid_params — validate them first).
   explicit master_client(std::string address, mc::duration timeout = std::chrono::seconds(10),
-                         std::string cluster_id = "mooncake_cluster");
+                         std::string cluster_id = "mooncake_cluster",
+                         std::chrono::seconds membership_ttl = membership_lease_ttl,
+                         const etcd_security_options& etcd = {});
 
   /// The address as given (the locator, for an etcd address).
   const std::string& address() const noexcept { return address_; }
   /// The master calls go to now: the address, or the cached leader ("" when
   /// not resolved yet).
   std::string current_master() const;
-  /// etcd addresses: reads the leader key now; returns true when the leader
-  /// differs from the one calls went to (the cache now holds the new one).
-  /// Without etcd: false. Errors: rpc_fail, timeout (etcd unreachable),
-  /// unavailable_in_current_status (no leader elected now).
-  task<result<bool>> refresh_leader();
   /// True for "etcd://..." addresses.
   bool uses_etcd() const noexcept { return locator_ != nullptr; }
+  /// etcd addresses: follows the leader key with etcd watches until the
+  /// awaiting coroutine is cancelled (then it returns; it never throws a
+  /// cancellation). Each change updates current_master() at once (a deleted
+  /// key clears it: calls read etcd again); `on_new_leader()` runs on this
+  /// coroutine's thread when a leader is seen whose term (the key's
+  /// create_revision) is newer than any reply so far — register with it now
+  /// instead of after a heartbeat to the old one fails. A failed watch (etcd
+  /// member down, revision compacted) is followed by a read of the key
+  /// after a short pause, then a new watch; each watch is renewed every
+  /// `window`. Without etcd: returns at once.
+  task<void> follow_leader(std::function<void()> on_new_leader, mc::duration window = std::chrono::seconds(10));
+  /// Watches of the leader key by follow_leader that failed so far.
+  std::uint64_t leader_watch_failures() const noexcept;
 
   /// Registers (or re-registers) the client. With an etcd address, a reply
   /// from a leader older than one already seen is ignored:
   /// unavailable_in_current_status. With an etcd address the client also
   /// records its membership itself first, under its own lease of
-  /// membership_lease_ttl (ha_members_prefix; `own_membership` is then set
+  /// its membership TTL (ha_members_prefix; `own_membership` is then set
   /// on the registration); when etcd cannot be written the leader records
   /// it instead. The record lives while heartbeats renew it and goes with
   /// unregister_client (or when the lease lapses).

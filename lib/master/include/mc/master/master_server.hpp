@@ -27,8 +27,10 @@ class master_server {
   /// Binds the RPC port and starts the TTL sweeper; with ha_backend "etcd",
   /// also campaigns for the leadership (mc/master/ha.hpp): until elected,
   /// and whenever its lease may have lapsed, every call is refused with
-  /// unavailable_in_current_status ("not the leader"). Error message in
-  /// message().
+  /// unavailable_in_current_status ("not the leader"). Errors: the RPC
+  /// server's (the port cannot be bound), invalid_params (MC_RPC_PROTOCOL,
+  /// or HA settings: etcd endpoints, TLS files, password file that do not
+  /// load); the reason in message().
   result<void> start();
   /// Stops serving (drains in-flight calls) and the sweeper; an HA leader
   /// resigns first. Idempotent.
@@ -37,6 +39,9 @@ class master_server {
   bool ha_enabled() const noexcept;
   /// HA: elections this process has won.
   std::uint64_t elections() const noexcept;
+  /// HA: watches of the leader key that failed while standing by (each
+  /// followed by a read of the key).
+  std::uint64_t leader_watch_failures() const noexcept;
   /// True when this master answers calls (always, without HA).
   bool leading() const noexcept;
   /// HA: true while a new leader waits for its clients to re-publish.
@@ -52,7 +57,7 @@ class master_server {
   struct impl;
 
  private:
-  void start_ha();
+  void start_ha(etcd_security security);
   std::unique_ptr<impl> impl_;
 };
 

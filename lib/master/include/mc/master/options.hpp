@@ -2,6 +2,7 @@
 /// mooncake_master's configuration (flags, TOML file, environment).
 #include "mc/config/auth.hpp"
 #include "mc/config/options.hpp"
+#include "mc/master/etcd.hpp"
 
 #include <chrono>
 #include <cstdint>
@@ -29,7 +30,16 @@ struct master_options {
   /// The RPC address clients dial, written to etcd when elected; default
   /// rpc_address:rpc_port (which then must not be a wildcard address).
   std::string ha_advertise_address;
+  /// TLS and credentials towards etcd (add_etcd_security_options).
+  etcd_security_options etcd_security = {};
 };
+
+/// The etcd security options shared by mooncake_master and mooncake_client:
+/// etcd_username, etcd_password_file, etcd_ca_file, etcd_cert_file,
+/// etcd_key_file, etcd_tls (environment MC_ETCD_USERNAME,
+/// MC_ETCD_PASSWORD_FILE, MC_ETCD_CA_FILE, MC_ETCD_CERT_FILE,
+/// MC_ETCD_KEY_FILE).
+void add_etcd_security_options(mc::config::option_set& s, etcd_security_options& o);
 
 /// Binds `o` to a fresh option set (for parse() and --help).
 mc::config::option_set make_option_set(master_options& o);

@@ -2,6 +2,7 @@
 /// Configuration of one P2P client (mooncake_client and embedders): Mooncake's
 /// flag names, a TOML file, MOONCAKE_DM_LOCK_SHARD_COUNT and MC_RPC_PROTOCOL.
 #include "mc/config/options.hpp"
+#include "mc/master/etcd.hpp"
 #include "mc/tiered/tier_config.hpp"
 #include "mc/transfer/types.hpp"
 
@@ -57,6 +58,13 @@ struct client_options {
   std::uint64_t lock_shard_count = 1024;   ///< MOONCAKE_DM_LOCK_SHARD_COUNT
   std::chrono::milliseconds rpc_timeout = std::chrono::seconds(10);
   std::chrono::milliseconds heartbeat_interval = std::chrono::seconds(1);
+  /// etcd:// addresses: the lease of this node's own membership record in
+  /// etcd (whole seconds, >= 2 s and >= 3 heartbeat_interval, <= 1 h): how
+  /// long a new master leader waits for this node to re-publish after it died.
+  std::chrono::milliseconds ha_membership_ttl = std::chrono::seconds(6);
+  /// etcd:// masters: TLS and credentials towards etcd (etcd_username,
+  /// etcd_password_file, etcd_ca_file, etcd_cert_file, etcd_key_file, etcd_tls).
+  mc::master::etcd_security_options etcd_security = {};
   /// Bound of the queue of eviction notices for the master; past it the queue
   /// is dropped and the next heartbeat re-publishes the whole key set (0: every
   /// eviction does). Not a flag: set it in code (tests use a small bound).

@@ -46,7 +46,8 @@ struct client_service_options {
   /// The master to ask where a named requester's transfer endpoint is;
   /// "" = no master: items naming a client id are refused (ACCESS_DENIED).
   std::string master_address;
-  std::string cluster_id = "mooncake_cluster";  ///< etcd:// master addresses: the cluster
+  std::string cluster_id = "mooncake_cluster";           ///< etcd:// master addresses: the cluster
+  mc::master::etcd_security_options etcd_security = {};  ///< etcd:// master addresses: TLS, credentials
   mc::duration master_timeout = std::chrono::seconds(10);
   /// The master's answers are cached this long, at most this many.
   mc::duration registration_ttl = std::chrono::seconds(2);
