@@ -1,7 +1,8 @@
 #include "asio_stream.hpp"
 
+#include <boost/asio/buffer.hpp>
 #include <boost/asio/socket_base.hpp>
-#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <kj/debug.h>
 
 #include <sys/socket.h>
@@ -16,18 +17,27 @@ namespace mc::rpc::detail {
 
 namespace asio = boost::asio;
 
-/// Shared with pending async_wait handlers (which outlive the stream).
+/// Shared with pending asio handlers (which outlive the stream).
 struct asio_stream::core {
-  explicit core(asio::ip::tcp::socket s) : sock(std::move(s)) {}
+  explicit core(asio::ip::tcp::socket s) : sock(std::move(s)), flush_timer(sock.get_executor()) {}
   asio::ip::tcp::socket sock;
   kj::Own<kj::PromiseFulfiller<void>> read_waiter;  // null when none
   kj::Own<kj::PromiseFulfiller<void>> write_waiter;
-  bool read_wait_pending = false;
+  bool read_pending = false;  // an async_receive into rbuf is pending
   bool write_wait_pending = false;
   bool closed = false;   // stream destroyed: handlers touch nothing KJ
   bool writing = false;  // a write is waiting for the socket to drain
-  // Deferred Finish messages (see asio_stream.hpp); a flush is queued.
+  // Read-ahead: what one receive took, served to capnp's reads from rpos to
+  // rend. Filled only by the async_receive (rpos == rend then), so bytes a
+  // receive takes after its KJ read was dropped wait here for the next read.
+  std::unique_ptr<kj::byte[]> rbuf = std::make_unique<kj::byte[]>(read_ahead_bytes);
+  size_t rpos = 0;
+  size_t rend = 0;
+  bool eof = false;
+  boost::system::error_code read_error;  // the receive failed: the stream is broken
+  // Deferred Finish messages (see asio_stream.hpp); the flush timer is armed.
   std::vector<kj::byte> deferred;
+  asio::steady_timer flush_timer;
   bool flush_armed = false;
 
   /// Sends what is deferred, as far as the socket takes it now (the rest
@@ -45,6 +55,22 @@ struct asio_stream::core {
       deferred.clear();
       return;
     }
+  }
+
+  /// Sends the deferred Finish messages `finish_delay` from now unless a
+  /// write takes them first; while a write waits for the socket, later.
+  static void arm_flush(const std::shared_ptr<core>& c) {
+    if (c->flush_armed) return;
+    c->flush_armed = true;
+    c->flush_timer.expires_after(finish_delay);
+    c->flush_timer.async_wait([c](boost::system::error_code) {
+      c->flush_armed = false;
+      if (c->closed || c->deferred.empty()) return;
+      if (c->writing)
+        arm_flush(c);
+      else
+        c->flush_deferred();
+    });
   }
 };
 
@@ -103,18 +129,28 @@ asio_stream::~asio_stream() noexcept(false) {
   core_->read_waiter = nullptr;
   core_->write_waiter = nullptr;
   boost::system::error_code ec;
-  core_->sock.close(ec);  // pending waits complete (posted) with operation_aborted
+  core_->flush_timer.cancel();
+  core_->sock.close(ec);  // pending operations complete (posted) with operation_aborted
 }
 
-kj::Promise<void> asio_stream::wait_readable() {
+kj::Promise<void> asio_stream::receive() {
   auto paf = kj::newPromiseAndFulfiller<void>();
   core_->read_waiter = kj::mv(paf.fulfiller);
-  if (!core_->read_wait_pending) {
-    core_->read_wait_pending = true;
-    core_->sock.async_wait(asio::socket_base::wait_read, [c = core_](boost::system::error_code ec) {
-      c->read_wait_pending = false;
-      if (!c->closed) complete_waiter(c->read_waiter, ec);
-    });
+  if (!core_->read_pending) {
+    core_->read_pending = true;
+    core_->sock.async_receive(asio::buffer(core_->rbuf.get(), read_ahead_bytes),
+                              [c = core_](boost::system::error_code ec, std::size_t n) {
+                                c->read_pending = false;
+                                c->rpos = 0;
+                                c->rend = ec ? 0 : n;
+                                if (ec == asio::error::eof)
+                                  c->eof = true;
+                                else if (ec && ec != asio::error::operation_aborted)
+                                  c->read_error = ec;
+                                if (c->closed) return;
+                                auto f = kj::mv(c->read_waiter);
+                                if (f && f->isWaiting()) f->fulfill();  // read_loop looks at the state
+                              });
   }
   return kj::mv(paf.promise);
 }
@@ -137,46 +173,44 @@ kj::Promise<size_t> asio_stream::tryRead(void* buffer, size_t min_bytes, size_t 
 }
 
 kj::Promise<size_t> asio_stream::read_loop(kj::byte* buf, size_t min_bytes, size_t max_bytes, size_t done) {
-  int fd = core_->sock.native_handle();
+  auto& c = *core_;
+  int fd = c.sock.native_handle();
   for (;;) {
     // Serve from the read-ahead buffer first.
-    if (rpos_ < rend_) {
-      size_t n = std::min(rend_ - rpos_, max_bytes - done);
+    if (c.rpos < c.rend) {
+      size_t n = std::min(c.rend - c.rpos, max_bytes - done);
       // capnp reads a zero-length segment with a null buffer: memcpy(nullptr,
       // ..., 0) is undefined (found by the master_rpc fuzz target, UBSan).
-      if (n > 0) std::memcpy(buf + done, rbuf_.get() + rpos_, n);
-      rpos_ += n;
+      if (n > 0) std::memcpy(buf + done, c.rbuf.get() + c.rpos, n);
+      c.rpos += n;
       done += n;
     }
     if (done >= min_bytes) return done;
-    rpos_ = rend_ = 0;
-    if (drained_) {
-      drained_ = false;
-      return wait_readable().then(
-          [this, buf, min_bytes, max_bytes, done]() { return read_loop(buf, min_bytes, max_bytes, done); });
+    if (c.eof) return done;
+    if (c.read_error) return socket_error("recv", c.read_error.value());
+    const size_t want = max_bytes - done;
+    // Large read while the socket has data: straight into the caller's
+    // buffer. Never while a receive is pending: its bytes come first.
+    if (want >= read_ahead_bytes && !drained_ && !c.read_pending) {
+      ssize_t n = ::recv(fd, buf + done, want, 0);
+      if (n > 0) {
+        done += static_cast<size_t>(n);
+        drained_ = static_cast<size_t>(n) < want;
+        last_activity_ = std::chrono::steady_clock::now();
+        continue;
+      }
+      if (n == 0) {
+        c.eof = true;
+        return done;
+      }
+      if (errno == EINTR) continue;
+      if (errno != EAGAIN && errno != EWOULDBLOCK) return socket_error("recv", errno);
     }
-    size_t want = max_bytes - done;
-    ssize_t n;
-    if (want >= read_ahead_bytes) {
-      n = ::recv(fd, buf + done, want, 0);  // large read: straight into the caller's buffer
-      if (n > 0) done += static_cast<size_t>(n);
-      drained_ = n > 0 && static_cast<size_t>(n) < want;
-    } else {
-      n = ::recv(fd, rbuf_.get(), read_ahead_bytes, 0);  // small read: fetch what is there
-      if (n > 0) rend_ = static_cast<size_t>(n);
-      drained_ = n > 0 && static_cast<size_t>(n) < read_ahead_bytes;
-    }
-    if (n > 0) {
-      last_activity_ = std::chrono::steady_clock::now();
-      continue;
-    }
-    if (n == 0) return done;  // EOF
-    if (errno == EINTR) continue;
-    if (errno == EAGAIN || errno == EWOULDBLOCK) {
-      return wait_readable().then(
-          [this, buf, min_bytes, max_bytes, done]() { return read_loop(buf, min_bytes, max_bytes, done); });
-    }
-    return socket_error("recv", errno);
+    drained_ = false;
+    return receive().then([this, buf, min_bytes, max_bytes, done]() {
+      if (core_->rend > core_->rpos) last_activity_ = std::chrono::steady_clock::now();
+      return read_loop(buf, min_bytes, max_bytes, done);
+    });
   }
 }
 
@@ -197,18 +231,7 @@ kj::Promise<void> asio_stream::write_after_deferred(kj::Array<kj::ArrayPtr<const
   return writev_loop(kj::mv(all), 0).attach(kj::mv(held));
 }
 
-void asio_stream::arm_deferred_flush() {
-  if (core_->flush_armed) return;
-  core_->flush_armed = true;
-  // Two hops through the executor's queue: the handlers ready now (among
-  // them, typically, the coroutine that will send the next call) run first.
-  asio::post(core_->sock.get_executor(), [c = core_] {
-    asio::post(c->sock.get_executor(), [c] {
-      c->flush_armed = false;
-      if (!c->closed && !c->writing) c->flush_deferred();
-    });
-  });
-}
+void asio_stream::arm_deferred_flush() { core::arm_flush(core_); }
 
 kj::Promise<void> asio_stream::write_loop(const kj::byte* buf, size_t size) {
   int fd = core_->sock.native_handle();
