@@ -99,10 +99,9 @@ using mc::test::writable;
 /// send, a recv that finds the socket empty, epoll_wait and the recv per
 /// message, an epoll_ctl per wait for readability, a send of its own per
 /// Finish, eventfd wakeups), 0 submissions; 1 MiB 334 allocations, 45-50
-/// system calls. 2026-12-05, since the RPC stream receives through asio
-/// (no epoll_ctl per message) and holds Finish messages for the next call
-/// (lib/rpc/src/asio_stream.hpp): 4 KiB 254-255 allocations, 17-18 system
-/// calls; 1 MiB 325-333 allocations, 29-41 system calls. The headroom (~25 %
+/// system calls. 2026-12-05, since the RPC stream holds Finish messages for
+/// the next call (lib/rpc/src/asio_stream.hpp): 4 KiB 254-255 allocations,
+/// 17-18 system calls; 1 MiB 324-333 allocations, 28-41 system calls. The headroom (~25 %
 /// allocations, ~40-50 % system calls) absorbs noise, not a new round trip
 /// or a per-call allocation per key. Lower them when a change cuts the cost.
 struct budget {

@@ -1,6 +1,5 @@
 #include "asio_stream.hpp"
 
-#include <boost/asio/buffer.hpp>
 #include <boost/asio/socket_base.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <kj/debug.h>
@@ -23,18 +22,10 @@ struct asio_stream::core {
   asio::ip::tcp::socket sock;
   kj::Own<kj::PromiseFulfiller<void>> read_waiter;  // null when none
   kj::Own<kj::PromiseFulfiller<void>> write_waiter;
-  bool read_pending = false;  // an async_receive into rbuf is pending
+  bool read_wait_pending = false;
   bool write_wait_pending = false;
   bool closed = false;   // stream destroyed: handlers touch nothing KJ
   bool writing = false;  // a write is waiting for the socket to drain
-  // Read-ahead: what one receive took, served to capnp's reads from rpos to
-  // rend. Filled only by the async_receive (rpos == rend then), so bytes a
-  // receive takes after its KJ read was dropped wait here for the next read.
-  std::unique_ptr<kj::byte[]> rbuf = std::make_unique<kj::byte[]>(read_ahead_bytes);
-  size_t rpos = 0;
-  size_t rend = 0;
-  bool eof = false;
-  boost::system::error_code read_error;  // the receive failed: the stream is broken
   // Deferred Finish messages (see asio_stream.hpp); the flush timer is armed.
   std::vector<kj::byte> deferred;
   asio::steady_timer flush_timer;
@@ -130,27 +121,18 @@ asio_stream::~asio_stream() noexcept(false) {
   core_->write_waiter = nullptr;
   boost::system::error_code ec;
   core_->flush_timer.cancel();
-  core_->sock.close(ec);  // pending operations complete (posted) with operation_aborted
+  core_->sock.close(ec);  // pending waits complete (posted) with operation_aborted
 }
 
-kj::Promise<void> asio_stream::receive() {
+kj::Promise<void> asio_stream::wait_readable() {
   auto paf = kj::newPromiseAndFulfiller<void>();
   core_->read_waiter = kj::mv(paf.fulfiller);
-  if (!core_->read_pending) {
-    core_->read_pending = true;
-    core_->sock.async_receive(asio::buffer(core_->rbuf.get(), read_ahead_bytes),
-                              [c = core_](boost::system::error_code ec, std::size_t n) {
-                                c->read_pending = false;
-                                c->rpos = 0;
-                                c->rend = ec ? 0 : n;
-                                if (ec == asio::error::eof)
-                                  c->eof = true;
-                                else if (ec && ec != asio::error::operation_aborted)
-                                  c->read_error = ec;
-                                if (c->closed) return;
-                                auto f = kj::mv(c->read_waiter);
-                                if (f && f->isWaiting()) f->fulfill();  // read_loop looks at the state
-                              });
+  if (!core_->read_wait_pending) {
+    core_->read_wait_pending = true;
+    core_->sock.async_wait(asio::socket_base::wait_read, [c = core_](boost::system::error_code ec) {
+      c->read_wait_pending = false;
+      if (!c->closed) complete_waiter(c->read_waiter, ec);
+    });
   }
   return kj::mv(paf.promise);
 }
@@ -173,44 +155,46 @@ kj::Promise<size_t> asio_stream::tryRead(void* buffer, size_t min_bytes, size_t 
 }
 
 kj::Promise<size_t> asio_stream::read_loop(kj::byte* buf, size_t min_bytes, size_t max_bytes, size_t done) {
-  auto& c = *core_;
-  int fd = c.sock.native_handle();
+  int fd = core_->sock.native_handle();
   for (;;) {
     // Serve from the read-ahead buffer first.
-    if (c.rpos < c.rend) {
-      size_t n = std::min(c.rend - c.rpos, max_bytes - done);
+    if (rpos_ < rend_) {
+      size_t n = std::min(rend_ - rpos_, max_bytes - done);
       // capnp reads a zero-length segment with a null buffer: memcpy(nullptr,
       // ..., 0) is undefined (found by the master_rpc fuzz target, UBSan).
-      if (n > 0) std::memcpy(buf + done, c.rbuf.get() + c.rpos, n);
-      c.rpos += n;
+      if (n > 0) std::memcpy(buf + done, rbuf_.get() + rpos_, n);
+      rpos_ += n;
       done += n;
     }
     if (done >= min_bytes) return done;
-    if (c.eof) return done;
-    if (c.read_error) return socket_error("recv", c.read_error.value());
-    const size_t want = max_bytes - done;
-    // Large read while the socket has data: straight into the caller's
-    // buffer. Never while a receive is pending: its bytes come first.
-    if (want >= read_ahead_bytes && !drained_ && !c.read_pending) {
-      ssize_t n = ::recv(fd, buf + done, want, 0);
-      if (n > 0) {
-        done += static_cast<size_t>(n);
-        drained_ = static_cast<size_t>(n) < want;
-        last_activity_ = std::chrono::steady_clock::now();
-        continue;
-      }
-      if (n == 0) {
-        c.eof = true;
-        return done;
-      }
-      if (errno == EINTR) continue;
-      if (errno != EAGAIN && errno != EWOULDBLOCK) return socket_error("recv", errno);
+    rpos_ = rend_ = 0;
+    if (drained_) {
+      drained_ = false;
+      return wait_readable().then(
+          [this, buf, min_bytes, max_bytes, done]() { return read_loop(buf, min_bytes, max_bytes, done); });
     }
-    drained_ = false;
-    return receive().then([this, buf, min_bytes, max_bytes, done]() {
-      if (core_->rend > core_->rpos) last_activity_ = std::chrono::steady_clock::now();
-      return read_loop(buf, min_bytes, max_bytes, done);
-    });
+    size_t want = max_bytes - done;
+    ssize_t n;
+    if (want >= read_ahead_bytes) {
+      n = ::recv(fd, buf + done, want, 0);  // large read: straight into the caller's buffer
+      if (n > 0) done += static_cast<size_t>(n);
+      drained_ = n > 0 && static_cast<size_t>(n) < want;
+    } else {
+      n = ::recv(fd, rbuf_.get(), read_ahead_bytes, 0);  // small read: fetch what is there
+      if (n > 0) rend_ = static_cast<size_t>(n);
+      drained_ = n > 0 && static_cast<size_t>(n) < read_ahead_bytes;
+    }
+    if (n > 0) {
+      last_activity_ = std::chrono::steady_clock::now();
+      continue;
+    }
+    if (n == 0) return done;  // EOF
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      return wait_readable().then(
+          [this, buf, min_bytes, max_bytes, done]() { return read_loop(buf, min_bytes, max_bytes, done); });
+    }
+    return socket_error("recv", errno);
   }
 }
 

@@ -1,16 +1,9 @@
 #pragma once
-// kj::AsyncIoStream over an asio TCP socket. Writes are non-blocking sends
-// (readiness awaited with async_wait when the socket is full). Reads take
-// what is queued with one asio async_receive into a read-ahead buffer that
-// the shared core owns, so neither the kernel (io_uring) nor the reactor
-// ever holds a KJ buffer across a suspension and dropping a KJ promise is
-// always safe; large reads go straight into the caller's buffer with a
-// non-blocking recv while data is there. Letting asio do the waiting
-// receive (instead of async_wait + recv) spares a system call per message
-// on epoll: asio's speculative read knows when the socket was emptied and
-// queues the next receive without re-arming the descriptor (epoll_ctl),
-// which every async_wait does. Asio handlers hold only a shared_ptr to
-// plain state, never a KJ object.
+// kj::AsyncIoStream over an asio TCP socket, reactive: readiness is awaited
+// with async_wait and data moves with non-blocking read/write, so the kernel
+// never holds a KJ buffer across a suspension and dropping a KJ promise is
+// always safe (with io_uring a pending recv would write into freed memory).
+// Asio handlers hold only a shared_ptr to plain state, never a KJ object.
 #include "stream_base.hpp"
 
 #include <boost/asio/ip/tcp.hpp>
@@ -50,10 +43,7 @@ class asio_stream final : public stream_base {
   struct core;
 
  private:
-  /// Fulfilled when the pending async_receive into the core's read-ahead
-  /// buffer has completed (data, end of stream or an error: the core says
-  /// which); starts one unless one is pending already.
-  kj::Promise<void> receive();
+  kj::Promise<void> wait_readable();
   kj::Promise<void> wait_writable();
   kj::Promise<size_t> read_loop(kj::byte* buf, size_t min_bytes, size_t max_bytes, size_t done);
   kj::Promise<void> write_loop(const kj::byte* buf, size_t size);
@@ -70,20 +60,27 @@ class asio_stream final : public stream_base {
   // connection, else on their own when `finish_delay` has passed (one timer
   // per connection, armed by the first deferred Finish). A Finish is on
   // nobody's critical path (the peer only frees the answered call then); on
-  // a request/reply stream this saves a send here and a wake-up and a
-  // receive on the peer per call, also at one call in flight, where the
-  // next call comes tens of microseconds after the reply. Order is kept: a
-  // question id may be reused only after its Finish, and the Finish always
-  // goes first. Bounded: past max_deferred_bytes a Finish is written with
-  // what is deferred.
+  // a request/reply stream this saves a send here and a wake-up, a receive
+  // and an epoll_ctl on the peer per call, also at one call in flight, where
+  // the next call follows the reply within tens of microseconds (two hops
+  // through the executor's queue, the earlier rule, were too short for
+  // that). Order is kept: a question id may be reused only after its
+  // Finish, and the Finish always goes first. Bounded: past
+  // max_deferred_bytes a Finish is written with what is deferred.
   static constexpr size_t max_deferred_bytes = 4096;
   static constexpr std::chrono::microseconds finish_delay{1000};
   std::shared_ptr<core> core_;
   mc::time_point last_activity_;
-  // The last direct recv returned less than it asked for: the socket was
-  // empty then, so the next read that needs bytes goes to asio's receive
-  // (which queues it without a system call) instead of a recv that would
-  // most likely fail with EAGAIN.
+  // Read-ahead: small reads (capnp reads a frame header, then its segments)
+  // take whatever is queued in one recv. Owned by the stream; only touched
+  // synchronously, never by the kernel across a suspension.
+  std::unique_ptr<kj::byte[]> rbuf_ = std::make_unique<kj::byte[]>(read_ahead_bytes);
+  size_t rpos_ = 0;
+  size_t rend_ = 0;
+  // The last recv returned less than it asked for: the socket was empty then,
+  // so the next read that needs bytes waits for readiness first instead of
+  // a recv that would most likely fail with EAGAIN (one system call per
+  // message saved on a request/reply stream).
   bool drained_ = false;
 };
 
