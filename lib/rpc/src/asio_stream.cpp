@@ -1,4 +1,5 @@
 #include "asio_stream.hpp"
+#include "mc/rpc/detail/bridge.hpp"
 
 #include <boost/asio/socket_base.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -131,7 +132,10 @@ kj::Promise<void> asio_stream::wait_readable() {
     core_->read_wait_pending = true;
     core_->sock.async_wait(asio::socket_base::wait_read, [c = core_](boost::system::error_code ec) {
       c->read_wait_pending = false;
-      if (!c->closed) complete_waiter(c->read_waiter, ec);
+      if (c->closed) return;
+      kj_turn_here here;  // capnp takes the bytes in this handler, not a posted run
+      complete_waiter(c->read_waiter, ec);
+      here.run();
     });
   }
   return kj::mv(paf.promise);
@@ -144,7 +148,10 @@ kj::Promise<void> asio_stream::wait_writable() {
     core_->write_wait_pending = true;
     core_->sock.async_wait(asio::socket_base::wait_write, [c = core_](boost::system::error_code ec) {
       c->write_wait_pending = false;
-      if (!c->closed) complete_waiter(c->write_waiter, ec);
+      if (c->closed) return;
+      kj_turn_here here;  // capnp takes the bytes in this handler, not a posted run
+      complete_waiter(c->write_waiter, ec);
+      here.run();
     });
   }
   return kj::mv(paf.promise);

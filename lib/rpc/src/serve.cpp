@@ -44,6 +44,7 @@ kj::Promise<void> spawn_serving(capnp::CallContextHook& context, mc::executor ex
       ex, std::move(body),
       boost::asio::bind_cancellation_slot(st->signal.slot(), [st](std::exception_ptr e, mc::result<void> r) {
         st->done = true;
+        kj_turn_here here;  // the reply goes out in this handler, not a posted run
         if (st->fulfiller && st->fulfiller->isWaiting()) {
           if (e)
             st->fulfiller->reject(to_kj_exception(e));
@@ -57,6 +58,7 @@ kj::Promise<void> spawn_serving(capnp::CallContextHook& context, mc::executor ex
           st->release_kj();
           if (auto* c = thread_context::find()) c->leave_call(st.get());
         }
+        here.run();
       }));
 
   return paf.promise.attach(kj::defer([st, ex]() mutable {

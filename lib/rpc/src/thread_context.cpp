@@ -16,25 +16,39 @@ namespace mc::rpc::detail {
 
 // ---------------------------------------------------------------- event port
 
-struct asio_event_port::core {
-  explicit core(boost::asio::io_context& c) : io(c) {}
+struct event_port_core {
+  explicit event_port_core(boost::asio::io_context& c) : io(c) {}
   boost::asio::io_context& io;
   kj::EventLoop* loop = nullptr;  // touched on the owning thread only
   bool scheduled = false;
+  bool running = false;  // inside loop->run() on this thread
+  int holding = 0;       // live kj_turn_here scopes: runs are not posted
 };
 
 namespace {
-// Turns per posted run: small enough that asio handlers interleave with a
-// busy KJ queue, large enough to amortise the post.
+// Turns per run: small enough that asio handlers interleave with a busy KJ
+// queue, large enough to amortise the post.
 constexpr unsigned max_turns_per_run = 256;
 
-void schedule(const std::shared_ptr<asio_event_port::core>& c) {
-  if (c->scheduled || !c->loop) return;
+void schedule(const std::shared_ptr<event_port_core>& c);
+
+/// One bounded run of the loop; what remains is posted.
+void run_loop(const std::shared_ptr<event_port_core>& c) {
+  c->running = true;
+  struct reset {
+    event_port_core& c;
+    ~reset() { c.running = false; }
+  } r{*c};
+  c->loop->run(max_turns_per_run);
+}
+
+void schedule(const std::shared_ptr<event_port_core>& c) {
+  if (c->scheduled || c->holding > 0 || !c->loop) return;
   c->scheduled = true;
   boost::asio::post(c->io, [c] {
     c->scheduled = false;
-    if (!c->loop) return;
-    c->loop->run(max_turns_per_run);
+    if (!c->loop || c->running) return;
+    run_loop(c);
     // run() only reports transitions to the port; re-post while work remains.
     if (c->loop && c->loop->isRunnable()) schedule(c);
   });
@@ -60,6 +74,32 @@ void asio_event_port::wake() const {
   boost::asio::post(core_->io, [c = core_] {
     if (c->loop && c->loop->isRunnable()) schedule(c);
   });
+}
+
+// ------------------------------------------------------------ kj_turn_here
+
+kj_turn_here::kj_turn_here() noexcept {
+  auto* tc = thread_context::find();
+  if (!tc) return;
+  const auto& c = tc->port().shared_core();
+  if (!c->loop || c->running) return;  // inside the loop: its own run picks the work up
+  core_ = c;
+  ++core_->holding;
+}
+
+kj_turn_here::~kj_turn_here() {
+  if (!core_) return;
+  auto c = std::move(core_);
+  if (--c->holding == 0 && c->loop && c->loop->isRunnable()) schedule(c);  // not run(): post, as before
+}
+
+void kj_turn_here::run() {
+  if (!core_) return;
+  auto c = std::move(core_);
+  if (--c->holding > 0) return;  // an outer scope runs it
+  if (!c->loop || c->running || !c->loop->isRunnable()) return;
+  run_loop(c);
+  if (c->loop && c->loop->isRunnable()) schedule(c);
 }
 
 // ------------------------------------------------------------ thread context

@@ -32,7 +32,8 @@ class asio_event_port final : public kj::EventPort {
   void setRunnable(bool runnable) override;
   void wake() const override;
 
-  struct core;
+  using core = event_port_core;
+  const std::shared_ptr<core>& shared_core() const noexcept { return core_; }
 
  private:
   std::shared_ptr<core> core_;
@@ -50,6 +51,7 @@ class thread_context final : public kj::TaskSet::ErrorHandler {
   static void destroy_current() noexcept;
 
   boost::asio::io_context& io() noexcept { return io_; }
+  asio_event_port& port() noexcept { return port_; }
   mc::executor executor() const { return io_.get_executor(); }
   kj::TaskSet& tasks() { return *tasks_; }
 

@@ -29,6 +29,34 @@ namespace mc::rpc::detail {
 /// Throws std::logic_error off a runtime thread.
 kj::TaskSet& thread_tasks();
 
+struct event_port_core;
+
+/// Runs the calling thread's KJ loop here, right after something made it
+/// runnable, instead of in a run posted to the io_context: for asio handlers
+/// and coroutines that complete or start KJ work (a socket became readable,
+/// a served call finished, a request was sent). While one is held, the
+/// thread's KJ event port posts no run; `run()` releases it and runs the
+/// loop here if it has work. Each posted run is one more trip through the
+/// executor's queue, and on asio's epoll backend one more reactor poll
+/// (epoll_wait) when other handlers are queued. Inside the KJ loop (a KJ
+/// callback), or on a thread without one, it does nothing: the running loop
+/// picks the work up. Destroyed without `run()` (an exception), the work is
+/// posted as before. Not thread-safe: one thread, stack-scoped.
+class kj_turn_here {
+ public:
+  kj_turn_here() noexcept;
+  kj_turn_here(const kj_turn_here&) = delete;
+  kj_turn_here& operator=(const kj_turn_here&) = delete;
+  ~kj_turn_here();
+  /// Releases the hold and runs the loop's ready work here (bounded turns;
+  /// what remains is posted). KJ callbacks' exceptions go where they always
+  /// go (the task set, rejected promises).
+  void run();
+
+ private:
+  std::shared_ptr<struct event_port_core> core_;  // null: inactive
+};
+
 /// Something with a deadline in the calling thread's deadline queue.
 struct timed_op {
   virtual ~timed_op() = default;
@@ -165,7 +193,9 @@ mc::task<outcome<T>> await(kj::Promise<T> p, std::optional<mc::duration> timeout
         using handler_t = decltype(handler);
         auto ex = boost::asio::get_associated_executor(handler);
         auto st = std::make_shared<await_state<T, handler_t>>(std::move(handler), ex);
+        kj_turn_here here;  // sends a request queued by req.send() now
         thread_tasks().add(st->start(kj::mv(p), timeout));
+        here.run();
       },
       boost::asio::use_awaitable, kj::mv(p), timeout);
 }
