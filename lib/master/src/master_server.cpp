@@ -402,7 +402,7 @@ result<void> master_server::start() {
       return fail(errc::invalid_params);
     }
     impl_->started = true;
-    start_ha(std::move(*sec));
+    start_ha(std::move(*eps), std::move(*sec));
   } else {
     impl_->started = true;
   }
@@ -413,12 +413,11 @@ result<void> master_server::start() {
   return {};
 }
 
-void master_server::start_ha(etcd_security security) {
+void master_server::start_ha(std::vector<std::string> endpoints, etcd_security security) {
   auto& p = *impl_;
-  auto eps = parse_etcd_endpoints(p.opts.etcd_endpoints);
   ha_options ho;
   ho.security = std::move(security);
-  ho.etcd_endpoints = eps ? *eps : std::vector<std::string>{};
+  ho.etcd_endpoints = std::move(endpoints);
   ho.cluster_id = p.opts.cluster_id;
   ho.advertise = ha_advertise(p.opts);
   ho.lease_ttl = p.opts.ha_lease_ttl;

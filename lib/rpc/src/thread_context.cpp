@@ -32,14 +32,18 @@ constexpr unsigned max_turns_per_run = 256;
 
 void schedule(const std::shared_ptr<event_port_core>& c);
 
-/// One bounded run of the loop; what remains is posted.
+/// One bounded run of the loop; what remains is posted (run() only reports
+/// transitions to the port, so work left after the turns would wait).
 void run_loop(const std::shared_ptr<event_port_core>& c) {
-  c->running = true;
-  struct reset {
-    event_port_core& c;
-    ~reset() { c.running = false; }
-  } r{*c};
-  c->loop->run(max_turns_per_run);
+  {
+    c->running = true;
+    struct reset {
+      event_port_core& c;
+      ~reset() { c.running = false; }
+    } r{*c};
+    c->loop->run(max_turns_per_run);
+  }
+  if (c->loop && c->loop->isRunnable()) schedule(c);
 }
 
 void schedule(const std::shared_ptr<event_port_core>& c) {
@@ -47,10 +51,7 @@ void schedule(const std::shared_ptr<event_port_core>& c) {
   c->scheduled = true;
   boost::asio::post(c->io, [c] {
     c->scheduled = false;
-    if (!c->loop || c->running) return;
-    run_loop(c);
-    // run() only reports transitions to the port; re-post while work remains.
-    if (c->loop && c->loop->isRunnable()) schedule(c);
+    if (c->loop && !c->running) run_loop(c);
   });
 }
 }  // namespace
@@ -97,9 +98,7 @@ void kj_turn_here::run() {
   if (!core_) return;
   auto c = std::move(core_);
   if (--c->holding > 0) return;  // an outer scope runs it
-  if (!c->loop || c->running || !c->loop->isRunnable()) return;
-  run_loop(c);
-  if (c->loop && c->loop->isRunnable()) schedule(c);
+  if (c->loop && !c->running && c->loop->isRunnable()) run_loop(c);
 }
 
 // ------------------------------------------------------------ thread context

@@ -7,6 +7,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace mc::runtime {
 class runtime;
@@ -57,7 +58,7 @@ class master_server {
   struct impl;
 
  private:
-  void start_ha(etcd_security security);
+  void start_ha(std::vector<std::string> endpoints, etcd_security security);
   std::unique_ptr<impl> impl_;
 };
 
