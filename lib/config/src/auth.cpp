@@ -18,6 +18,20 @@ std::string trimmed(std::string s) {
 }
 }  // namespace
 
+secret_file_status read_secret_file(const std::string& path, std::size_t max_bytes, std::string* text) {
+  text->clear();
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return secret_file_status::unreadable;
+  std::string content;
+  char buf[512];
+  while (in.read(buf, sizeof buf) || in.gcount() > 0) {
+    content.append(buf, static_cast<std::size_t>(in.gcount()));
+    if (content.size() > max_bytes) return secret_file_status::too_large;
+  }
+  *text = trimmed(std::move(content));
+  return text->empty() ? secret_file_status::empty : secret_file_status::ok;
+}
+
 void add_auth_options(option_set& s, auth_options& o) {
   s.add("auth_token", &o.token,
         "shared secret(s) \"current[,previous]\": presented on every RPC connection, required on RPC and on the "
@@ -44,17 +58,16 @@ std::optional<std::string> read_auth_tokens(const auth_options& o, std::string* 
     return "auth_token_file '" + o.token_file + "' is not a readable regular file";
   if (st.st_mode & (S_IRWXG | S_IRWXO))
     *warning = "auth_token_file '" + o.token_file + "' is accessible by group or others (chmod 600 it)";
-  std::ifstream in(o.token_file, std::ios::binary);
-  if (!in) return "cannot read auth_token_file '" + o.token_file + "'";
-  std::string content;
-  char buf[512];
-  while (in.read(buf, sizeof buf) || in.gcount() > 0) {
-    content.append(buf, static_cast<std::size_t>(in.gcount()));
-    if (content.size() > max_token_file_bytes)
+  switch (read_secret_file(o.token_file, max_token_file_bytes, text)) {
+    case secret_file_status::unreadable:
+      return "cannot read auth_token_file '" + o.token_file + "'";
+    case secret_file_status::too_large:
       return "auth_token_file '" + o.token_file + "' is larger than " + std::to_string(max_token_file_bytes) + " bytes";
+    case secret_file_status::empty:
+      return "auth_token_file '" + o.token_file + "' is empty";
+    case secret_file_status::ok:
+      break;
   }
-  *text = trimmed(std::move(content));
-  if (text->empty()) return "auth_token_file '" + o.token_file + "' is empty";
   return std::nullopt;
 }
 

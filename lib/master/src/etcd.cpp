@@ -1,5 +1,6 @@
 #include "mc/master/etcd.hpp"
 
+#include "mc/config/auth.hpp"
 #include "mc/runtime/endpoint.hpp"
 
 #include <boost/asio/as_tuple.hpp>
@@ -12,7 +13,6 @@
 #include <boost/json.hpp>
 
 #include <algorithm>
-#include <fstream>
 #include <memory>
 #include <mutex>
 
@@ -250,15 +250,17 @@ result<etcd_security> etcd_security::load(const etcd_security_options& o, bool t
   if (auth) {
     if (o.username.empty()) return refuse("etcd_password_file is set but etcd_username is empty");
     if (o.password_file.empty()) return refuse("etcd_username is set but etcd_password_file is empty");
-    std::ifstream in(o.password_file, std::ios::binary);
-    if (!in) return refuse("etcd_password_file '" + o.password_file + "' cannot be read");
-    std::string text(4097, '\0');
-    in.read(text.data(), static_cast<std::streamsize>(text.size()));
-    text.resize(static_cast<std::size_t>(in.gcount()));
-    if (text.size() > 4096) return refuse("etcd_password_file '" + o.password_file + "' is longer than 4 KiB");
-    auto first = text.find_first_not_of(" \t\r\n");
-    if (first == std::string::npos) return refuse("etcd_password_file '" + o.password_file + "' is empty");
-    text = text.substr(first, text.find_last_not_of(" \t\r\n") - first + 1);
+    std::string text;
+    switch (mc::config::read_secret_file(o.password_file, 4096, &text)) {
+      case mc::config::secret_file_status::unreadable:
+        return refuse("etcd_password_file '" + o.password_file + "' cannot be read");
+      case mc::config::secret_file_status::too_large:
+        return refuse("etcd_password_file '" + o.password_file + "' is longer than 4 KiB");
+      case mc::config::secret_file_status::empty:
+        return refuse("etcd_password_file '" + o.password_file + "' is empty");
+      case mc::config::secret_file_status::ok:
+        break;
+    }
     st->username = o.username;
     st->password = std::move(text);
   }
