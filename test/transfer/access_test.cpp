@@ -250,4 +250,65 @@ TEST_SUITE("transfer_trust") {
       CHECK(t.a->stats().initiated[std::size_t(force)].write_ops > 0);  // no silent fallback
     }
   }
+
+  TEST_CASE("one window mixing tiny writes, reads and refusals: every answer in order, every byte in place (TCP)") {
+    // The target receives requests many at a time (a write's payload may
+    // arrive with the headers before it) and sends READ answers together:
+    // writes of 1..300 bytes (several headers and payloads per receive),
+    // reads of a read-only half, and wrong tokens in both, in one batch.
+    two_engines t(loopback_options(transport_kind::tcp), loopback_options(transport_kind::tcp));
+    const std::size_t half = 1 << 20;
+    std::vector<std::uint8_t> target(2 * half, 0);
+    auto fill = mc::test::random_bytes(half, 91);
+    std::memcpy(target.data(), fill.data(), half);  // [0, half) is read, [half, 2 half) written
+    auto reg = t.b->register_memory(target.data(), target.size());
+    REQUIRE(reg);
+    auto src = mc::test::random_bytes(half, 92);
+    std::vector<std::uint8_t> back(half, 0);
+    std::mt19937 rng(17);
+    struct op {
+      bool write;
+      bool refused;
+      std::size_t off, n;
+    };
+    std::vector<op> ops;
+    std::vector<request> reqs;
+    std::size_t woff = 0, roff = 0;
+    for (int i = 0; i < 2000; ++i) {
+      const bool write = rng() % 2 == 0;
+      const std::size_t n = rng() % 20 == 0 ? 1 + rng() % 20000 : 1 + rng() % 300;
+      std::size_t& off = write ? woff : roff;
+      if (off + n > half) continue;
+      const bool refused = rng() % 9 == 0;
+      auto d = reg->describe(write ? half + off : off, n);
+      if (refused) d.token ^= 0x80;
+      reqs.push_back(write ? request::make_write(cbytes(src).subspan(off, n), d)
+                           : request::make_read(bytes(back).subspan(off, n), d));
+      ops.push_back({write, refused, off, n});
+      off += n;
+    }
+    REQUIRE(ops.size() > 1000);
+    auto rs = t.rt.block_on(t.a->batch(reqs));
+    REQUIRE(rs.size() == ops.size());
+    std::size_t bad = 0;
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+      const auto& o = ops[i];
+      if (o.refused) {
+        if (!mc::is(rs[i].error(), mc::errc::access_denied)) ++bad;
+        const std::uint8_t* got = o.write ? target.data() + half + o.off : back.data() + o.off;
+        if (!std::all_of(got, got + o.n, [](auto b) { return b == 0; })) ++bad;
+        continue;
+      }
+      if (!rs[i]) {
+        ++bad;
+        continue;
+      }
+      if (o.write ? std::memcmp(target.data() + half + o.off, src.data() + o.off, o.n) != 0
+                  : std::memcmp(back.data() + o.off, fill.data() + o.off, o.n) != 0)
+        ++bad;
+    }
+    CHECK(bad == 0);
+    CHECK(std::memcmp(target.data(), fill.data(), half) == 0);  // reads changed nothing
+    CHECK(t.a->stats().outbound_connections <= engine_options{}.connections_per_peer);
+  }
 }

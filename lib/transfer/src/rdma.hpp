@@ -32,6 +32,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 
 namespace mc::transfer::detail {
@@ -64,10 +65,12 @@ mc::result<added_region> rdma_register(engine_impl& eng, void* addr, std::size_t
 void rdma_deregister(rdma_context& ctx, std::uint64_t token) noexcept;
 
 /// Serves wire ops rdma_connect / rdma_check / rdma_rkey on an inbound TCP
-/// connection.
+/// connection. `payload`: the h.length bytes that followed an rdma_connect
+/// (the caller read them, at most max_rdma_payload), empty for the others.
 /// `slot` keeps the target-side QP alive as long as the connection. False:
 /// close the connection.
-task<bool> rdma_serve(engine_impl& eng, boost::asio::ip::tcp::socket& s, const header& h, std::shared_ptr<void>& slot);
+task<bool> rdma_serve(engine_impl& eng, boost::asio::ip::tcp::socket& s, const header& h,
+                      std::span<const std::byte> payload, std::shared_ptr<void>& slot);
 
 /// engine::fence, served side: moves every served QP whose initiator
 /// announced `peer` as its endpoint (or announced none) to the error state

@@ -50,7 +50,8 @@ task<bool> respond(tcp_socket& s, wire_op op, std::uint64_t id, errc status, con
 
 }  // namespace
 
-task<bool> rdma_serve(engine_impl& eng, tcp_socket& s, const header& h, std::shared_ptr<void>& slot) {
+task<bool> rdma_serve(engine_impl& eng, tcp_socket& s, const header& h, std::span<const std::byte> payload,
+                      std::shared_ptr<void>& slot) {
   if (h.op == wire_op::rdma_check) {
     // One answer for every "not yours" (unknown token, outside, access not granted).
     const auto need = (h.flags & grant_write) ? region_access::remote_write : region_access::remote_read;
@@ -68,12 +69,10 @@ task<bool> rdma_serve(engine_impl& eng, tcp_socket& s, const header& h, std::sha
     co_return co_await respond(s, wire_op::rdma_rkey_resp, h.request_id, rk ? errc::ok : errc::access_denied, nullptr,
                                h.address, rk.value_or(0));
   }
-  if (!rdma_connect_header_ok(h) || slot) co_return false;
-  // The initiator's qp_info, then its own engine endpoint (engine::fence
-  // matches on it); an initiator that announces none is fenced by every fence.
-  std::array<std::byte, qp_info_size + max_announced_endpoint> pb;
-  const auto payload = std::span<const std::byte>(pb.data(), static_cast<std::size_t>(h.length));
-  if (!co_await recv_all(s, pb.data(), payload.size())) co_return false;
+  if (!rdma_connect_header_ok(h) || payload.size() != h.length || slot) co_return false;
+  // The payload: the initiator's qp_info, then its own engine endpoint
+  // (engine::fence matches on it); an initiator that announces none is fenced
+  // by every fence.
   if (!eng.rdma_ctx_) co_return co_await respond(s, wire_op::rdma_connect_resp, h.request_id, errc::unsupported);
   auto req = parse_rdma_connect(h, payload);
   if (!req) co_return co_await respond(s, wire_op::rdma_connect_resp, h.request_id, errc::transfer_fail);

@@ -26,7 +26,8 @@ std::size_t rdma_fence_served(rdma_context&, const std::string&) noexcept { retu
 std::size_t rdma_fence_thread(thread_state&, const std::string&) noexcept { return 0; }
 void rdma_deregister(rdma_context&, std::uint64_t) noexcept {}
 
-task<bool> rdma_serve(engine_impl& eng, boost::asio::ip::tcp::socket& s, const header& h, std::shared_ptr<void>&) {
+task<bool> rdma_serve(engine_impl& eng, boost::asio::ip::tcp::socket& s, const header& h, std::span<const std::byte>,
+                      std::shared_ptr<void>&) {
   header r;
   r.request_id = h.request_id;
   if (h.op == wire_op::rdma_check) {
@@ -37,8 +38,7 @@ task<bool> rdma_serve(engine_impl& eng, boost::asio::ip::tcp::socket& s, const h
   } else if (h.op == wire_op::rdma_rkey && h.length == 0) {
     r.op = wire_op::rdma_rkey_resp;
     r.status = static_cast<std::int32_t>(errc::unsupported);
-  } else if (h.op == wire_op::rdma_connect && h.length <= 4096) {
-    if (!co_await discard(s, h.length)) co_return false;
+  } else if (h.op == wire_op::rdma_connect) {  // its payload was read by the caller
     r.op = wire_op::rdma_connect_resp;
     r.status = static_cast<std::int32_t>(errc::unsupported);
   } else {

@@ -2,8 +2,10 @@
 // regions. Every request is validated (structure, token, whole range inside
 // one region) before a byte moves; a refused WRITE's payload is drained.
 // Fewer system calls per small request: a WRITE's payload is received
-// together with the start of the next request's header, and header-only
-// answers are queued and sent together when nothing more is readable.
+// together with the start of the next request's header, and answers - header
+// only (write acknowledgements, refusals) and READ answers with their payload
+// straight from region memory - are queued and leave together in one gathered
+// send when nothing more is readable, or when the queue is full.
 #include "engine_impl.hpp"
 #include "io.hpp"
 #include "wire.hpp"
@@ -11,8 +13,14 @@
 #include <boost/asio/ip/address.hpp>
 #include <boost/asio/socket_base.hpp>
 
+#include <algorithm>
 #include <array>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <span>
+#include <memory>
+#include <shared_mutex>
 
 namespace mc::transfer::detail {
 namespace {
@@ -20,15 +28,26 @@ namespace {
 namespace asio = boost::asio;
 using tcp = asio::ip::tcp;
 
-/// Answers of a connection not sent yet: header-only answers (write
-/// acknowledgements, refusals) are queued and leave in one send when the
-/// connection has nothing more to read for the moment, before a read
-/// answer, or when the queue is full. Never held across a wait for input,
-/// so the initiator always gets every answer to what it sent.
+/// Answers of a connection not sent yet, in request order: header-only
+/// answers and READ answers (header + payload read from region memory at send
+/// time). They leave in one gathered send when the connection has nothing
+/// more to read for the moment, or when the queue is full (count or payload
+/// bytes). Never held across a wait for input, so the initiator always gets
+/// every answer to what it sent.
 struct answer_queue {
   static constexpr std::size_t capacity = 32;
+  /// Payload bytes queued at most: past this the queue is sent, so that the
+  /// initiator receives while later requests are served.
+  static constexpr std::uint64_t max_payload = 2u << 20;
   std::array<header_bytes, capacity> q;
+  /// Payload of answer k (READ answers): its region, kept alive while queued;
+  /// the bytes are read (and the region's revocation checked) at send time.
+  std::array<std::shared_ptr<region_entry>, capacity> region;
+  std::array<const std::byte*, capacity> data{};
+  std::array<std::uint64_t, capacity> length{};
   std::size_t n = 0;
+  std::uint64_t payload = 0;
+  bool full() const noexcept { return n == capacity || payload >= max_payload; }
 };
 
 struct served_conn final : closable {
@@ -38,27 +57,133 @@ struct served_conn final : closable {
   live_registration reg;
   std::shared_ptr<void> rdma_qp;  // target-side QP of an rdma_connect, lives as long as the connection
   answer_queue out;
-  header_bytes next;          // the next request's header, as far as received
-  std::size_t next_have = 0;  // its bytes received so far (read along with a payload)
+  /// Received and not consumed yet: in[pos, end). Requests are received up
+  /// to this many bytes at a time (a window of pipelined READ requests is
+  /// one system call); a WRITE's payload is received straight into region
+  /// memory together with whatever follows it, up to this much.
+  static constexpr std::size_t in_size = 16 * header_size;
+  std::array<std::byte, in_size> in;
+  std::size_t pos = 0, end = 0;
+  std::size_t buffered() const noexcept { return end - pos; }
+  /// Takes up to n buffered bytes (copied to dst when not null).
+  std::size_t take(std::byte* dst, std::size_t n) noexcept {
+    n = std::min(n, buffered());
+    if (dst && n > 0) std::memcpy(dst, in.data() + pos, n);
+    pos += n;
+    if (pos == end) pos = end = 0;
+    return n;
+  }
 };
 
-task<bool> flush(served_conn& c) {
-  if (c.out.n == 0) co_return true;
-  const auto bytes = c.out.n * header_size;
-  c.out.n = 0;
-  auto r = co_await send_all(c.sock, c.out.q.data(), bytes);
-  co_return static_cast<bool>(r);
+/// The distinct regions of answers [from, n), locked shared in address order
+/// (a fixed order: two connections never wait on each other's regions).
+class queue_guards {
+ public:
+  queue_guards(const answer_queue& a, std::size_t from) {
+    for (std::size_t k = from; k < a.n; ++k)
+      if (a.region[k] &&
+          std::find(entries_.begin(), entries_.begin() + count_, a.region[k].get()) == entries_.begin() + count_)
+        entries_[count_++] = a.region[k].get();
+    std::sort(entries_.begin(), entries_.begin() + count_);
+    for (std::size_t i = 0; i < count_; ++i) {
+      locks_[i] = std::shared_lock<std::shared_mutex>(entries_[i]->access);
+      if (entries_[i]->revoked) ok_ = false;
+    }
+  }
+  /// False when one of the regions was unregistered.
+  explicit operator bool() const noexcept { return ok_; }
+
+ private:
+  std::array<const region_entry*, answer_queue::capacity> entries_{};
+  std::array<std::shared_lock<std::shared_mutex>, answer_queue::capacity> locks_;
+  std::size_t count_ = 0;
+  bool ok_ = true;
+};
+
+/// Sends every queued answer in gathered sends. Region bytes are read only
+/// under their regions' access locks, one system call at a time; a region
+/// unregistered before its answer is complete closes the connection (false,
+/// `revoked` set): only closing can tell the initiator mid-payload.
+task<bool> flush(served_conn& c, bool* revoked = nullptr) {
+  auto& a = c.out;
+  if (a.n == 0) co_return true;
+  std::array<iovec, 2 * answer_queue::capacity> iov;
+  std::array<std::size_t, 2 * answer_queue::capacity> owner;  // iov -> answer
+  int cnt = 0;
+  for (std::size_t k = 0; k < a.n; ++k) {
+    iov[cnt] = {a.q[k].data(), header_size};
+    owner[cnt++] = k;
+    if (a.length[k] > 0) {
+      iov[cnt] = {const_cast<std::byte*>(a.data[k]), static_cast<std::size_t>(a.length[k])};
+      owner[cnt++] = k;
+    }
+  }
+  int at = 0;
+  bool ok = true;
+  while (at < cnt) {
+    ssize_t r;
+    int saved = 0;
+    {
+      queue_guards g(a, owner[at]);
+      if (!g) {
+        if (revoked) *revoked = true;
+        ok = false;
+        break;
+      }
+      msghdr msg{};
+      msg.msg_iov = iov.data() + at;
+      msg.msg_iovlen = static_cast<std::size_t>(cnt - at);
+      peer_memory_scope peer_bytes;  // see peer_memory.hpp
+      r = ::sendmsg(c.sock.native_handle(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+      saved = errno;
+    }
+    if (r < 0) {
+      if (saved == EINTR) continue;
+      if (saved != EAGAIN && saved != EWOULDBLOCK) {
+        ok = false;
+        break;
+      }
+      if (!co_await wait_ready(c.sock, tcp_socket::wait_write)) {
+        ok = false;
+        break;
+      }
+      continue;
+    }
+    auto left = static_cast<std::size_t>(r);
+    while (at < cnt && left >= iov[at].iov_len) left -= iov[at++].iov_len;
+    if (at < cnt) {
+      iov[at].iov_base = static_cast<char*>(iov[at].iov_base) + left;
+      iov[at].iov_len -= left;
+    }
+  }
+  for (std::size_t k = 0; k < a.n; ++k) {
+    a.region[k].reset();
+    a.length[k] = 0;
+  }
+  a.n = 0;
+  a.payload = 0;
+  co_return ok;
 }
 
-/// Queues a header-only answer (sends the queue when it is full).
-task<bool> answer(served_conn& c, wire_op op, std::uint64_t id, errc status) {
+/// Queues an answer (a READ answer's payload: `length` bytes of `region`
+/// memory at `data`); sends the queue when it is full.
+task<bool> answer(served_conn& c, wire_op op, std::uint64_t id, errc status,
+                  std::shared_ptr<region_entry> region = nullptr, const std::byte* data = nullptr,
+                  std::uint64_t length = 0, bool* revoked = nullptr) {
   header h;
   h.op = op;
   h.request_id = id;
   h.status = static_cast<std::int32_t>(status);
-  encode(h, c.out.q[c.out.n++]);
-  if (c.out.n < answer_queue::capacity) co_return true;
-  const bool ok = co_await flush(c);
+  h.length = length;
+  auto& a = c.out;
+  encode(h, a.q[a.n]);
+  a.region[a.n] = std::move(region);
+  a.data[a.n] = data;
+  a.length[a.n] = length;
+  a.payload += length;
+  ++a.n;
+  if (!a.full()) co_return true;
+  const bool ok = co_await flush(c, revoked);
   co_return ok;
 }
 
@@ -70,29 +195,73 @@ task<bool> wait_input(served_conn& c) {
   co_return static_cast<bool>(r);
 }
 
-/// Receives the next request header (part of it may have arrived with the
-/// previous payload).
-task<bool> next_header(served_conn& c) {
-  while (c.next_have < header_size) {
+/// Receives n bytes into dst: those already buffered first, then the rest
+/// from the socket (only as much as asked: nothing beyond is consumed).
+task<bool> read_exact(served_conn& c, std::byte* dst, std::size_t n) {
+  const auto got = c.take(dst, n);
+  if (got == n) co_return true;
+  const bool flushed = co_await flush(c);  // recv_all may wait for input
+  if (!flushed) co_return false;
+  auto r = co_await recv_all(c.sock, dst + got, n - got);
+  co_return static_cast<bool>(r);
+}
+
+/// Drops n bytes of input (a refused WRITE's payload).
+task<bool> skip(served_conn& c, std::uint64_t n) {
+  n -= c.take(nullptr, static_cast<std::size_t>(std::min<std::uint64_t>(n, c.buffered())));
+  if (n == 0) co_return true;
+  const bool flushed = co_await flush(c);
+  if (!flushed) co_return false;
+  auto r = co_await discard(c.sock, n);
+  co_return static_cast<bool>(r);
+}
+
+/// Receives the next request header into `out`, with as much of what
+/// follows as has arrived (up to the input buffer).
+task<bool> next_header(served_conn& c, header_bytes& out) {
+  while (c.buffered() < header_size) {
+    if (c.pos > 0) {
+      std::memmove(c.in.data(), c.in.data() + c.pos, c.buffered());
+      c.end -= c.pos;
+      c.pos = 0;
+    }
     errc err{};
-    ssize_t r = recv_once(c.sock.native_handle(), c.next.data() + c.next_have, header_size - c.next_have, err);
+    ssize_t r = recv_once(c.sock.native_handle(), c.in.data() + c.end, c.in.size() - c.end, err);
     if (r < 0) co_return false;
     if (r == 0) {
       if (!co_await wait_input(c)) co_return false;
       continue;
     }
-    c.next_have += static_cast<std::size_t>(r);
+    c.end += static_cast<std::size_t>(r);
   }
-  c.next_have = 0;
+  c.take(out.data(), header_size);
   co_return true;
 }
 
-/// Receives a WRITE's n payload bytes straight into region memory at p, and
-/// in the same system calls as much of the next request's header as has
-/// arrived. Every system call that touches the region runs under its access
-/// lock; when the region is revoked midway the rest is drained (the
-/// connection stays usable) and `revoked` is returned.
+/// Receives a WRITE's n payload bytes straight into region memory at p (what
+/// was already buffered is copied), and in the same system calls as much of
+/// what follows as has arrived. Every copy and system call that touches the
+/// region runs under its access lock; when the region is revoked midway the
+/// rest is drained (the connection stays usable) and `revoked` is returned.
 task<region_io> recv_payload(served_conn& c, const region_entry& e, std::byte* p, std::uint64_t n) {
+  if (c.buffered() > 0) {
+    const auto k = static_cast<std::size_t>(std::min<std::uint64_t>(n, c.buffered()));
+    bool taken = false;
+    {
+      access_guard g(e);
+      if (g) {
+        peer_memory_scope peer_bytes;  // see peer_memory.hpp
+        c.take(p, k);
+        taken = true;
+      }
+    }
+    if (!taken) {
+      if (!co_await skip(c, n)) co_return region_io::failed;
+      co_return region_io::revoked;
+    }
+    p += k;
+    n -= k;
+  }
   rcvlowat lowat(c.sock.native_handle());
   while (n > 0) {
     ssize_t r;
@@ -100,10 +269,11 @@ task<region_io> recv_payload(served_conn& c, const region_entry& e, std::byte* p
     {
       access_guard g(e);
       if (!g) {
-        auto d = co_await discard(c.sock, n);
-        co_return d ? region_io::revoked : region_io::failed;
+        if (!co_await skip(c, n)) co_return region_io::failed;
+        co_return region_io::revoked;
       }
-      iovec iov[2] = {{p, static_cast<std::size_t>(n)}, {c.next.data(), header_size}};
+      // The buffer is empty here (everything buffered was payload).
+      iovec iov[2] = {{p, static_cast<std::size_t>(n)}, {c.in.data(), c.in.size()}};
       msghdr msg{};
       msg.msg_iov = iov;
       msg.msg_iovlen = 2;
@@ -120,7 +290,10 @@ task<region_io> recv_payload(served_conn& c, const region_entry& e, std::byte* p
       continue;
     }
     const auto got = static_cast<std::uint64_t>(r);
-    if (got > n) c.next_have = static_cast<std::size_t>(got - n);
+    if (got > n) {
+      c.pos = 0;
+      c.end = static_cast<std::size_t>(got - n);
+    }
     p += std::min(got, n);
     n -= std::min(got, n);
   }
@@ -131,21 +304,19 @@ task<region_io> recv_payload(served_conn& c, const region_entry& e, std::byte* p
 task<bool> serve_one(engine_impl& eng, served_conn& c, const header& h) {
   auto& ctr = eng.counters_;
   if (h.op == wire_op::read_req) {
-    if (!co_await flush(c)) co_return false;  // answers leave in request order
     auto e = eng.registry_->find(h.address, h.length, h.token, region_access::remote_read);
     if (!e) {
       bump(ctr.served_rejects);
       co_return co_await answer(c, wire_op::read_resp, h.request_id, errc::access_denied);
     }
-    header ok;
-    ok.op = wire_op::read_resp;
-    ok.request_id = h.request_id;
-    ok.length = h.length;
-    header_bytes hb;
-    encode(ok, hb);
-    auto r = co_await send_from_region(c.sock, **e, hb.data(), hb.size(), (*e)->ptr(h.address), h.length);
-    if (r == region_io::revoked) bump(ctr.served_rejects);
-    if (r != region_io::ok) co_return false;  // mid-payload: only closing tells the initiator
+    // Queued: the bytes are read from the region when the queue is sent
+    // (with the answers around it, in one system call).
+    const std::byte* data = (*e)->ptr(h.address);
+    bool revoked = false;
+    if (!co_await answer(c, wire_op::read_resp, h.request_id, errc::ok, std::move(*e), data, h.length, &revoked)) {
+      if (revoked) bump(ctr.served_rejects);
+      co_return false;
+    }
     bump(ctr.served_read_ops);
     bump(ctr.served_read_bytes, h.length);
     co_return true;
@@ -154,8 +325,7 @@ task<bool> serve_one(engine_impl& eng, served_conn& c, const header& h) {
     auto e = eng.registry_->find(h.address, h.length, h.token, region_access::remote_write);
     if (!e) {
       bump(ctr.served_rejects);
-      if (!co_await flush(c)) co_return false;
-      if (!co_await discard(c.sock, h.length)) co_return false;
+      if (!co_await skip(c, h.length)) co_return false;
       co_return co_await answer(c, wire_op::write_resp, h.request_id, errc::access_denied);
     }
     auto r = co_await recv_payload(c, **e, (*e)->ptr(h.address), h.length);
@@ -180,13 +350,22 @@ task<void> serve(engine_impl* eng, [[maybe_unused]] gate_holder g, tcp_socket so
   c.sock.set_option(tcp::no_delay(true), ig);
   c.sock.set_option(asio::socket_base::keep_alive(true), ig);
   c.sock.non_blocking(true, ig);
+  header_bytes hb;
+  // An rdma_connect's payload (an initiator's qp_info and endpoint: far less).
+  std::array<std::byte, max_rdma_payload> pb;
   for (;;) {
-    if (!co_await next_header(c)) break;  // EOF, reset, or stop
-    auto h = decode(c.next);
+    if (!co_await next_header(c, hb)) break;  // EOF, reset, or stop
+    auto h = decode(hb);
     if (!h) break;  // protocol violation: close
     if (h->op >= wire_op::rdma_connect) {
       if (!co_await flush(c)) break;
-      if (!co_await rdma_serve(*eng, c.sock, *h, c.rdma_qp)) break;
+      std::size_t plen = 0;
+      if (h->op == wire_op::rdma_connect) {
+        if (h->length > pb.size()) break;
+        plen = static_cast<std::size_t>(h->length);
+        if (!co_await read_exact(c, pb.data(), plen)) break;
+      }
+      if (!co_await rdma_serve(*eng, c.sock, *h, std::span<const std::byte>(pb.data(), plen), c.rdma_qp)) break;
       continue;
     }
     if (!co_await serve_one(*eng, c, *h)) break;

@@ -77,6 +77,9 @@ enum class wire_op : std::uint8_t {
 
 /// Longest endpoint an rdma_connect may announce.
 inline constexpr std::uint64_t max_announced_endpoint = 255;
+/// Largest payload a target reads for an rdma_connect before it is checked
+/// (a longer one closes the connection); the check allows far less.
+inline constexpr std::size_t max_rdma_payload = 4096;
 
 inline constexpr std::uint16_t grant_write = 1;
 inline constexpr std::uint16_t grant_lease = 2;
