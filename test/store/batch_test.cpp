@@ -238,6 +238,58 @@ TEST_SUITE("store batch") {
     CHECK(b.stats().batch_rpcs - before.batch_rpcs >= 5);  // split into waves under the cap
   }
 
+  TEST_CASE("a remote batch put mixing inline, transferred, scattered and duplicate items: one RPC, one result each") {
+    // The owner moves every transferred item of the batch in one transfer
+    // batch and commits them together; inline items are stored on the way.
+    for (const char* transport : {"auto", "tcp"}) {
+      CAPTURE(transport);
+      cluster cl;
+      auto& a = cl.add("a", {}, transport);
+      auto& b = cl.add("b", {}, transport);
+      const auto t = b.options().inline_threshold;
+      std::vector<std::size_t> sizes = {1, t - 1, t, t + 1, (1u << 20) + 3, 3 * t + 7, 5};
+      std::vector<std::string> keys;
+      std::vector<std::vector<std::uint8_t>> vals;
+      std::vector<const_pieces> pieces;
+      std::vector<std::vector<std::uint8_t>> bufs(sizes.size() + 1);
+      for (std::size_t i = 0; i < sizes.size(); ++i) {
+        keys.push_back(std::string("mix/") + transport + "/" + std::to_string(i));
+        bufs[i] = random_bytes(sizes[i], 100 + i);
+        auto mp = random_pieces(bufs[i], sizes[i] / 3 + 1, i);  // value order != memory order
+        vals.push_back(gather(mp, sizes[i]));
+        pieces.push_back(to_const(mp));
+      }
+      // The same key twice: independent items, both succeed; either may win.
+      keys.push_back(keys[4]);
+      vals.push_back(random_bytes(sizes[4], 999));
+      bufs.back() = vals.back();
+      pieces.push_back({bytes_of(bufs.back())});
+      mc::store::put_options remote;
+      remote.where = mc::store::placement::remote;
+      remote.target = a.rpc_endpoint();
+      auto before = b.stats();
+      auto served_before = a.data().stats();
+      auto r = cl.on(1, batch_put(b, keys, pieces, remote));
+      REQUIRE(r.size() == keys.size());
+      for (auto& x : r) CHECK(x.has_value());
+      CHECK(b.stats().batch_rpcs - before.batch_rpcs == 1);
+      CHECK(b.stats().inline_writes - before.inline_writes == 4);  // 1, t - 1, t, 5
+      CHECK(a.data().stats().remote_writes - served_before.remote_writes == 4);
+      for (std::size_t i = 0; i < sizes.size(); ++i) {
+        CAPTURE(i);
+        std::vector<std::uint8_t> out(sizes[i] + 1, 0x5A);
+        auto g = cl.on(0, batch_get(a, {keys[i]}, {one_piece(out)}));
+        REQUIRE(g[0].has_value());
+        CHECK(*g[0] == sizes[i]);
+        out.pop_back();
+        if (i == 4)
+          CHECK((out == vals[4] || out == vals.back()));
+        else
+          CHECK(out == vals[i]);
+      }
+    }
+  }
+
   TEST_CASE("batch puts publish in group commits; batch_exists is one lookup; too many keys are refused") {
     cluster cl;
     auto& a = cl.add("a");

@@ -353,6 +353,55 @@ class client_service_impl final : public mc::rpc::service<ClientService> {
         co_await s_->dm.write_remote_parts(item.key, std::move(item.pieces), left, item.tag, item.version), size);
   }
 
+  /// Runs the items of a batch write: inline ones (the value inside the
+  /// request) each through dm.put, the others - admitted and resolved - in
+  /// one write_remote_batch (one transfer batch from this requester, their
+  /// commits and publishes together). Room for the transferred bytes is
+  /// taken for them all at once (a batch larger than the cap runs alone);
+  /// waiting for it counts against the deadline.
+  task<std::vector<item_outcome>> run_writes(std::vector<std::pair<item_request, admission>> admitted,
+                                             clock::time_point deadline) {
+    std::vector<item_outcome> out(admitted.size());
+    std::vector<task<item_outcome>> inline_work;
+    std::vector<std::size_t> inline_index;
+    std::vector<remote_write_item> batch;
+    std::vector<std::size_t> index;
+    std::vector<std::uint64_t> sizes;
+    std::uint64_t transfer_bytes = 0;
+    for (std::size_t i = 0; i < admitted.size(); ++i) {
+      auto& [item, ticket] = admitted[i];  // a batched item's ticket stays here until the batch is done
+      if (!ticket) {
+        out[i] = refuse(item);
+        continue;
+      }
+      if (!item.data.empty()) {
+        inline_work.push_back(run_write(std::move(item), std::move(ticket), deadline));
+        inline_index.push_back(i);
+        continue;
+      }
+      if (auto r = co_await resolve_all(item); !r) {
+        out[i] = item_outcome{r.error().value(), 0};
+        continue;
+      }
+      const auto size = total_length(item.pieces).value_or(0);
+      transfer_bytes += size;
+      sizes.push_back(size);
+      index.push_back(i);
+      batch.push_back({std::move(item.key), std::move(item.pieces), item.tag, item.version});
+    }
+    auto done = co_await mc::when_all(std::move(inline_work));
+    for (std::size_t k = 0; k < done.size(); ++k) out[inline_index[k]] = done[k];
+    if (batch.empty()) co_return out;
+    auto room = co_await s_->serving.acquire_for(transfer_bytes, mc::time_left(deadline));
+    if (!room) {
+      for (auto i : index) out[i] = item_outcome{room.error().value(), 0};
+      co_return out;
+    }
+    auto rs = co_await s_->dm.write_remote_batch(std::move(batch), mc::time_left(deadline));
+    for (std::size_t k = 0; k < rs.size(); ++k) out[index[k]] = outcome_of(rs[k], sizes[k]);
+    co_return out;
+  }
+
   /// Runs read items: admitted and resolved ones go to the DataManager in one
   /// read_remote_batch (one transfer batch for this requester); the results,
   /// inline values included, are written into `slot(i)` (called once per item).
@@ -472,10 +521,7 @@ class client_service_impl final : public mc::rpc::service<ClientService> {
       auto ticket = admit_item(op::write, item);
       admitted.emplace_back(std::move(item), std::move(ticket));
     }
-    std::vector<task<item_outcome>> work;
-    work.reserve(admitted.size());
-    for (auto& [item, ticket] : admitted) work.push_back(run_write(std::move(item), std::move(ticket), deadline));
-    auto out = co_await mc::when_all(std::move(work));
+    auto out = co_await run_writes(std::move(admitted), deadline);
     auto res = ctx.getResults().initResults(static_cast<unsigned>(out.size()));
     for (unsigned i = 0; i < out.size(); ++i) set_result(res[i], out[i]);
     co_return result<void>{};
