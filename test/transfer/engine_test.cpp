@@ -284,7 +284,7 @@ TEST_SUITE("transfer_engine") {
     for (auto force : {transport_kind::tcp, transport_kind::same_host}) {
       CAPTURE(static_cast<int>(force));
       // TCP, small slices: many windows per connection, two in flight, answers
-      // read ahead with payloads. Same-host: windows of up to 16 grants, their
+      // read ahead with payloads. Same-host: windows of up to 64 grants, their
       // answers sent and received in bulk. Refused items in the middle of windows.
       auto o = loopback_options(force);
       o.slice_size = 4096;

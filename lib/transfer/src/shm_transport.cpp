@@ -21,9 +21,11 @@
 // before each chunk and yields to the runtime between chunks; on lease
 // expiry it releases and asks again for the rest. Unregistration never waits
 // for grants (revoke now, reclaim later); the target forgets expired grants.
-// Small items of one direction (<= 256 KiB, <= 1 MiB and 16 items together)
-// move as a window: their grant requests in one send, one gathered
-// process_vm_* call over all granted items, their releases in one send.
+// Small items of one direction (<= 256 KiB, <= 4 MiB and 64 items together)
+// move as a window: their grant requests in one send, gathered process_vm_*
+// calls of at most 1 MiB each over the granted items (the lease checked
+// before each, the runtime thread yielded between them), their releases in
+// one send.
 // The target's control server runs on a private service thread.
 #include "shm_common.hpp"
 
@@ -99,7 +101,7 @@ class shm_transport final : public transport {
     bool first_on_conn = true;
     while (next < items.size()) {
       // Small items of one direction move as a window: one send of their
-      // grant requests, one gathered process_vm_* call, one send of the
+      // grant requests, gathered process_vm_* calls, one send of the
       // releases (no round trip per item).
       if (first_on_conn == false || !c.reused()) {
         std::vector<transfer_item*> win;
@@ -224,9 +226,10 @@ class shm_transport final : public transport {
 
   /// Items a window takes at most (the target's bound on outstanding grants
   /// per connection), the largest item it takes, and its bytes at most (one
-  /// system call: at most one copy chunk).
+  /// round trip for this many; copied max_copy_chunk per system call).
   static constexpr std::size_t window_items = max_grants_per_conn;
   static constexpr std::uint64_t window_item_max = 256u << 10;
+  static constexpr std::uint64_t window_bytes = 4u << 20;
 
   /// The next items of one direction that are small enough for a window.
   static void take_window(std::span<transfer_item*> items, std::size_t& next, std::vector<transfer_item*>& win) {
@@ -237,7 +240,7 @@ class shm_transport final : public transport {
         ++next;
         continue;
       }
-      if (it->length > window_item_max || bytes + it->length > max_copy_chunk ||
+      if (it->length > window_item_max || bytes + it->length > window_bytes ||
           (!win.empty() && it->op != win.front()->op))
         break;
       bytes += it->length;
@@ -297,14 +300,31 @@ class shm_transport final : public transport {
       total += it->length;
       ++g;
     }
-    ssize_t copied = 0;
-    if (g > 0 && monotonic_ns() < lease_end && !eng_.refuse_cma_for_tests_) {
-      const auto pid = static_cast<pid_t>(c.peer_pid);
-      const auto cnt = static_cast<unsigned long>(g);
+    // Gathered copies of at most max_copy_chunk each, in item order; the
+    // lease is checked before each (see copy()). `whole`: the items wholly
+    // copied; a short copy or a fault ends the copies.
+    std::size_t whole = 0;
+    bool stopped = false;  // cancelled while yielding between copies
+    const auto pid = static_cast<pid_t>(c.peer_pid);
+    while (whole < g && !eng_.refuse_cma_for_tests_) {
+      if (monotonic_ns() >= lease_end) break;
+      std::size_t e = whole;
+      std::uint64_t bytes = 0;
+      while (e < g && (e == whole || bytes + l[e].iov_len <= max_copy_chunk)) bytes += l[e++].iov_len;
+      const auto cnt = static_cast<unsigned long>(e - whole);
+      ssize_t copied;
       do {
-        copied = win.front()->op == op_kind::read ? ::process_vm_readv(pid, l.data(), cnt, r.data(), cnt, 0)
-                                                  : ::process_vm_writev(pid, l.data(), cnt, r.data(), cnt, 0);
+        copied = win.front()->op == op_kind::read
+                     ? ::process_vm_readv(pid, l.data() + whole, cnt, r.data() + whole, cnt, 0)
+                     : ::process_vm_writev(pid, l.data() + whole, cnt, r.data() + whole, cnt, 0);
       } while (copied < 0 && errno == EINTR);
+      auto left = copied > 0 ? static_cast<std::uint64_t>(copied) : 0;
+      while (whole < e && left >= l[whole].iov_len) left -= l[whole++].iov_len;
+      if (whole < e) break;  // short: the rest one by one below
+      if (whole < g && !co_await yield_to_runtime()) {
+        stopped = true;
+        break;
+      }
     }
     // Releases for every grant, in one send.
     std::array<std::byte, window_items * header_size> rel{};
@@ -318,18 +338,12 @@ class shm_transport final : public transport {
     }
     if (g > 0)
       if (auto s = co_await send_all(c.sock, rel.data(), g * header_size); !s) co_return s.error();
-    // The copy covers the granted items in order: the whole ones are done.
-    std::uint64_t left = copied > 0 ? static_cast<std::uint64_t>(copied) : 0;
-    for (std::size_t i = 0; i < g; ++i) {
-      if (left >= granted[i]->length) {
-        left -= granted[i]->length;
-        granted[i]->finish({});
-        continue;
-      }
-      left = 0;
-      // Not (wholly) copied: again on its own (grant, chunked copy, release).
+    for (std::size_t i = 0; i < whole; ++i) granted[i]->finish({});
+    if (stopped) co_return fail(errc::cancelled);  // the rest stays unfinished
+    // Not (wholly) copied: again one by one (grant, chunked copy, release),
+    // which tells their errors apart.
+    for (std::size_t i = whole; i < g; ++i)
       if (auto one = co_await move_one(ts, endpoint, c, *granted[i]); !one) co_return one;
-    }
     if (total > 0 && !co_await yield_to_runtime()) co_return fail(errc::cancelled);
     co_return result<void>{};
   }

@@ -235,8 +235,8 @@ void encoder_seeds(const fs::path& root) {
     write_seed(root / "transfer_wire", "rdma_ops", s);
   }
   // same_host_msgs: the per-connection grant bounds, which a real initiator
-  // never reaches (it keeps at most 16 grants and never repeats an id):
-  // 17 outstanding 1 s grants, then a repeated id after a release.
+  // never reaches (it keeps at most 64 grants and never repeats an id):
+  // 65 outstanding 1 s grants, then a repeated id after a release.
   {
     std::vector<std::byte> s;
     tx::header h;
@@ -256,8 +256,8 @@ void encoder_seeds(const fs::path& root) {
       put_le(lease, 8, ~0ull);
       s.insert(s.end(), lease, lease + 8);
     };
-    for (std::uint64_t id = 1; id <= 17; ++id) grant(id, id * 100);  // the 17th is refused
-    grant(3, 0);                                                     // id 3 is held: refused
+    for (std::uint64_t id = 1; id <= 65; ++id) grant(id, id * 50);  // the 65th is refused
+    grant(3, 0);                                                    // id 3 is held: refused
     h = {};
     h.op = wire_op::shm_release;
     h.request_id = 3;

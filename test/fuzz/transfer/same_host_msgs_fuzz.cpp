@@ -11,7 +11,7 @@
 //     (pid namespace st_dev/st_ino, instance id); anything else length 0;
 //   - grant: granted exactly when the model grants it (token, whole range
 //     inside the token's region, access, request id not already held, at most
-//     16 held on the connection), else the uniform refusal (access_denied, all
+//     64 held on the connection), else the uniform refusal (access_denied, all
 //     other fields 0); a granted lease lies between now and min(requested
 //     deadline, now + 1 s);
 //   - a malformed header, an unknown op or a truncated lease closes the
@@ -51,7 +51,7 @@ using ra = mc::transfer::region_access;
 
 constexpr auto denied = static_cast<std::int32_t>(mc::errc::access_denied);
 constexpr std::uint64_t max_lease_ns = 1'000'000'000ull;
-constexpr std::size_t max_grants = 16;
+constexpr std::size_t max_grants = 64;  // the server's bound per connection (shm_common.hpp)
 
 std::uint64_t mono_ns() {
   timespec ts{};
@@ -146,7 +146,7 @@ void grant(env& e, int fd, const raw_header& h, bool has_lease, std::uint64_t re
   const std::uint64_t lease = get_le(rb + 40, 8);
   std::vector<std::byte> want;
   if (status == 0) {
-    check(may_grant, "a grant the model refuses (token, range, access, duplicate id or more than 16)");
+    check(may_grant, "a grant the model refuses (token, range, access, duplicate id or more than 64)");
     check(lease >= sent_at && lease <= answered_at + max_lease_ns, "a lease beyond 1 s or in the past");
     check(!has_lease || lease <= std::max(requested, answered_at), "a lease beyond the requested deadline");
     expect_header(want, 8, 0, h.id, 0, 0, lease);
