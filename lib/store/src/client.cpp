@@ -103,7 +103,9 @@ result<std::unique_ptr<client>> client::start(mc::runtime::runtime& rt, client_o
   so.port = p->opts.client_rpc_port;
   so.threads = p->opts.rpc_thread_num;
   p->server = std::make_unique<mc::rpc::server>(rt, so);
-  p->service_counters = add_client_service(*p->server, *p->dm, service_options_of(p->opts));
+  auto service_opts = service_options_of(p->opts);
+  service_opts.master = p->master;  // one master connection (and etcd login) per node
+  p->service_counters = add_client_service(*p->server, *p->dm, std::move(service_opts));
   if (auto r = p->server->start(); !r) {
     say("RPC server: cannot listen on " + p->opts.host + ":" + std::to_string(p->opts.client_rpc_port) + ": " +
         p->server->message());

@@ -51,7 +51,9 @@ void set_result(ItemResult::Builder b, const item_outcome& o) {
 class registration_cache {
  public:
   explicit registration_cache(const client_service_options& o)
-      : master_(o.master_address, o.master_timeout, o.cluster_id, mc::master::membership_lease_ttl, o.etcd_security),
+      : master_(o.master ? *o.master
+                         : mc::master::master_client(o.master_address, o.master_timeout, o.cluster_id,
+                                                     mc::master::membership_lease_ttl, o.etcd_security)),
         enabled_(!o.master_address.empty()),
         ttl_(o.registration_ttl),
         max_(std::max<std::size_t>(o.registration_cache_max, 1)) {}

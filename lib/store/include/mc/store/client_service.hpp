@@ -15,6 +15,7 @@
 ///   allocated (nothing is evicted); keys and bytes in flight are bounded per
 ///   connection and per peer IP (each item of a batch counts). Past a limit
 ///   the item fails with OVERLOADED.
+#include "mc/master/master_client.hpp"
 #include "mc/runtime/deadline.hpp"
 #include "mc/store/client_options.hpp"
 
@@ -23,6 +24,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 namespace mc::rpc {
@@ -49,6 +51,11 @@ struct client_service_options {
   std::string cluster_id = "mooncake_cluster";           ///< etcd:// master addresses: the cluster
   mc::master::etcd_security_options etcd_security = {};  ///< etcd:// master addresses: TLS, credentials
   mc::duration master_timeout = std::chrono::seconds(10);
+  /// The master client to ask, when set: a copy shares the node's
+  /// connections, cached leader and etcd login (master_address,
+  /// cluster_id, etcd_security and master_timeout are then not used for
+  /// it). Unset: the service makes its own from those options.
+  std::optional<mc::master::master_client> master;
   /// The master's answers are cached this long, at most this many.
   mc::duration registration_ttl = std::chrono::seconds(2);
   std::size_t registration_cache_max = 4096;
