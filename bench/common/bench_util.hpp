@@ -3,11 +3,17 @@
 // human table on stdout and one JSON line per result (the project's format):
 // {"bench":"runtime","case":"file_read_1MiB_qd8","metric":"throughput","unit":"MiB/s",
 //  "value":N,"baseline":"fio","baseline_value":M,"runs":3,"spread":0.04}
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstddef>
+#include <cstdint>
 #include <cstdio>
+#include <new>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -104,6 +110,39 @@ inline bool report_target(const row& r, const target& t) {
   std::fflush(stdout);
   return met;
 }
+
+/// Caller memory for a benchmark, laid out like an inference engine's KV
+/// pool or a registered transfer region: one anonymous mapping, 2 MiB-aligned
+/// and, unless `huge_pages` is false, advised for transparent huge pages
+/// before its first touch (the kernel's default here is "madvise": without
+/// the advice every page is 4 KiB). Ours and every baseline use the same
+/// buffers. Same-host copies (process_vm_*) pin and walk the pages of both
+/// sides, so they gain far more from huge pages than memcpy does: the
+/// benches say which pages they used (`--small-pages` measures 4 KiB).
+class page_buffer {
+ public:
+  static constexpr std::size_t huge_page = 2u << 20;
+  page_buffer(std::size_t n, bool huge_pages) : size_(n) {
+    map_len_ = (n + 2 * huge_page - 1) / huge_page * huge_page;
+    void* p = ::mmap(nullptr, map_len_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) throw std::bad_alloc();
+    map_ = static_cast<std::byte*>(p);
+    data_ = map_ + ((huge_page - reinterpret_cast<std::uintptr_t>(map_) % huge_page) % huge_page);
+    if (huge_pages) ::madvise(data_, (n + huge_page - 1) / huge_page * huge_page, MADV_HUGEPAGE);  // best effort
+  }
+  ~page_buffer() { ::munmap(map_, map_len_); }
+  page_buffer(const page_buffer&) = delete;
+  page_buffer& operator=(const page_buffer&) = delete;
+  std::byte* data() { return data_; }
+  char* chars() { return reinterpret_cast<char*>(data_); }
+  std::size_t size() const { return size_; }
+  operator std::span<std::byte>() { return {data_, size_}; }
+
+ private:
+  std::byte* map_ = nullptr;
+  std::byte* data_ = nullptr;
+  std::size_t map_len_ = 0, size_ = 0;
+};
 
 inline double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

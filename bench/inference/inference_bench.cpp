@@ -44,6 +44,7 @@ struct settings {
   std::vector<std::string> configs{"tcp", "shm"};
   std::vector<std::string> cases;  // empty: all
   std::size_t vllm_pieces = 64;    // pieces per 2 MiB vllm value
+  bool small_pages = false;        // caller buffers without the huge-page advice
   int runs = 3;
   double seconds = 0.5;
   std::string apps_dir;
@@ -211,7 +212,7 @@ void warm_up_and_verify(env& e, work::data& d, bool one_at_a_time, std::vector<b
 }
 
 void run_big(env& e, const big_case& bc) {
-  work::data d(e.config + "/" + bc.name, bc.shape);
+  work::data d(e.config + "/" + bc.name, bc.shape, !e.s.small_pages);
   auto r1 = e.c.register_buffer(d.src());
   auto r2 = e.c.register_buffer(d.dst());
   if (!r1 || !r2) fail("register_buffer: " + (r1 ? r2.error() : r1.error()).message());
@@ -238,7 +239,7 @@ void run_big(env& e, const big_case& bc) {
                         if (pump && put && bc.put_one_at_a_time) {  // one value per exchange, like ours
                           for (auto& ps : d.src_pieces()) pump->batch(true, ps[0]);
                         } else if (pump) {
-                          pump->batch(put, put ? std::span<std::byte>(d.src()) : std::span<std::byte>(d.dst()));
+                          pump->batch(put, put ? d.src() : d.dst());
                         } else {
                           base::copy_batch(dst, src, e.rt.size());
                         }
@@ -252,7 +253,8 @@ void run_big(env& e, const big_case& bc) {
                       }
                     }));
     }
-    std::string name = e.config + "_" + bc.name + (put ? "_put" : "_get") + (contig ? "_contig" : "");
+    std::string name = e.config + "_" + bc.name + (put ? "_put" : "_get") + (contig ? "_contig" : "") +
+                       (e.s.small_pages ? "_4kpages" : "");
     std::string floor_name = e.tcp() ? "raw_tcp_x" + std::to_string(streams) : "memcpy_t" + std::to_string(e.rt.size());
     mc::bench::report_target({"inference", name, "throughput", "MiB/s", ours, floor_name, floor},
                              {e.tcp() ? 0.8 : 0.5, false});
@@ -270,7 +272,7 @@ void run_big(env& e, const big_case& bc) {
 // ------------------------------------------------------------------ small values
 
 void run_small_batches(env& e) {
-  work::data d(e.config + "/small", {32, 4096, 1});
+  work::data d(e.config + "/small", {32, 4096, 1}, !e.s.small_pages);
   auto r1 = e.c.register_buffer(d.src());
   auto r2 = e.c.register_buffer(d.dst());
   if (!r1 || !r2) fail("register_buffer failed");
@@ -373,7 +375,7 @@ void verify_single_gets(env& e, work::data& d) {
 }
 
 void run_single_gets(env& e) {
-  work::data d(e.config + "/small", {32, 4096, 1});  // the keys run_small_batches stored (same bytes)
+  work::data d(e.config + "/small", {32, 4096, 1}, !e.s.small_pages);  // the keys run_small_batches stored (same bytes)
   verify_single_gets(e, d);
   for (int conc : {1, 8}) {
     std::vector<double> ops, p50, p99, rops, rp50, rp99;
@@ -530,7 +532,10 @@ void parse(int argc, char** argv, settings& s) {
       .add("vllm-pieces", &s.vllm_pieces,
            "pieces per vllm value (a power of two, 1..512; cases named vllm_pN when not 64), to see the "
            "per-piece cost",
-           1, 512);
+           1, 512)
+      .add("small-pages", &s.small_pages,
+           "caller buffers in 4 KiB pages (default: 2 MiB-aligned and advised for transparent huge pages, like a "
+           "KV pool; the big cases are then named *_4kpages)");
   mc::bench::parse_options(set, argc, argv);
   if ((s.vllm_pieces & (s.vllm_pieces - 1)) != 0)
     mc::bench::option_error("inference_bench", "--vllm-pieces takes a power of two in 1..512");

@@ -4,6 +4,8 @@
 // random bytes and checksums.
 #include "baselines.hpp"
 
+#include "bench_util.hpp"
+
 #include <cstddef>
 #include <cstring>
 #include <functional>
@@ -45,7 +47,8 @@ inline std::uint64_t checksum(const base::pieces& ps) {
 /// Buffers, keys and pieces of one case.
 class data {
  public:
-  data(const std::string& prefix, shape s) : shape_(s), src_(s.bytes()), dst_(s.bytes()) {
+  data(const std::string& prefix, shape s, bool huge_pages)
+      : shape_(s), src_(s.bytes(), huge_pages), dst_(s.bytes(), huge_pages) {
     std::uint64_t x = 0x9e3779b97f4a7c15ull ^ std::hash<std::string>{}(prefix);
     for (std::size_t i = 0; i + 8 <= src_.size(); i += 8) {  // xorshift64: random, fast
       x ^= x << 13;
@@ -62,8 +65,8 @@ class data {
 
   const shape& dims() const { return shape_; }
   std::vector<std::string>& keys() { return keys_; }
-  std::vector<std::byte>& src() { return src_; }
-  std::vector<std::byte>& dst() { return dst_; }
+  std::span<std::byte> src() { return src_; }
+  std::span<std::byte> dst() { return dst_; }
   std::vector<base::pieces>& src_pieces() { return src_pieces_; }
   std::vector<base::pieces>& dst_pieces() { return dst_pieces_; }
 
@@ -86,7 +89,7 @@ class data {
   }
 
  private:
-  base::pieces layout(std::vector<std::byte>& buf, std::size_t k) const {
+  base::pieces layout(page_buffer& buf, std::size_t k) const {
     base::pieces ps;
     std::size_t piece = shape_.piece();
     for (std::size_t l = 0; l < shape_.pieces; ++l)
@@ -95,7 +98,7 @@ class data {
   }
 
   shape shape_;
-  std::vector<std::byte> src_, dst_;
+  page_buffer src_, dst_;
   std::vector<std::string> keys_;
   std::vector<base::pieces> src_pieces_, dst_pieces_;
 };

@@ -62,6 +62,7 @@ struct config {
 // The RDMA settings of both processes (set before the fork).
 std::string g_protocol = "tcp", g_device;
 int g_gid_index = -1;
+bool g_huge_pages = true;  // both processes' regions (mc::bench::page_buffer)
 
 void apply_protocol(engine_options& o) {
   o.protocol = g_protocol;
@@ -108,7 +109,8 @@ int target_main(int out_fd, int in_fd) {
   apply_protocol(o);
   engine e(rt, o);
   if (!e.start()) return 1;
-  std::vector<char> region(region_size, 1);
+  mc::bench::page_buffer region(region_size, g_huge_pages);
+  std::memset(region.data(), 1, region.size());
   auto reg = e.register_memory(region.data(), region.size());
   int lfd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in a{};
@@ -122,7 +124,7 @@ int target_main(int out_fd, int in_fd) {
   int n = std::snprintf(line, sizeof line, "%s %llu %llu %llu %u\n", d.endpoint.c_str(), (unsigned long long)d.address,
                         (unsigned long long)d.length, (unsigned long long)d.token, unsigned(ntohs(a.sin_port)));
   if (::write(out_fd, line, static_cast<std::size_t>(n)) != n) return 1;
-  std::thread acceptor([lfd, base = region.data()] {
+  std::thread acceptor([lfd, base = region.chars()] {
     for (std::size_t conn = 0;; ++conn) {
       int c = ::accept(lfd, nullptr, nullptr);
       if (c < 0) return;
@@ -272,6 +274,7 @@ mc::task<std::uint64_t> engine_loop(engine* e, remote_buffer d, std::byte* local
 int main(int argc, char** argv) {
   config cfg;
   std::uint64_t runs = 3, big_batch_mib = 512;
+  bool small_pages = false;
   mc::config::option_set set("transfer_bench",
                              "TransferEngine throughput between this process and a forked target, against ceilings\n"
                              "measured in the same run: tcp_* vs a raw TCP pump, shm_* vs memcpy. Prints a table and\n"
@@ -290,6 +293,9 @@ int main(int argc, char** argv) {
       .add("protocol", &cfg.protocol,
            "tcp, or rdma: both processes use the verbs transport and the transports list becomes 'rdma'")
       .add("device", &cfg.device, "RDMA device (empty: the first active one)")
+      .add("small-pages", &small_pages,
+           "both processes' regions in 4 KiB pages (default: 2 MiB-aligned and advised for transparent huge pages; "
+           "cases are then named *_4kpages)")
       .add_custom("gid-index", "auto", "RoCE GID index (auto: chosen automatically)",
                   [&cfg](std::string_view v) -> std::optional<std::string> {
                     if (v == "auto") return cfg.gid_index = -1, std::nullopt;
@@ -313,6 +319,7 @@ int main(int argc, char** argv) {
   g_protocol = cfg.protocol;
   g_device = cfg.device;
   g_gid_index = cfg.gid_index;
+  g_huge_pages = !small_pages;
   if (cfg.protocol == "rdma") {
     cfg.transports = {"rdma"};
     try {  // fail early and clearly (no device) before forking the target
@@ -350,7 +357,9 @@ int main(int argc, char** argv) {
   }
   if (tgt.desc.endpoint.empty()) return std::fprintf(stderr, "target failed to start\n"), 1;
 
-  std::vector<char> local(region_size, 2), copy_dst(region_size, 3);
+  mc::bench::page_buffer local(region_size, g_huge_pages), copy_dst(region_size, g_huge_pages);
+  std::memset(local.data(), 2, local.size());
+  std::memset(copy_dst.data(), 3, copy_dst.size());
   std::printf("# transfer_bench: target pid %d at %s; %d runs x %.2fs per case\n", int(pid), tgt.desc.endpoint.c_str(),
               cfg.runs, cfg.seconds);
   int errors = 0;
@@ -380,9 +389,9 @@ int main(int argc, char** argv) {
             mc::bench::row r;
             r.bench = "transfer";
             char name[96];
-            std::snprintf(name, sizeof name, "%s_%s_%zu%s_b%zu_t%zu", tr.c_str(), op.c_str(),
+            std::snprintf(name, sizeof name, "%s_%s_%zu%s_b%zu_t%zu%s", tr.c_str(), op.c_str(),
                           size >= (1u << 20) ? size >> 20 : size >> 10, size >= (1u << 20) ? "MiB" : "KiB", batch,
-                          threads);
+                          threads, g_huge_pages ? "" : "_4kpages");
             r.case_name = name;
             r.metric = "throughput";
             r.unit = "GB/s";
@@ -406,9 +415,9 @@ int main(int argc, char** argv) {
                             const std::size_t lo = std::min(t * part, region_size - size);
                             const std::size_t hi = std::min(region_size, std::max(lo + size, (t + 1) * part));
                             if (tr != "shm")
-                              return pump_thread(tgt.pump_port, write, size, batch, cfg.conns, local.data(), lo, hi,
+                              return pump_thread(tgt.pump_port, write, size, batch, cfg.conns, local.chars(), lo, hi,
                                                  stop_at);
-                            return memcpy_loop(local.data(), copy_dst.data(), size, batch, lo, hi, stop_at);
+                            return memcpy_loop(local.chars(), copy_dst.chars(), size, batch, lo, hi, stop_at);
                           }) /
                   1e9);
             }
