@@ -32,7 +32,8 @@ AREAS = [  # bench field, title, program, what it compares
     ("rpc", "RPC", "rpc_bench",
      "64-byte calls over TCP loopback: mc::rpc vs Cap'n Proto's own kj event loop; raw asio ping-pong is the floor"),
     ("transfer", "Transfer", "transfer_bench",
-     "TransferEngine between two processes: TCP vs a raw TCP pump, same-host (process_vm_*) vs memcpy"),
+     "TransferEngine between two processes: TCP vs a raw TCP pump, same-host (process_vm_*) vs memcpy; both "
+     "processes' regions are huge-page backed (MADV_HUGEPAGE) since 2026-12-05 (bench/README.md)"),
     ("tiered", "Tiers", "tier_bench", "SSD tier put/get vs fio on the same directory; DRAM allocator rates"),
     ("store", "Store vs Redis", "store_bench",
      "remote get/put between two client processes vs redis-server + redis-benchmark "
@@ -44,8 +45,9 @@ AREAS = [  # bench field, title, program, what it compares
     ("inference", "Inference workloads", "inference_bench",
      "connector-shaped batches (sglang 128 x 1 MiB, vllm 64 x 2 MiB in 64 x 32 KiB pieces, lmcache 32 MiB chunks, "
      "4 KiB values in batches of 32 and single gets) from one client to an owner mooncake_client; tcp: vs a raw TCP "
-     "pump and Redis over TCP; shm: same-host transport vs memcpy and Redis over a unix socket (libhiredis, pipelined). "
-     "The *target* column is the goal of issue 14 for the row's ratio"),
+     "pump and Redis over TCP; shm: same-host transport vs memcpy and Redis over a unix socket (libhiredis, pipelined; "
+     "big values a 1 MiB window at a time since 2026-12-05). Caller buffers are huge-page backed since 2026-12-05 "
+     "(bench/README.md). The *target* column is the goal of issue 14 for the row's ratio"),
     ("python", "Python API", "python_bench.py",
      "the sglang / vllm / lmcache batches (values >= 1 MiB) through MooncakeDistributedStore from Python vs the same "
      "batches through the C++ API (mc::store::client) with the same node options, both to one owner mooncake_client; "
