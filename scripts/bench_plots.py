@@ -13,7 +13,7 @@ MIN_RUNS = 3
 def lower_is_better(r):
     u = r.get("unit", "")
     m = r.get("metric", "")
-    return u in ("us", "ms", "ns", "ns/op", "s") or "latency" in m or re.fullmatch(r"p\d+", m) is not None
+    return u in ("us", "ms", "ns", "ns/op", "s", "calls") or "latency" in m or re.fullmatch(r"p\d+", m) is not None
 
 
 def ratio(r):

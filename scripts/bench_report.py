@@ -42,6 +42,11 @@ AREAS = [  # bench field, title, program, what it compares
      "remote gets as in 'Store vs Redis', swept: 4 KiB values at 1..256 requests in flight, and 512 B..64 MiB values "
      "at 8 in flight; Redis holds every key of the size before its GETs (redis-cli SET of each key redis-benchmark "
      "draws from; the keyspace is ours: 64 keys, 16 from 1 MiB)"),
+    ("store_cost", "Store vs Redis: cost per operation", "store_bench",
+     "what one operation of the 'Store vs Redis' cases costs the whole machine, measured in separate runs with "
+     "counters on: CPU microseconds (user + system) and system calls (perf counters on raw_syscalls:sys_enter, "
+     "io_uring_enter included) summed over every process of the side: ours the client, the owner and the master; "
+     "Redis redis-server and redis-benchmark (bench/common/op_cost.hpp)"),
     ("inference", "Inference workloads", "inference_bench",
      "connector-shaped batches (sglang 128 x 1 MiB, vllm 64 x 2 MiB in 64 x 32 KiB pieces, lmcache 32 MiB chunks, "
      "4 KiB values in batches of 32 and single gets) from one client to an owner mooncake_client; tcp: vs a raw TCP "

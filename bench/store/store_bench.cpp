@@ -5,9 +5,12 @@
 //   configuration tcp: transfers forced over TCP        vs Redis over TCP
 //   configuration shm: the default same-host transport  vs Redis over a unix socket
 // This process is one client (the reader/writer); a spawned mooncake_client
-// is the owner; a spawned mooncake_master routes.
+// is the owner; a spawned mooncake_master routes. After each case's timed
+// runs, cost runs with counters on give CPU microseconds and system calls
+// per operation over every process of each side (area store_cost).
 #include "bench_options.hpp"
 #include "bench_util.hpp"
+#include "op_cost.hpp"
 #include "procs.hpp"
 #include "mc/rpc/client.hpp"
 #include "mc/runtime/runtime.hpp"
@@ -20,6 +23,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <fstream>
 #include <fcntl.h>
 #include <sys/prctl.h>
@@ -47,6 +51,9 @@ struct settings {
   /// their cross product); each size loaded by one unreported put run first.
   bool curves = false;
   int curve_inflight = 8;
+  /// Cost rows (area store_cost): CPU and system calls per operation over
+  /// every process of each side (op_cost.hpp), after each case's timed runs.
+  bool cost = true;
 };
 
 using mc::bench::proc::spawn;
@@ -63,6 +70,15 @@ struct sample {
   double ops_per_s = 0;
   double p50_us = 0;
   double p99_us = 0;
+  long ops = 0;
+};
+
+/// What one operation cost the machine (op_cost.hpp): CPU microseconds and
+/// system calls summed over every process taking part; syscalls < 0 when
+/// they could not be counted.
+struct op_cost {
+  double cpu_us = 0;
+  double syscalls = -1;
 };
 
 /// The i-th key of values of `size` bytes (drive() and the curves' load).
@@ -118,23 +134,66 @@ sample drive(mc::runtime::runtime& rt, mc::store::client& c, bool get, std::size
   double secs = mc::bench::seconds_since(t0);
   std::vector<double> all;
   for (auto& l : lat) all.insert(all.end(), l.begin(), l.end());
-  return {ops.load() / secs, mc::bench::percentile(all, 50), mc::bench::percentile(all, 99)};
+  return {ops.load() / secs, mc::bench::percentile(all, 50), mc::bench::percentile(all, 99), ops.load()};
+}
+
+/// One drive() run with the cost counters on: this process (every thread
+/// but the caller's, which only waits), the owner and the master.
+op_cost ours_cost(mc::runtime::runtime& rt, mc::store::client& c, bool get, std::size_t size, int conc, double seconds,
+                  int keys, pid_t owner, pid_t master, std::uint64_t tracepoint) {
+  std::string why;
+  std::optional<mc::bench::cost::syscall_counters> sys;
+  if (tracepoint != 0) {
+    sys.emplace(tracepoint);
+    const auto self_tid = static_cast<pid_t>(::syscall(SYS_gettid));
+    if (!sys->add_process(::getpid(), &why, self_tid) || !sys->add_process(owner, &why) ||
+        !sys->add_process(master, &why))
+      sys.reset();
+  }
+  const pid_t procs[] = {::getpid(), owner, master};
+  double cpu0 = 0, cpu1 = 0;
+  for (auto p : procs) cpu0 += mc::bench::cost::cpu_seconds(p);
+  const auto s0 = sys ? sys->read() : 0;
+  auto x = drive(rt, c, get, size, conc, seconds, keys);
+  const auto s1 = sys ? sys->read() : 0;
+  for (auto p : procs) cpu1 += mc::bench::cost::cpu_seconds(p);
+  op_cost out;
+  if (x.ops > 0) {
+    out.cpu_us = (cpu1 - cpu0) * 1e6 / static_cast<double>(x.ops);
+    if (sys) out.syscalls = static_cast<double>(s1 - s0) / static_cast<double>(x.ops);
+  }
+  return out;
 }
 
 // redis-benchmark --csv: "test","rps","avg_latency_ms","min_latency_ms","p50_latency_ms","p95_latency_ms","p99_latency_ms","max_latency_ms"
 // `keys`: the keyspace (-r), the same number of keys ours rotates over.
-sample redis(const std::string& target, bool get, std::size_t size, int conc, double seconds, int keys) {
+// With `cost`: the run's CPU and system calls of redis-server (`server`) and
+// redis-benchmark per request go there.
+sample redis(const std::vector<std::string>& target, bool get, std::size_t size, int conc, double seconds, int keys,
+             op_cost* cost = nullptr, pid_t server = -1, std::uint64_t tracepoint = 0) {
   long n = std::max<long>(200, static_cast<long>(seconds * (size >= (1 << 20) ? 2000 : 30000)));
   if (size >= (16u << 20)) n = std::max<long>(conc, 4);  // ~1-7 GETs/s at 16-64 MiB on this VM
-  std::string cmd = "redis-benchmark " + target + " -t " + (get ? "get" : "set") + " -d " + std::to_string(size) +
-                    " -c " + std::to_string(conc) + " -n " + std::to_string(n) + " -r " + std::to_string(keys) +
-                    " --csv 2>/dev/null";
-  FILE* f = popen(cmd.c_str(), "r");
+  std::vector<std::string> args{"redis-benchmark"};
+  args.insert(args.end(), target.begin(), target.end());
+  const std::vector<std::string> rest{"-t", get ? "get" : "set",  "-d",   std::to_string(size),
+                                      "-c", std::to_string(conc), "-n",   std::to_string(n),
+                                      "-r", std::to_string(keys), "--csv"};
+  args.insert(args.end(), rest.begin(), rest.end());
+  std::string why, text;
+  std::optional<mc::bench::cost::syscall_counters> sys;
+  if (cost && tracepoint != 0) {
+    sys.emplace(tracepoint);
+    if (!sys->add_process(server, &why)) sys.reset();
+  }
+  const double server0 = cost ? mc::bench::cost::cpu_seconds(server) : 0;
+  const auto s0 = sys ? sys->read() : 0;
+  const double client_cpu = mc::bench::cost::run_counted(args, text, sys ? &*sys : nullptr, &why);
+  const auto s1 = sys ? sys->read() : 0;
+  const double server1 = cost ? mc::bench::cost::cpu_seconds(server) : 0;
   sample s;
-  if (!f) return s;
-  char line[1024];
-  while (std::fgets(line, sizeof line, f)) {
-    std::string l = line;
+  if (client_cpu < 0) return s;
+  std::istringstream lines(text);
+  for (std::string l; std::getline(lines, l);) {
     if (l.rfind("\"GET\"", 0) != 0 && l.rfind("\"SET\"", 0) != 0) continue;
     std::vector<double> v;
     std::stringstream ss(l);
@@ -146,9 +205,12 @@ sample redis(const std::string& target, bool get, std::size_t size, int conc, do
         v.push_back(0);
       }
     }
-    if (v.size() >= 7) s = {v[1], v[4] * 1000, v[6] * 1000};
+    if (v.size() >= 7) s = {v[1], v[4] * 1000, v[6] * 1000, n};
   }
-  pclose(f);
+  if (cost && s.ops_per_s > 0) {
+    cost->cpu_us = (client_cpu + server1 - server0) * 1e6 / static_cast<double>(n);
+    cost->syscalls = sys ? static_cast<double>(s1 - s0) / static_cast<double>(n) : -1;
+  }
   return s;
 }
 
@@ -160,7 +222,7 @@ int main(int argc, char** argv) {
   s.apps_dir = (std::filesystem::path(argv[0]).parent_path() / ".." / ".." / "apps").string();
   std::vector<std::uint64_t> concurrency{1, 8};
   std::uint64_t runs = 3;
-  bool full = false, no_redis = false, curves = false;
+  bool full = false, no_redis = false, curves = false, no_cost = false;
   std::uint64_t curve_inflight = 8;
   std::chrono::milliseconds lease = mc::store::client_options{}.write_route_lease;
   mc::config::option_set set("store_bench",
@@ -181,6 +243,9 @@ int main(int argc, char** argv) {
       .add("seconds", &s.seconds, "duration of one run", 0, 3600)
       .add("apps", &s.apps_dir, "directory of mooncake_master and mooncake_client")
       .add("no-redis", &no_redis, "skip the Redis baseline")
+      .add("no-cost", &no_cost,
+           "skip the cost rows (CPU microseconds and system calls per operation over every process of each side, "
+           "measured in separate runs of min(seconds, 0.3 s) after each case)")
       .add("write-route-lease", &lease, "the bench client's --write_route_lease (0 = a master write route per put)");
   mc::bench::parse_options(set, argc, argv);
   if (full) {
@@ -202,6 +267,12 @@ int main(int argc, char** argv) {
   s.concurrency.assign(concurrency.begin(), concurrency.end());
   s.runs = static_cast<int>(runs);
   s.redis = !no_redis;
+  s.cost = !no_cost;
+  std::string cost_why;
+  const std::uint64_t tracepoint = s.cost ? mc::bench::cost::syscall_tracepoint(&cost_why) : 0;
+  if (s.cost && tracepoint == 0)
+    std::printf("# store_bench: system calls per operation not counted: %s (CPU per operation still is)\n",
+                cost_why.c_str());
   auto tmp = std::filesystem::temp_directory_path() / ("store_bench." + std::to_string(getpid()));
   std::filesystem::create_directories(tmp);
   const int off = mc::bench::proc::pid_port_offset();
@@ -262,6 +333,9 @@ int main(int argc, char** argv) {
         auto keys_of = [](std::size_t size) { return size >= (1 << 20) ? 16 : 64; };
         const std::string redis_target =
             config == "tcp" ? "-h 127.0.0.1 -p " + std::to_string(redis_port) : "-s " + sock;
+        const std::vector<std::string> redis_args =
+            config == "tcp" ? std::vector<std::string>{"-h", "127.0.0.1", "-p", std::to_string(redis_port)}
+                            : std::vector<std::string>{"-s", sock};
         auto measure = [&](const std::string& op, std::size_t size, int conc) {
           const int keys = keys_of(size);
           std::vector<double> ours_ops, ours_p50, ours_p99, base_ops, base_p50, base_p99;
@@ -271,7 +345,7 @@ int main(int argc, char** argv) {
             ours_p50.push_back(x.p50_us);
             ours_p99.push_back(x.p99_us);
             if (s.redis) {
-              auto b = redis(redis_target, op == "get", size, conc, s.seconds, keys);
+              auto b = redis(redis_args, op == "get", size, conc, s.seconds, keys);
               base_ops.push_back(b.ops_per_s);
               base_p50.push_back(b.p50_us);
               base_p99.push_back(b.p99_us);
@@ -283,6 +357,27 @@ int main(int argc, char** argv) {
           mc::bench::report({area, name, "throughput", "ops/s", ours_ops, base, base_ops});
           mc::bench::report({area, name, "p50", "us", ours_p50, base, base_p50});
           mc::bench::report({area, name, "p99", "us", ours_p99, base, base_p99});
+          if (s.curves || !s.cost) return;
+          // Cost rows: separate runs with the counters on (they slow every
+          // system call a little, so the timed runs above go without).
+          std::vector<double> ours_cpu, ours_sys, base_cpu, base_sys;
+          const double cost_seconds = std::min(s.seconds, 0.3);
+          for (int r = 0; r < s.runs; ++r) {
+            auto x = ours_cost(rt, **c, op == "get", size, conc, cost_seconds, keys, owner, master, tracepoint);
+            ours_cpu.push_back(x.cpu_us);
+            if (x.syscalls >= 0) ours_sys.push_back(x.syscalls);
+            if (s.redis) {
+              op_cost b;
+              (void)redis(redis_args, op == "get", size, conc, cost_seconds, keys, &b, redis_pid, tracepoint);
+              base_cpu.push_back(b.cpu_us);
+              if (b.syscalls >= 0) base_sys.push_back(b.syscalls);
+            }
+          }
+          if (base_sys.size() != base_cpu.size()) base_sys.clear();
+          mc::bench::report({"store_cost", name, "cpu_per_op", "us", ours_cpu, base, base_cpu});
+          if (!ours_sys.empty())
+            mc::bench::report(
+                {"store_cost", name, "syscalls_per_op", "calls", ours_sys, base_sys.empty() ? "" : base, base_sys});
         };
         // Writes every key of a size once (ours and Redis), unreported.
         auto load = [&](std::size_t size) {
@@ -323,7 +418,7 @@ int main(int argc, char** argv) {
           const bool sizes_have_4k = std::find(s.sizes.begin(), s.sizes.end(), std::size_t{4096}) != s.sizes.end();
           load(4096);
           (void)drive(rt, **c, true, 4096, s.curve_inflight, std::min(s.seconds, 0.3), keys_of(4096));
-          if (s.redis) (void)redis(redis_target, true, 4096, s.curve_inflight, 0.3, keys_of(4096));
+          if (s.redis) (void)redis(redis_args, true, 4096, s.curve_inflight, 0.3, keys_of(4096));
           for (auto conc : s.concurrency)
             if (conc != s.curve_inflight || !sizes_have_4k) measure("get", 4096, conc);
           auto sizes = s.sizes;
