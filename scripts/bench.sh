@@ -82,7 +82,7 @@ if [[ $quick == 1 ]]; then
   ssizes=4096,65536,1048576 conc=1,8,32
   for cfg in tcp shm; do
     add store store/store_bench "--configs $cfg --runs 3 --seconds 0.15 --sizes $ssizes --concurrency $conc" \
-      $((6 * $(count $ssizes) * $(count $conc)))
+      $((10 * $(count $ssizes) * $(count $conc)))  # put/get x (ops/s, p50, p99, cpu, syscalls)
   done
   add store store/ssd_batch_bench "--runs 3 --keys 16" 1
   for cfg in tcp shm; do  # 3 connector shapes x put/get x 2 baselines + 2 small batches + 2 x 3 single-get rows
@@ -102,7 +102,7 @@ else
     $((4 * $(count $sizes) * $(count $batch) * $(count $threads)))
   add tiered tiered/tier_bench "--runs 5" 13
   for cfg in tcp shm; do
-    add store store/store_bench "--configs $cfg --runs 3 --full" $((6 * 4 * 3))
+    add store store/store_bench "--configs $cfg --runs 3 --full" $((10 * 4 * 3))
   done
   for cfg in tcp shm; do  # get curves: 4 KiB at 1..256 in flight, 512 B..64 MiB at 8 in flight
     add store store/store_bench "--configs $cfg --runs 3 --curves" $((3 * (8 + 7)))
