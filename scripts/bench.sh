@@ -78,6 +78,8 @@ if [[ $quick == 1 ]]; then
   sizes=64K,256K,1M,4M,16M
   add transfer transfer/transfer_bench "--runs 3 --seconds 0.05 --sizes $sizes --batch 16 --threads 1" \
     $((4 * $(count $sizes)))
+  # the same-host rows again with 4 KiB pages (cases *_4kpages; lib/transfer/README.md "Huge pages")
+  add transfer transfer/transfer_bench "--runs 3 --seconds 0.05 --transports shm --sizes 1M,16M --batch 16 --threads 1 --small-pages" 4
   add tiered tiered/tier_bench "--runs 3 --mib 64 --scaling-max 1048576" 12
   ssizes=4096,65536,1048576 conc=1,8,32
   for cfg in tcp shm; do
@@ -100,6 +102,8 @@ else
   add transfer transfer/transfer_bench \
     "--runs 3 --sizes $sizes --batch $batch --threads $threads --big-batch-mib 0" \
     $((4 * $(count $sizes) * $(count $batch) * $(count $threads)))
+  add transfer transfer/transfer_bench \
+    "--runs 3 --transports shm --sizes 1M,16M --batch 16 --threads $threads --small-pages" $((2 * 2 * $(count $threads)))
   add tiered tiered/tier_bench "--runs 5" 13
   for cfg in tcp shm; do
     add store store/store_bench "--configs $cfg --runs 3 --full" $((10 * 4 * 3))
@@ -111,6 +115,8 @@ else
   for cfg in tcp shm; do
     add inference inference/inference_bench "--configs $cfg --runs 3" 20
   done
+  # the same-host big shapes again with caller buffers in 4 KiB pages (*_4kpages, no targets)
+  add inference inference/inference_bench "--configs shm --cases sglang,vllm,lmcache --runs 3 --small-pages" 12
   add python python/python_bench.py "" 6
   add master master/master_bench "--keys 10000000 --clients 1000 --runs 3" 7
   add master master/failover_bench.py "--kills 10" 1

@@ -171,8 +171,7 @@ inline double run_counted(const std::vector<std::string>& args, std::string& out
   ::close(pipefd[0]);
   int status = 0;
   rusage ru{};
-  while (::wait4(pid, &status, 0, &ru) < 0 && errno == EINTR) {
-  }
+  while (::wait4(pid, &status, 0, &ru) < 0 && errno == EINTR) {}
   return static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
          static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
 }
