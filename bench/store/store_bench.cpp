@@ -331,11 +331,11 @@ int main(int argc, char** argv) {
         rc = 1;
       } else {
         auto keys_of = [](std::size_t size) { return size >= (1 << 20) ? 16 : 64; };
-        const std::string redis_target =
-            config == "tcp" ? "-h 127.0.0.1 -p " + std::to_string(redis_port) : "-s " + sock;
         const std::vector<std::string> redis_args =
             config == "tcp" ? std::vector<std::string>{"-h", "127.0.0.1", "-p", std::to_string(redis_port)}
                             : std::vector<std::string>{"-s", sock};
+        std::string redis_target;  // the same arguments for redis-cli's shell command line (load)
+        for (auto& a : redis_args) redis_target += (redis_target.empty() ? "" : " ") + a;
         auto measure = [&](const std::string& op, std::size_t size, int conc) {
           const int keys = keys_of(size);
           std::vector<double> ours_ops, ours_p50, ours_p99, base_ops, base_p50, base_p99;
