@@ -107,6 +107,7 @@ void client_connection::close() noexcept {
   bootstrap = nullptr;
   rpc = nullptr;
   network = nullptr;
+  messages = nullptr;
   stream = nullptr;
   wake_waiters();
 }
@@ -271,7 +272,8 @@ mc::task<mc::result<void>> client_cache::open(std::shared_ptr<client_connection>
     capnp::ReaderOptions ro;
     ro.traversalLimitInWords = std::max<std::size_t>(opts_.max_message_bytes / 8, 1024);
     c->stream = kj::mv(*stream);
-    c->network = kj::heap<capnp::TwoPartyVatNetwork>(*c->stream, capnp::rpc::twoparty::Side::CLIENT, ro);
+    c->messages = kj::heap<pooled_message_stream>(*c->stream, tc_.recv_buffers());
+    c->network = kj::heap<capnp::TwoPartyVatNetwork>(*c->messages, capnp::rpc::twoparty::Side::CLIENT, ro);
     c->rpc = kj::heap<capnp::RpcSystem<capnp::rpc::twoparty::VatId>>(capnp::makeRpcClient(*c->network));
     capnp::word scratch[4] = {};
     capnp::MallocMessageBuilder message(scratch);

@@ -5,6 +5,7 @@
 #include "mc/runtime/error.hpp"
 #include "mc/runtime/task.hpp"
 #include "mc/runtime/waiter_queue.hpp"
+#include "message_stream.hpp"
 
 #include <boost/asio/steady_timer.hpp>
 #include <capnp/capability.h>
@@ -42,6 +43,7 @@ struct client_connection {
   std::list<client_connection*>::iterator lru_pos;
 
   kj::Own<stream_base> stream;
+  kj::Own<pooled_message_stream> messages;  // over `stream`, read by `network`
   kj::Own<capnp::TwoPartyVatNetwork> network;
   kj::Own<capnp::RpcSystem<capnp::rpc::twoparty::VatId>> rpc;
   kj::Maybe<capnp::Capability::Client> bootstrap;

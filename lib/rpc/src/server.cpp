@@ -8,6 +8,7 @@
 #include "mc/rpc/protocol.hpp"
 #include "mc/runtime/runtime.hpp"
 #include "mc/runtime/when_all.hpp"
+#include "message_stream.hpp"
 #include "thread_context.hpp"
 
 #include <boost/asio/as_tuple.hpp>
@@ -36,6 +37,7 @@ struct server_connection {
   ~server_connection();
   server_thread& owner;
   kj::Own<stream_base> stream;
+  detail::pooled_message_stream messages;
   capnp::TwoPartyVatNetwork network;
   capnp::RpcSystem<capnp::rpc::twoparty::VatId> rpc;
   bool closing = false;
@@ -151,7 +153,8 @@ server_connection::server_connection(server_thread& t, kj::Own<stream_base> s, c
                                      connection_info info)
     : owner(t),
       stream(kj::mv(s)),
-      network(*stream, capnp::rpc::twoparty::Side::SERVER, ro),
+      messages(*stream, thread_context::current().recv_buffers()),
+      network(messages, capnp::rpc::twoparty::Side::SERVER, ro),
       rpc(capnp::makeRpcServer(network, detail::make_bootstrap(t.owner.services, t.ex, t.made, std::move(info)))) {
   owner.link(this);
 }

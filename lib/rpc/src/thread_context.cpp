@@ -1,7 +1,9 @@
 #include "thread_context.hpp"
+
 #include "mc/runtime/blocking.hpp"
 
 #include "client_cache.hpp"
+#include "message_stream.hpp"
 #include "mc/rpc/client.hpp"
 #include "mc/runtime/runtime.hpp"
 
@@ -172,6 +174,11 @@ void thread_context::taskFailed(kj::Exception&& e) {
 client_cache& thread_context::clients() {
   if (!clients_) clients_ = std::make_shared<client_cache>(*this, get_client_options());
   return *clients_;
+}
+
+const std::shared_ptr<recv_pool>& thread_context::recv_buffers() {
+  if (!recv_pool_) recv_pool_ = std::make_shared<recv_pool>();
+  return recv_pool_;
 }
 
 void thread_context::close_clients() noexcept {

@@ -16,6 +16,7 @@
 namespace mc::rpc::detail {
 
 class client_cache;
+class recv_pool;
 
 /// kj::EventPort driven by asio: when KJ has work it posts a bounded
 /// loop.run() to the io_context and re-posts while work remains. Never blocks.
@@ -58,6 +59,9 @@ class thread_context final : public kj::TaskSet::ErrorHandler {
   client_cache& clients();
   client_cache* clients_if_exists() noexcept { return clients_.get(); }
   void close_clients() noexcept;
+  /// This thread's pool of receive buffers (message_stream.hpp), shared by
+  /// every connection of the thread and the messages read from them.
+  const std::shared_ptr<recv_pool>& recv_buffers();
 
   /// Serving-call registry. enter_call fails while any server drains here.
   bool enter_call(serving_call* c) noexcept;
@@ -94,6 +98,7 @@ class thread_context final : public kj::TaskSet::ErrorHandler {
   kj::WaitScope scope_;
   kj::Own<kj::TaskSet> tasks_;
   std::shared_ptr<client_cache> clients_;
+  std::shared_ptr<recv_pool> recv_pool_;
   serving_call* calls_head_ = nullptr;
   std::size_t calls_ = 0;
   std::size_t draining_ = 0;
