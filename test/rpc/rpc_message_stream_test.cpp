@@ -98,7 +98,7 @@ TEST_CASE("messages of every size and segment layout arrive intact through poole
       REQUIRE(reader != nullptr);
       auto got = reader->getRoot<capnp::AnyPointer>().getAs<capnp::Data>();
       REQUIRE(got.size() == n);
-      CHECK(std::memcmp(got.begin(), payload.data(), n) == 0);
+      if (n > 0) CHECK(std::memcmp(got.begin(), payload.data(), n) == 0);  // (memcmp of null: UB)
     }
   }
   const auto s = f.pool->snapshot();
