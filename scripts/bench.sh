@@ -80,11 +80,11 @@ if [[ $quick == 1 ]]; then
     $((4 * $(count $sizes)))
   # the same-host rows again with 4 KiB pages (cases *_4kpages; lib/transfer/README.md "Huge pages")
   add transfer transfer/transfer_bench "--runs 3 --seconds 0.05 --transports shm --sizes 1M,16M --batch 16 --threads 1 --small-pages" 4
-  add tiered tiered/tier_bench "--runs 3 --mib 64 --scaling-max 1048576" 12
-  ssizes=4096,65536,1048576 conc=1,8,32
-  for cfg in tcp shm; do
-    add store store/store_bench "--configs $cfg --runs 3 --seconds 0.15 --sizes $ssizes --concurrency $conc" \
-      $((10 * $(count $ssizes) * $(count $conc)))  # put/get x (ops/s, p50, p99, cpu, syscalls)
+  add tiered tiered/tier_bench "--runs 3 --mib 64 --scaling-max 262144" 11
+  ssizes=4096,65536,1048576 conc=1,8
+  for cfg in tcp shm; do  # no cost rows here (the full run has them)
+    add store store/store_bench "--configs $cfg --runs 3 --seconds 0.15 --sizes $ssizes --concurrency $conc --no-cost" \
+      $((6 * $(count $ssizes) * $(count $conc)))  # put/get x (ops/s, p50, p99)
   done
   add store store/ssd_batch_bench "--runs 3 --keys 16" 1
   for cfg in tcp shm; do  # 3 connector shapes x put/get x 2 baselines + 2 small batches + 2 x 3 single-get rows
@@ -98,15 +98,16 @@ else
   inflight=1,4,16,64,256
   add runtime runtime/runtime_bench "--runs 5" 7
   add rpc rpc/rpc_bench "--runs 5 --inflight $inflight" $((9 * $(count $inflight)))
-  sizes=4K,64K,256K,1M,4M,16M batch=1,16,128 threads=1,2
+  sizes=4K,64K,1M,16M batch=1,16,128 threads=1,2
   add transfer transfer/transfer_bench \
     "--runs 3 --sizes $sizes --batch $batch --threads $threads --big-batch-mib 0" \
     $((4 * $(count $sizes) * $(count $batch) * $(count $threads)))
   add transfer transfer/transfer_bench \
     "--runs 3 --transports shm --sizes 1M,16M --batch 16 --threads $threads --small-pages" $((2 * 2 * $(count $threads)))
-  add tiered tiered/tier_bench "--runs 5" 13
+  add tiered tiered/tier_bench "--runs 3" 13
+  ssizes=4096,65536,1048576  # (4 MiB and up: the size curves below)
   for cfg in tcp shm; do
-    add store store/store_bench "--configs $cfg --runs 3 --full" $((10 * 4 * 3))
+    add store store/store_bench "--configs $cfg --runs 3 --full --sizes $ssizes" $((10 * $(count $ssizes) * 3))
   done
   for cfg in tcp shm; do  # get curves: 4 KiB at 1..256 in flight, 512 B..64 MiB at 8 in flight
     add store store/store_bench "--configs $cfg --runs 3 --curves" $((3 * (8 + 7)))
