@@ -80,7 +80,7 @@ if [[ $quick == 1 ]]; then
     $((4 * $(count $sizes)))
   # the same-host rows again with 4 KiB pages (cases *_4kpages; lib/transfer/README.md "Huge pages")
   add transfer transfer/transfer_bench "--runs 3 --seconds 0.05 --transports shm --sizes 1M,16M --batch 16 --threads 1 --small-pages" 4
-  add tiered tiered/tier_bench "--runs 3 --mib 64 --scaling-max 262144" 11
+  add tiered tiered/tier_bench "--runs 2 --mib 64 --scaling-max 262144" 11
   ssizes=4096,65536,1048576 conc=1,8
   for cfg in tcp shm; do  # no cost rows here (the full run has them)
     add store store/store_bench "--configs $cfg --runs 3 --seconds 0.15 --sizes $ssizes --concurrency $conc --no-cost" \
@@ -90,9 +90,9 @@ if [[ $quick == 1 ]]; then
   for cfg in tcp shm; do  # 3 connector shapes x put/get x 2 baselines + 2 small batches + 2 x 3 single-get rows
     add inference inference/inference_bench "--quick --configs $cfg" 20
   done
-  add python python/python_bench.py "--quick" 6  # Python API vs C++ API, 3 cases x put/get
+  add python python/python_bench.py "--quick --cases vllm" 2  # Python API vs C++ API, the multi-buffer case, put/get
   add master master/master_bench "--keys 1000000 --clients 1000 --runs 3" 7
-  add master master/failover_bench.py "--kills 3" 1
+  add master master/failover_bench.py "--kills 2" 1
 else
   limit=900
   inflight=1,4,16,64,256

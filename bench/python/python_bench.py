@@ -138,10 +138,12 @@ def orchestrate(args):
         for k, v in node_flags(master).items():
             flags += ["--" + k, v]
         rounds = 1 if args.quick else 2
-        runs = 3 if args.quick else 6
+        runs = 2 if args.quick else 6
         all_met = True
         print(f"{'case':34} {'metric':12} {'python':>12} unit     {'baseline':14} {'c++ api':>12}  ratio")
         for name, (keys, value, pieces) in CASES.items():
+            if args.cases and name not in args.cases.split(","):
+                continue
             samples = {"py": ([], []), "cpp": ([], [])}
             for _ in range(rounds):
                 for who in ("cpp", "py"):
@@ -193,13 +195,17 @@ def main():
     default_build = in_build if os.path.exists(os.path.join(in_build, "build.ninja")) else "build"
     ap.add_argument("--build", default=default_build,
                     help="the build directory (apps, bench/python/cpp_driver, python)")
-    ap.add_argument("--quick", action="store_true", help="1 round of 3 timed iterations per driver (default: 2 rounds of 6)")
+    ap.add_argument("--quick", action="store_true", help="1 round of 2 timed iterations per driver (default: 2 rounds of 6)")
     ap.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
+    ap.add_argument("--cases", default="", help="comma list of " + ",".join(CASES) + " (default: all)")
     ap.add_argument("--driver", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--case", help=argparse.SUPPRESS)
     ap.add_argument("--master", help=argparse.SUPPRESS)
     ap.add_argument("--runs", type=int, default=4, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    unknown = [c for c in args.cases.split(",") if c and c not in CASES]
+    if unknown:
+        ap.error("--cases: unknown case(s) " + ",".join(unknown))
     if args.driver:
         driver(args)
         return 0
