@@ -10,6 +10,7 @@
 #include "mc/store/client.hpp"
 #include "mc/store/client_options.hpp"
 #include "auth_setup.hpp"
+#include "malloc_tuning.hpp"
 #include "signals.hpp"
 
 #include <algorithm>
@@ -20,6 +21,7 @@
 
 int main(int argc, char** argv) {
   mc::apps::block_stop_signals();
+  mc::apps::tune_malloc();  // before any thread starts (malloc_tuning.hpp)
   mc::store::client_options opts;
   auto options = mc::store::make_option_set(opts);
   mc::config::auth_options auth;  // --auth_token, --auth_token_file (TOML keys and env too)
