@@ -39,7 +39,7 @@ std::string self_metrics_endpoint(const mc::master::master_options& o) {
 
 int main(int argc, char** argv) {
   mc::apps::block_stop_signals();  // before any thread starts: sigwait receives them
-  mc::apps::tune_malloc();  // before any thread starts (malloc_tuning.hpp)
+  mc::apps::tune_malloc();         // before any thread starts (malloc_tuning.hpp)
 
   mc::master::master_options opts;
   auto options = mc::master::make_option_set(opts);

@@ -52,9 +52,7 @@ struct fixture {
     auto bytes = words.asBytes();
     writes.add(pipe.ends[0]->write(bytes.begin(), bytes.size()).attach(kj::mv(words)).eagerlyEvaluate(nullptr));
   }
-  kj::Maybe<kj::Own<capnp::MessageReader>> read(capnp::ReaderOptions o = {}) {
-    return in.tryReadMessage(o).wait(ws);
-  }
+  kj::Maybe<kj::Own<capnp::MessageReader>> read(capnp::ReaderOptions o = {}) { return in.tryReadMessage(o).wait(ws); }
 };
 
 std::vector<kj::byte> random_bytes(std::mt19937_64& g, std::size_t n) {
@@ -85,16 +83,17 @@ TEST_CASE("messages of every size and segment layout arrive intact through poole
   fixture f;
   std::mt19937_64 g(7);
   // Sizes around the pool's classes and bounds, none a multiple of a word.
-  const std::size_t sizes[] = {0,         1,          7,          4095,       8191,      8193,
-                               65535,     65537,      131071,     300001,     1048575,   recv_pool::max_pooled + 5,
-                               3 << 20};
+  const std::size_t sizes[] = {
+      0, 1, 7, 4095, 8191, 8193, 65535, 65537, 131071, 300001, 1048575, recv_pool::max_pooled + 5, 3 << 20};
   for (unsigned first_words : {8u, 1024u, 70000u}) {
     for (auto n : sizes) {
       auto payload = random_bytes(g, n);
       f.send(payload, first_words);
       auto r = f.read();
       capnp::MessageReader* reader = nullptr;
-      KJ_IF_MAYBE (m, r) { reader = m->get(); }
+      KJ_IF_MAYBE (m, r) {
+        reader = m->get();
+      }
       REQUIRE(reader != nullptr);
       auto got = reader->getRoot<capnp::AnyPointer>().getAs<capnp::Data>();
       REQUIRE(got.size() == n);
@@ -117,7 +116,9 @@ TEST_CASE("the pool reuses buffers and stays within its bounds however many mess
   for (int i = 0; i < 200; ++i) {  // 200 x ~100 KiB alive at once: more than the pool keeps
     f.send(random_bytes(g, 100 * 1024 + static_cast<std::size_t>(i)), 1024);
     auto r = f.read();
-    KJ_IF_MAYBE (m, r) { held.push_back(kj::mv(*m)); }
+    KJ_IF_MAYBE (m, r) {
+      held.push_back(kj::mv(*m));
+    }
   }
   REQUIRE(held.size() == 200);
   CHECK(f.pool->snapshot().allocated >= 200);
@@ -173,8 +174,8 @@ TEST_CASE("hostile segment tables are refused before anything is allocated") {
       fixture f;
       std::vector<kj::byte> bytes;
       if (where == 0) bytes = {1, 0, 0};
-      if (where == 1) bytes = le32s({2, 4, 4});               // 3 segments, one size of two missing
-      if (where == 2) bytes = le32s({0, 4, 0xdeadbeef, 7});   // 4 words announced, 1 sent
+      if (where == 1) bytes = le32s({2, 4, 4});              // 3 segments, one size of two missing
+      if (where == 2) bytes = le32s({0, 4, 0xdeadbeef, 7});  // 4 words announced, 1 sent
       f.send_raw(bytes);
       f.pipe.ends[0]->shutdownWrite();
       CHECK_FALSE(failure_of(f).empty());

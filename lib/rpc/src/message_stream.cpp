@@ -73,8 +73,8 @@ struct read_state {
 
   std::shared_ptr<recv_pool> pool;
   capnp::ReaderOptions options;
-  kj::byte first[8] = {};       // segment count - 1, size of segment 0 (words)
-  kj::Array<kj::byte> rest;     // sizes of segments 1.. (and padding to a word)
+  kj::byte first[8] = {};    // segment count - 1, size of segment 0 (words)
+  kj::Array<kj::byte> rest;  // sizes of segments 1.. (and padding to a word)
   std::vector<std::uint32_t> sizes;
   kj::Array<capnp::word> buffer;
 };
@@ -117,8 +117,9 @@ recv_pool::stats recv_pool::snapshot() const noexcept {
 pooled_message_stream::pooled_message_stream(kj::AsyncIoStream& stream, std::shared_ptr<recv_pool> pool)
     : stream_(stream), writer_(stream), pool_(std::move(pool)) {}
 
-kj::Promise<kj::Maybe<capnp::MessageReaderAndFds>> pooled_message_stream::tryReadMessage(
-    kj::ArrayPtr<kj::AutoCloseFd>, capnp::ReaderOptions options, kj::ArrayPtr<capnp::word>) {
+kj::Promise<kj::Maybe<capnp::MessageReaderAndFds>> pooled_message_stream::tryReadMessage(kj::ArrayPtr<kj::AutoCloseFd>,
+                                                                                         capnp::ReaderOptions options,
+                                                                                         kj::ArrayPtr<capnp::word>) {
   using result = kj::Maybe<capnp::MessageReaderAndFds>;
   auto owned = kj::heap<read_state>(pool_, options);
   read_state* s = owned.get();
@@ -128,8 +129,8 @@ kj::Promise<kj::Maybe<capnp::MessageReaderAndFds>> pooled_message_stream::tryRea
     std::uint64_t total = 0;
     for (auto w : s->sizes) total += w;
     KJ_REQUIRE(total <= s->options.traversalLimitInWords,
-               "Message is too large.  To increase the limit on the receiving end, see capnp::ReaderOptions.",
-               total, s->options.traversalLimitInWords);
+               "Message is too large.  To increase the limit on the receiving end, see capnp::ReaderOptions.", total,
+               s->options.traversalLimitInWords);
     s->buffer = s->pool->take(static_cast<std::size_t>(total));
     return stream_.read(s->buffer.begin(), static_cast<std::size_t>(total) * word_bytes).then([s]() -> result {
       auto reader = kj::heap<pooled_reader>(s->options, s->pool, kj::mv(s->buffer),

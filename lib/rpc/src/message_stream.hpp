@@ -77,8 +77,7 @@ class pooled_message_stream final : public capnp::MessageStream {
       kj::ArrayPtr<capnp::word> scratchSpace = nullptr) override;
   kj::Promise<void> writeMessage(kj::ArrayPtr<const int> fds,
                                  kj::ArrayPtr<const kj::ArrayPtr<const capnp::word>> segments) override;
-  kj::Promise<void> writeMessages(
-      kj::ArrayPtr<kj::ArrayPtr<const kj::ArrayPtr<const capnp::word>>> messages) override;
+  kj::Promise<void> writeMessages(kj::ArrayPtr<kj::ArrayPtr<const kj::ArrayPtr<const capnp::word>>> messages) override;
   kj::Maybe<int> getSendBufferSize() override;
   kj::Promise<void> end() override;
 
