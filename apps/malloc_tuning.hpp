@@ -31,14 +31,13 @@ namespace mc::apps {
 inline constexpr int malloc_mmap_threshold = 32 * 1024 * 1024;  // glibc's largest (HEAP_MAX_SIZE / 2)
 inline constexpr int malloc_trim_threshold = 128 * 1024 * 1024;
 
-/// Call first thing in main(), before any thread starts. False when the
-/// environment already sets glibc's malloc thresholds (kept as they are).
-inline bool tune_malloc() {
-  if (const char* t = std::getenv("GLIBC_TUNABLES"); t && std::strstr(t, "glibc.malloc.")) return false;
-  if (std::getenv("MALLOC_TRIM_THRESHOLD_") || std::getenv("MALLOC_MMAP_THRESHOLD_")) return false;
+/// Call first thing in main(), before any thread starts. Does nothing when
+/// the environment already sets glibc's malloc thresholds.
+inline void tune_malloc() {
+  if (const char* t = std::getenv("GLIBC_TUNABLES"); t && std::strstr(t, "glibc.malloc.")) return;
+  if (std::getenv("MALLOC_TRIM_THRESHOLD_") || std::getenv("MALLOC_MMAP_THRESHOLD_")) return;
   ::mallopt(M_MMAP_THRESHOLD, malloc_mmap_threshold);
   ::mallopt(M_TRIM_THRESHOLD, malloc_trim_threshold);
-  return true;
 }
 
 }  // namespace mc::apps

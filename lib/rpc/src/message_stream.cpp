@@ -26,20 +26,40 @@ std::uint32_t le32(const kj::byte* p) noexcept {
          static_cast<std::uint32_t>(p[2]) << 16 | static_cast<std::uint32_t>(p[3]) << 24;
 }
 
+/// A read in progress: the segment table as read, and the buffer, which
+/// goes back to the pool if the read fails or is dropped.
+struct read_state {
+  read_state(std::shared_ptr<recv_pool> p, capnp::ReaderOptions o) : pool(std::move(p)), options(o) {}
+  ~read_state() {
+    if (buffer != nullptr) pool->give(kj::mv(buffer));
+  }
+  KJ_DISALLOW_COPY(read_state);
+
+  /// Segments announced by the first word (1..2^32).
+  std::uint64_t count() const noexcept { return static_cast<std::uint64_t>(le32(first)) + 1; }
+  /// Words of segment `i` (< count(); the sizes after the first come from `rest`).
+  std::uint32_t size(std::uint64_t i) const noexcept { return le32(i == 0 ? first + 4 : rest.begin() + (i - 1) * 4); }
+
+  std::shared_ptr<recv_pool> pool;
+  capnp::ReaderOptions options;
+  kj::byte first[8] = {};    // segment count - 1, size of segment 0 (words)
+  kj::Array<kj::byte> rest;  // sizes of segments 1.. (and padding to a word)
+  kj::Array<capnp::word> buffer;
+};
+
 /// One message's segments over a pooled buffer, given back on destruction.
 class pooled_reader final : public capnp::MessageReader {
  public:
-  pooled_reader(capnp::ReaderOptions options, std::shared_ptr<recv_pool> pool, kj::Array<capnp::word> buffer,
-                kj::ArrayPtr<const std::uint32_t> sizes)
-      : capnp::MessageReader(options), pool_(std::move(pool)), buffer_(kj::mv(buffer)) {
-    if (sizes.size() > inline_.size()) more_ = kj::heapArray<kj::ArrayPtr<const capnp::word>>(sizes.size());
+  /// Takes `s`'s buffer, laid out as `s`'s (complete) segment table says.
+  explicit pooled_reader(read_state& s)
+      : capnp::MessageReader(s.options), pool_(s.pool), buffer_(kj::mv(s.buffer)), count_(s.count()) {
+    if (count_ > inline_.size()) more_ = kj::heapArray<kj::ArrayPtr<const capnp::word>>(count_);
     auto segs = segments();
     const capnp::word* at = buffer_.begin();
-    for (std::size_t i = 0; i < sizes.size(); ++i) {
-      segs[i] = kj::arrayPtr(at, sizes[i]);
-      at += sizes[i];
+    for (std::size_t i = 0; i < count_; ++i) {
+      segs[i] = kj::arrayPtr(at, s.size(i));
+      at += s.size(i);
     }
-    count_ = sizes.size();
   }
   ~pooled_reader() noexcept(false) override { pool_->give(kj::mv(buffer_)); }
   KJ_DISALLOW_COPY(pooled_reader);
@@ -57,26 +77,9 @@ class pooled_reader final : public capnp::MessageReader {
 
   std::shared_ptr<recv_pool> pool_;
   kj::Array<capnp::word> buffer_;
+  std::size_t count_;
   std::array<kj::ArrayPtr<const capnp::word>, 2> inline_{};
   kj::Array<kj::ArrayPtr<const capnp::word>> more_;
-  std::size_t count_ = 0;
-};
-
-/// A read in progress; its buffer goes back to the pool if the read fails
-/// or is dropped.
-struct read_state {
-  read_state(std::shared_ptr<recv_pool> p, capnp::ReaderOptions o) : pool(std::move(p)), options(o) {}
-  ~read_state() {
-    if (buffer != nullptr) pool->give(kj::mv(buffer));
-  }
-  KJ_DISALLOW_COPY(read_state);
-
-  std::shared_ptr<recv_pool> pool;
-  capnp::ReaderOptions options;
-  kj::byte first[8] = {};    // segment count - 1, size of segment 0 (words)
-  kj::Array<kj::byte> rest;  // sizes of segments 1.. (and padding to a word)
-  std::vector<std::uint32_t> sizes;
-  kj::Array<capnp::word> buffer;
 };
 
 }  // namespace
@@ -127,15 +130,13 @@ kj::Promise<kj::Maybe<capnp::MessageReaderAndFds>> pooled_message_stream::tryRea
   // The segments, once the whole table is known.
   auto read_segments = [this, s]() -> kj::Promise<result> {
     std::uint64_t total = 0;
-    for (auto w : s->sizes) total += w;
+    for (std::uint64_t i = 0; i < s->count(); ++i) total += s->size(i);
     KJ_REQUIRE(total <= s->options.traversalLimitInWords,
                "Message is too large.  To increase the limit on the receiving end, see capnp::ReaderOptions.", total,
                s->options.traversalLimitInWords);
     s->buffer = s->pool->take(static_cast<std::size_t>(total));
     return stream_.read(s->buffer.begin(), static_cast<std::size_t>(total) * word_bytes).then([s]() -> result {
-      auto reader = kj::heap<pooled_reader>(s->options, s->pool, kj::mv(s->buffer),
-                                            kj::arrayPtr(s->sizes.data(), s->sizes.size()));
-      return capnp::MessageReaderAndFds{kj::mv(reader), nullptr};
+      return capnp::MessageReaderAndFds{kj::heap<pooled_reader>(*s), nullptr};
     });
   };
 
@@ -143,17 +144,12 @@ kj::Promise<kj::Maybe<capnp::MessageReaderAndFds>> pooled_message_stream::tryRea
       .then([this, s, read_segments](std::size_t n) mutable -> kj::Promise<result> {
         if (n == 0) return result(nullptr);  // EOF between messages
         KJ_REQUIRE(n == sizeof s->first, "Premature EOF.");
-        const std::uint64_t count = static_cast<std::uint64_t>(le32(s->first)) + 1;
+        const std::uint64_t count = s->count();
         KJ_REQUIRE(count < max_segments, "Message has too many segments.", count);
-        s->sizes.reserve(static_cast<std::size_t>(count));
-        s->sizes.push_back(le32(s->first + 4));
         if (count == 1) return read_segments();
         // The table's remaining entries, padded to a whole word.
         s->rest = kj::heapArray<kj::byte>(static_cast<std::size_t>(count & ~std::uint64_t{1}) * 4);
-        return stream_.read(s->rest.begin(), s->rest.size()).then([s, count, read_segments]() mutable {
-          for (std::uint64_t i = 0; i + 1 < count; ++i) s->sizes.push_back(le32(s->rest.begin() + i * 4));
-          return read_segments();
-        });
+        return stream_.read(s->rest.begin(), s->rest.size()).then(kj::mv(read_segments));
       })
       .attach(kj::mv(owned));
 }
