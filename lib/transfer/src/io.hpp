@@ -16,6 +16,7 @@
 #include <sys/uio.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstddef>
 
@@ -127,20 +128,27 @@ task<result<void>> recv_all(Socket& s, void* p, std::size_t n) {
   co_return result<void>{};
 }
 
-/// Receives exactly n bytes into p and, in the same system calls, up to
-/// `tail_len` bytes that follow them into `tail` (e.g. the start of the next
-/// message's header); `*tail_got` is set to the bytes of `tail` received.
+/// Receives exactly the bytes described by iov[0..cnt) (at most
+/// max_recv_iov entries; the array is consumed) and, in the same system
+/// calls, up to `tail_len` bytes that follow them into `tail` (e.g. the start
+/// of the next message's header); `*tail_got` is set to the bytes of `tail`
+/// received.
+inline constexpr int max_recv_iov = 128;
 template <class Socket>
-task<result<void>> recv_all_and_tail(Socket& s, void* p, std::size_t n, void* tail, std::size_t tail_len,
-                                     std::size_t* tail_got) {
-  auto* b = static_cast<std::byte*>(p);
+task<result<void>> recv_all_v_and_tail(Socket& s, iovec* iov, int cnt, void* tail, std::size_t tail_len,
+                                       std::size_t* tail_got) {
   *tail_got = 0;
+  if (cnt < 1 || cnt > max_recv_iov) co_return fail(errc::invalid_params);
+  std::size_t n = 0;
+  for (int i = 0; i < cnt; ++i) n += iov[i].iov_len;
   rcvlowat lowat(s.native_handle());
+  std::array<iovec, max_recv_iov + 1> v;
   while (n > 0) {
-    iovec iov[2] = {{b, n}, {tail, tail_len}};
+    std::copy(iov, iov + cnt, v.begin());
+    v[static_cast<std::size_t>(cnt)] = {tail, tail_len};
     msghdr msg{};
-    msg.msg_iov = iov;
-    msg.msg_iovlen = tail_len > 0 ? 2 : 1;
+    msg.msg_iov = v.data();
+    msg.msg_iovlen = static_cast<std::size_t>(cnt) + (tail_len > 0 ? 1 : 0);
     ssize_t r = ::recvmsg(s.native_handle(), &msg, MSG_DONTWAIT);
     if (r == 0) co_return fail(errc::transfer_fail);  // orderly shutdown by the peer
     if (r < 0) {
@@ -153,10 +161,31 @@ task<result<void>> recv_all_and_tail(Socket& s, void* p, std::size_t n, void* ta
     }
     const auto got = static_cast<std::size_t>(r);
     if (got > n) *tail_got = got - n;
-    b += std::min(got, n);
-    n -= std::min(got, n);
+    auto left = std::min(got, n);
+    n -= left;
+    while (cnt > 0 && left >= iov->iov_len) {
+      left -= iov->iov_len;
+      ++iov;
+      --cnt;
+    }
+    if (cnt > 0) {
+      iov->iov_base = static_cast<char*>(iov->iov_base) + left;
+      iov->iov_len -= left;
+    }
   }
   co_return result<void>{};
+}
+
+/// Receives exactly n bytes into p and, in the same system calls, up to
+/// `tail_len` bytes that follow them into `tail` (recv_all_v_and_tail with
+/// one range).
+template <class Socket>
+task<result<void>> recv_all_and_tail(Socket& s, void* p, std::size_t n, void* tail, std::size_t tail_len,
+                                     std::size_t* tail_got) {
+  *tail_got = 0;
+  if (n == 0) co_return result<void>{};
+  iovec one{p, n};
+  co_return co_await recv_all_v_and_tail(s, &one, 1, tail, tail_len, tail_got);
 }
 
 /// Reads and discards n bytes (payload of a rejected write).

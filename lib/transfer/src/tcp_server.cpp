@@ -35,12 +35,17 @@ using tcp = asio::ip::tcp;
 /// bytes). Never held across a wait for input, so the initiator always gets
 /// every answer to what it sent.
 struct answer_queue {
-  static constexpr std::size_t capacity = 32;
+  /// Entries: room for a scatter-gather READ answer (a header entry and one
+  /// payload entry per segment) next to single answers.
+  static constexpr std::size_t capacity = 2 * max_sg_segments;
   /// Payload bytes queued at most: past this the queue is sent, so that the
   /// initiator receives while later requests are served.
   static constexpr std::uint64_t max_payload = 2u << 20;
   std::array<header_bytes, capacity> q;
-  /// Payload of answer k (READ answers): its region, kept alive while queued;
+  /// Entry k is a header (q[k]) followed by its payload, or (`headless`) only
+  /// payload: the next segment of the answer before it.
+  std::array<bool, capacity> headless{};
+  /// Payload of entry k (READ answers): its region, kept alive while queued;
   /// the bytes are read (and the region's revocation checked) at send time.
   std::array<std::shared_ptr<region_entry>, capacity> region;
   std::array<const std::byte*, capacity> data{};
@@ -75,29 +80,32 @@ struct served_conn final : closable {
   }
 };
 
-/// The distinct regions of answers [from, n), locked shared in address order
-/// (a fixed order: two connections never wait on each other's regions).
-class queue_guards {
+/// Shared locks on the access of up to N distinct regions, taken in address
+/// order (a fixed order: two connections never wait on each other's
+/// regions); false when one of them was unregistered.
+template <std::size_t N>
+class region_guards {
  public:
-  queue_guards(const answer_queue& a, std::size_t from) {
-    for (std::size_t k = from; k < a.n; ++k)
-      if (a.region[k] &&
-          std::find(entries_.begin(), entries_.begin() + count_, a.region[k].get()) == entries_.begin() + count_)
-        entries_[count_++] = a.region[k].get();
+  /// Adds a region (null: ignored; one already added: counted once).
+  void add(const region_entry* e) noexcept {
+    if (e) entries_[count_++] = e;
+  }
+  /// Locks every region added; false when one is revoked.
+  bool lock() {
     std::sort(entries_.begin(), entries_.begin() + count_);
+    count_ = static_cast<std::size_t>(std::unique(entries_.begin(), entries_.begin() + count_) - entries_.begin());
+    bool ok = true;
     for (std::size_t i = 0; i < count_; ++i) {
       locks_[i] = std::shared_lock<std::shared_mutex>(entries_[i]->access);
-      if (entries_[i]->revoked) ok_ = false;
+      if (entries_[i]->revoked) ok = false;
     }
+    return ok;
   }
-  /// False when one of the regions was unregistered.
-  explicit operator bool() const noexcept { return ok_; }
 
  private:
-  std::array<const region_entry*, answer_queue::capacity> entries_{};
-  std::array<std::shared_lock<std::shared_mutex>, answer_queue::capacity> locks_;
+  std::array<const region_entry*, N> entries_{};
+  std::array<std::shared_lock<std::shared_mutex>, N> locks_;
   std::size_t count_ = 0;
-  bool ok_ = true;
 };
 
 /// Sends every queued answer in gathered sends. Region bytes are read only
@@ -111,8 +119,10 @@ task<bool> flush(served_conn& c, bool* revoked = nullptr) {
   std::array<std::size_t, 2 * answer_queue::capacity> owner;  // iov -> answer
   int cnt = 0;
   for (std::size_t k = 0; k < a.n; ++k) {
-    iov[cnt] = {a.q[k].data(), header_size};
-    owner[cnt++] = k;
+    if (!a.headless[k]) {
+      iov[cnt] = {a.q[k].data(), header_size};
+      owner[cnt++] = k;
+    }
     if (a.length[k] > 0) {
       iov[cnt] = {const_cast<std::byte*>(a.data[k]), static_cast<std::size_t>(a.length[k])};
       owner[cnt++] = k;
@@ -124,8 +134,9 @@ task<bool> flush(served_conn& c, bool* revoked = nullptr) {
     ssize_t r;
     int saved = 0;
     {
-      queue_guards g(a, owner[at]);
-      if (!g) {
+      region_guards<answer_queue::capacity> g;
+      for (std::size_t k = owner[at]; k < a.n; ++k) g.add(a.region[k].get());
+      if (!g.lock()) {
         if (revoked) *revoked = true;
         ok = false;
         break;
@@ -159,6 +170,7 @@ task<bool> flush(served_conn& c, bool* revoked = nullptr) {
   for (std::size_t k = 0; k < a.n; ++k) {
     a.region[k].reset();
     a.length[k] = 0;
+    a.headless[k] = false;
   }
   a.n = 0;
   a.payload = 0;
@@ -184,6 +196,46 @@ task<bool> answer(served_conn& c, wire_op op, std::uint64_t id, errc status,
   ++a.n;
   if (!a.full()) co_return true;
   const bool ok = co_await flush(c, revoked);
+  co_return ok;
+}
+
+/// Queues the answer to a scatter-gather READ: a read_resp header with the
+/// segments' total, then each segment's bytes (read from its region,
+/// regions[k], at send time, like answer()'s). Sends what is queued first when the answer does
+/// not fit in the queue's entries.
+task<bool> answer_sg(served_conn& c, std::uint64_t id,
+                     const std::array<std::shared_ptr<region_entry>, max_sg_segments>& regions,
+                     std::span<const sg_segment> segs, std::uint64_t total, bool* revoked) {
+  auto& a = c.out;
+  if (a.n + 1 + segs.size() > answer_queue::capacity) {
+    if (!co_await flush(c, revoked)) co_return false;
+  }
+  header h;
+  h.op = wire_op::read_resp;
+  h.request_id = id;
+  h.length = total;
+  encode(h, a.q[a.n]);
+  ++a.n;  // the header entry carries no payload itself
+  for (std::size_t k = 0; k < segs.size(); ++k) {
+    a.headless[a.n] = true;
+    a.region[a.n] = regions[k];
+    a.data[a.n] = regions[k]->ptr(segs[k].address);
+    a.length[a.n] = segs[k].length;
+    ++a.n;
+  }
+  a.payload += total;
+  if (!a.full()) co_return true;
+  const bool ok = co_await flush(c, revoked);
+  co_return ok;
+}
+
+/// Before a WRITE moves bytes into region memory: sends the queued READ
+/// answers (their bytes are read at send time, and requests are served in
+/// order: a READ pipelined before a WRITE of the same bytes must carry the
+/// bytes from before it).
+task<bool> flush_reads(served_conn& c) {
+  if (c.out.payload == 0) co_return true;
+  const bool ok = co_await flush(c);
   co_return ok;
 }
 
@@ -238,20 +290,43 @@ task<bool> next_header(served_conn& c, header_bytes& out) {
   co_return true;
 }
 
-/// Receives a WRITE's n payload bytes straight into region memory at p (what
-/// was already buffered is copied), and in the same system calls as much of
-/// what follows as has arrived. Every copy and system call that touches the
-/// region runs under its access lock; when the region is revoked midway the
-/// rest is drained (the connection stays usable) and `revoked` is returned.
-task<region_io> recv_payload(served_conn& c, const region_entry& e, std::byte* p, std::uint64_t n) {
+/// Receives a WRITE's payload straight into region memory: seg[0..cnt) in
+/// order (at most max_sg_segments), n bytes in all (what was already
+/// buffered is copied), and in the same system calls as much of what follows
+/// as has arrived. Every copy and system call that touches the regions runs
+/// under their access locks; when one is revoked midway the rest is drained
+/// (the connection stays usable) and `revoked` is returned. `seg` is consumed.
+task<region_io> recv_payload(served_conn& c, std::span<const region_entry* const> regions, iovec* seg, int cnt,
+                             std::uint64_t n) {
+  auto guard = [&](region_guards<max_sg_segments>& g) {
+    for (auto* e : regions) g.add(e);
+    return g.lock();
+  };
+  // Advances seg/cnt past `k` bytes received.
+  auto advance = [&](std::size_t k) {
+    while (cnt > 0 && k >= seg->iov_len) {
+      k -= seg->iov_len;
+      ++seg;
+      --cnt;
+    }
+    if (cnt > 0) {
+      seg->iov_base = static_cast<std::byte*>(seg->iov_base) + k;
+      seg->iov_len -= k;
+    }
+  };
   if (c.buffered() > 0) {
     const auto k = static_cast<std::size_t>(std::min<std::uint64_t>(n, c.buffered()));
     bool taken = false;
     {
-      access_guard g(e);
-      if (g) {
+      region_guards<max_sg_segments> g;
+      if (guard(g)) {
         peer_memory_scope peer_bytes;  // see peer_memory.hpp
-        c.take(p, k);
+        for (std::size_t left = k; left > 0;) {
+          const auto part = std::min(left, seg->iov_len);
+          c.take(static_cast<std::byte*>(seg->iov_base), part);
+          advance(part);
+          left -= part;
+        }
         taken = true;
       }
     }
@@ -259,24 +334,27 @@ task<region_io> recv_payload(served_conn& c, const region_entry& e, std::byte* p
       if (!co_await skip(c, n)) co_return region_io::failed;
       co_return region_io::revoked;
     }
-    p += k;
     n -= k;
   }
   rcvlowat lowat(c.sock.native_handle());
+  std::array<iovec, max_sg_segments + 1> iov;
   while (n > 0) {
     ssize_t r;
     int saved = 0;
     {
-      access_guard g(e);
-      if (!g) {
+      region_guards<max_sg_segments> g;
+      if (!guard(g)) {
         if (!co_await skip(c, n)) co_return region_io::failed;
         co_return region_io::revoked;
       }
       // The buffer is empty here (everything buffered was payload).
-      iovec iov[2] = {{p, static_cast<std::size_t>(n)}, {c.in.data(), c.in.size()}};
+      const int m = std::min<int>(cnt, static_cast<int>(max_sg_segments));
+      std::copy(seg, seg + m, iov.begin());
+      iov[static_cast<std::size_t>(m)] = {c.in.data(), c.in.size()};
       msghdr msg{};
-      msg.msg_iov = iov;
-      msg.msg_iovlen = 2;
+      msg.msg_iov = iov.data();
+      // The tail buffer only after the last segment (never between two).
+      msg.msg_iovlen = static_cast<std::size_t>(m == cnt ? m + 1 : m);
       peer_memory_scope peer_bytes;  // see peer_memory.hpp
       r = ::recvmsg(c.sock.native_handle(), &msg, MSG_DONTWAIT);
       saved = errno;
@@ -294,10 +372,38 @@ task<region_io> recv_payload(served_conn& c, const region_entry& e, std::byte* p
       c.pos = 0;
       c.end = static_cast<std::size_t>(got - n);
     }
-    p += std::min(got, n);
+    advance(static_cast<std::size_t>(std::min(got, n)));
     n -= std::min(got, n);
   }
   co_return region_io::ok;
+}
+
+/// Reads and checks the table of a scatter-gather request (header `h`) into
+/// `segs`: false when the connection must be closed (cut short, or not well
+/// formed: see wire.hpp).
+task<bool> read_sg_table(served_conn& c, const header& h, std::array<sg_segment, max_sg_segments>& segs) {
+  if (h.address < 1 || h.address > max_sg_segments || h.token != 0) co_return false;
+  std::array<std::byte, max_sg_segments * sg_entry_size> table;
+  const auto n = static_cast<std::size_t>(h.address);
+  if (!co_await read_exact(c, table.data(), n * sg_entry_size)) co_return false;
+  co_return decode_sg_table(table.data(), n, h.length, segs.data());
+}
+
+/// The region of every segment (its token's, which must contain the range
+/// and grant `need`) into `out`; false (the uniform refusal) when any is not.
+bool sg_regions(const registry& reg, std::span<const sg_segment> segs, region_access need,
+                std::array<std::shared_ptr<region_entry>, max_sg_segments>& out) {
+  for (std::size_t k = 0; k < segs.size(); ++k) {
+    // Consecutive pieces of one request usually share a region: reuse it.
+    if (k > 0 && segs[k].token == segs[k - 1].token && out[k - 1]->contains(segs[k].address, segs[k].length)) {
+      out[k] = out[k - 1];
+      continue;
+    }
+    auto e = reg.find(segs[k].address, segs[k].length, segs[k].token, need);
+    if (!e) return false;
+    out[k] = std::move(*e);
+  }
+  return true;
 }
 
 /// One request; false when the connection must be closed.
@@ -328,7 +434,49 @@ task<bool> serve_one(engine_impl& eng, served_conn& c, const header& h) {
       if (!co_await skip(c, h.length)) co_return false;
       co_return co_await answer(c, wire_op::write_resp, h.request_id, errc::access_denied);
     }
-    auto r = co_await recv_payload(c, **e, (*e)->ptr(h.address), h.length);
+    if (!co_await flush_reads(c)) co_return false;
+    iovec one{(*e)->ptr(h.address), static_cast<std::size_t>(h.length)};
+    const region_entry* region = e->get();
+    auto r = co_await recv_payload(c, std::span(&region, 1), &one, 1, h.length);
+    if (r == region_io::failed) co_return false;
+    if (r == region_io::revoked) {
+      bump(ctr.served_rejects);
+      co_return co_await answer(c, wire_op::write_resp, h.request_id, errc::access_denied);
+    }
+    bump(ctr.served_write_ops);
+    bump(ctr.served_write_bytes, h.length);
+    co_return co_await answer(c, wire_op::write_resp, h.request_id, errc::ok);
+  }
+  if (h.op == wire_op::write_sg_req || h.op == wire_op::read_sg_req) {
+    const bool write = h.op == wire_op::write_sg_req;
+    std::array<sg_segment, max_sg_segments> segs;
+    if (!co_await read_sg_table(c, h, segs)) co_return false;
+    const auto list = std::span<const sg_segment>(segs.data(), static_cast<std::size_t>(h.address));
+    std::array<std::shared_ptr<region_entry>, max_sg_segments> regions;
+    if (!sg_regions(*eng.registry_, list, write ? region_access::remote_write : region_access::remote_read, regions)) {
+      bump(ctr.served_rejects);
+      if (write && !co_await skip(c, h.length)) co_return false;
+      co_return co_await answer(c, write ? wire_op::write_resp : wire_op::read_resp, h.request_id, errc::access_denied);
+    }
+    if (!write) {
+      bool revoked = false;
+      if (!co_await answer_sg(c, h.request_id, regions, list, h.length, &revoked)) {
+        if (revoked) bump(ctr.served_rejects);
+        co_return false;
+      }
+      bump(ctr.served_read_ops);
+      bump(ctr.served_read_bytes, h.length);
+      co_return true;
+    }
+    if (!co_await flush_reads(c)) co_return false;
+    std::array<iovec, max_sg_segments> iov;
+    std::array<const region_entry*, max_sg_segments> raw;
+    for (std::size_t k = 0; k < list.size(); ++k) {
+      iov[k] = {regions[k]->ptr(list[k].address), static_cast<std::size_t>(list[k].length)};
+      raw[k] = regions[k].get();
+    }
+    auto r = co_await recv_payload(c, std::span<const region_entry* const>(raw.data(), list.size()), iov.data(),
+                                   static_cast<int>(list.size()), h.length);
     if (r == region_io::failed) co_return false;
     if (r == region_io::revoked) {
       bump(ctr.served_rejects);
@@ -357,7 +505,7 @@ task<void> serve(engine_impl* eng, [[maybe_unused]] gate_holder g, tcp_socket so
     if (!co_await next_header(c, hb)) break;  // EOF, reset, or stop
     auto h = decode(hb);
     if (!h) break;  // protocol violation: close
-    if (h->op >= wire_op::rdma_connect) {
+    if (h->op >= wire_op::rdma_connect && h->op <= wire_op::rdma_rkey_resp) {
       if (!co_await flush(c)) break;
       std::size_t plen = 0;
       if (h->op == wire_op::rdma_connect) {

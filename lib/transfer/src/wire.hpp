@@ -20,6 +20,27 @@
 // for read_resp with status 0 (exactly the requested length). Everything is
 // validated on receipt; a violation closes the connection.
 //
+// Scatter-gather requests (TCP, since 2026-12): one request for several
+// ranges (a value gathered from / scattered into a caller's pieces, each
+// piece with its own token), so a piece costs 24 bytes of table instead of a
+// request, an answer and a system call each:
+//   write_sg_req   address = n, the segment count (1..max_sg_segments);
+//                  length = the sum of the segments' lengths; token = 0.
+//                  n table entries follow (little-endian u64 address, u64
+//                  length, u64 token: the range and the token of the region
+//                  it must lie in; every length > 0), then `length` payload
+//                  bytes filling the segments in table order. Answer:
+//                  write_resp.
+//   read_sg_req    the same header and table, no payload. Answer: read_resp
+//                  with length = the sum and the segments' bytes in table order.
+// A request that is not well formed (n out of range, token != 0, a zero
+// length, a range that wraps, a sum other than `length`) closes the
+// connection; a segment its token does not grant (unknown token, outside the
+// token's region, access) is the uniform refusal for the whole request (a
+// refused write's payload is drained). Targets older than this revision
+// close the connection on these ops; our initiators send them only for two or
+// more pieces (a single range stays a read_req / write_req).
+//
 // Same-host control connection (abstract unix socket), revision 2:
 //   shm_hello      length = shm_identity_size asks for the identity payload
 //   shm_hello_resp length = shm_identity_size + payload (little-endian u64s):
@@ -73,7 +94,14 @@ enum class wire_op : std::uint8_t {
   rdma_check_resp = 13,  // status: 0 or access_denied (out_of_range from older targets)
   rdma_rkey = 14,        // token + address = device index: the region's rkey on that device
   rdma_rkey_resp = 15,   // status (0, access_denied, unsupported); token = the rkey
+  write_sg_req = 16,     // scatter-gather WRITE (table + payload follow; see above)
+  read_sg_req = 17,      // scatter-gather READ (table follows; answered by read_resp)
 };
+
+/// Segments one scatter-gather request names at most, and the bytes of one
+/// table entry (u64 address, u64 length, u64 token).
+inline constexpr std::uint64_t max_sg_segments = 64;
+inline constexpr std::size_t sg_entry_size = 24;
 
 /// Longest endpoint an rdma_connect may announce.
 inline constexpr std::uint64_t max_announced_endpoint = 255;
@@ -134,7 +162,7 @@ inline mc::result<header> decode(const header_bytes& in) noexcept {
   if (wire_le::load<std::uint8_t>(p + 4) != wire_version) return fail(errc::transfer_fail);
   header h;
   auto op = wire_le::load<std::uint8_t>(p + 5);
-  if (op < 1 || op > 15) return fail(errc::transfer_fail);
+  if (op < 1 || op > 17) return fail(errc::transfer_fail);
   h.op = static_cast<wire_op>(op);
   h.flags = wire_le::load<std::uint16_t>(p + 6);
   h.status = static_cast<std::int32_t>(wire_le::load<std::uint32_t>(p + 8));
@@ -150,6 +178,37 @@ inline mc::result<header> decode(const header_bytes& in) noexcept {
     return fail(errc::transfer_fail);
   if (h.status > 0) return fail(errc::transfer_fail);
   return h;
+}
+
+/// One range of a scatter-gather request's table.
+struct sg_segment {
+  std::uint64_t address = 0;
+  std::uint64_t length = 0;
+  std::uint64_t token = 0;
+};
+
+/// Writes one table entry (sg_entry_size bytes) at `out`.
+inline void encode_sg_entry(const sg_segment& s, std::byte* out) noexcept {
+  wire_le::store<std::uint64_t>(out, s.address);
+  wire_le::store<std::uint64_t>(out + 8, s.length);
+  wire_le::store<std::uint64_t>(out + 16, s.token);
+}
+
+/// Parses a table of `n` entries (1..max_sg_segments) at `in` into out[0..n).
+/// False (a protocol violation) unless every length is > 0, no range wraps
+/// the address space, and the lengths sum to exactly `total` (no overflow).
+inline bool decode_sg_table(const std::byte* in, std::uint64_t n, std::uint64_t total, sg_segment* out) noexcept {
+  if (n < 1 || n > max_sg_segments) return false;
+  std::uint64_t sum = 0;
+  for (std::uint64_t i = 0; i < n; ++i) {
+    auto& s = out[i];
+    s.address = wire_le::load<std::uint64_t>(in + i * sg_entry_size);
+    s.length = wire_le::load<std::uint64_t>(in + i * sg_entry_size + 8);
+    s.token = wire_le::load<std::uint64_t>(in + i * sg_entry_size + 16);
+    if (s.length == 0 || s.length > total - sum || s.address > ~std::uint64_t{0} - s.length) return false;
+    sum += s.length;
+  }
+  return sum == total;
 }
 
 /// Maps a status received from a peer to an error code: the codes a target

@@ -91,17 +91,29 @@ void to_placeholders(env& e, std::vector<std::byte>& s, bool shm) {
     std::byte* h = s.data() + pos;
     const auto op = std::to_integer<std::uint8_t>(h[5]);
     const auto flags = get_le(h + 6, 2);
-    const auto token = get_le(h + 40, 8), address = get_le(h + 24, 8), length = get_le(h + 32, 8);
-    for (std::size_t i = 0; i < n_tokens; ++i)
-      if (e.token(i).token == token && token != 0) {
-        put_le(h + 40, 8, i);
-        const std::size_t anchor = i < 8 ? i : 0;  // unregistered tokens: offsets from registration 0
-        const auto off = static_cast<std::int64_t>(address - e.token(anchor).base);
-        if (off >= INT32_MIN && off <= INT32_MAX) put_le(h + 24, 8, (std::uint64_t(anchor) << 32) | std::uint32_t(off));
-        break;
-      }
+    const auto length = get_le(h + 32, 8);
+    // Token at t, address at a: the token's table index, the address as an
+    // offset from its registration's base.
+    auto placeholders = [&](std::byte* t, std::byte* a) {
+      const auto token = get_le(t, 8), address = get_le(a, 8);
+      for (std::size_t i = 0; i < n_tokens; ++i)
+        if (e.token(i).token == token && token != 0) {
+          put_le(t, 8, i);
+          const std::size_t anchor = i < 8 ? i : 0;  // unregistered tokens: offsets from registration 0
+          const auto off = static_cast<std::int64_t>(address - e.token(anchor).base);
+          if (off >= INT32_MIN && off <= INT32_MAX) put_le(a, 8, (std::uint64_t(anchor) << 32) | std::uint32_t(off));
+          break;
+        }
+    };
+    const bool sg = !shm && (op == 16 || op == 17);  // scatter-gather: count and 0 stay, the table's entries map
+    if (!sg) placeholders(h + 40, h + 24);
     pos += 48;
-    if (!shm && op == 3) pos += length;  // write_req payload
+    if (sg) {
+      const auto n = get_le(h + 24, 8);
+      for (std::uint64_t i = 0; i < n && pos + 24 <= s.size(); ++i, pos += 24)
+        placeholders(s.data() + pos + 16, s.data() + pos);
+    }
+    if (!shm && (op == 3 || op == 16)) pos += length;  // write payload
     if (shm && op == 7 && (flags & 2)) {
       if (pos + 8 <= s.size()) put_le(s.data() + pos, 8, ~0ull);  // lease: the longest
       pos += 8;
@@ -161,6 +173,24 @@ void capture_batches(env& e, mc::transfer::engine& client, mc::runtime::runtime&
                   request::make_write(S(0, 10), desc(ep, e, 6, 0, 10)),          // revoked child
                   request::make_write(S(0, 10), desc(ep, e, 9, 0, 10, 0)),       // wrong token
                   request::make_read(D(0, 600), desc(ep, e, 7, -1, 600, 7))}});  // one byte before the child
+  {
+    // Scattered pieces (the initiator sends scatter-gather requests): a
+    // gather into the child and the writable block, a scatter back out, and
+    // one with a refused piece (asked again piece by piece).
+    scenario g{"sg_write_pieces", {}};
+    for (std::size_t i = 0; i < 6; ++i)
+      g.reqs.push_back(
+          request::make_write(S(i * 300, 40 + i * 7), desc(ep, e, i % 2 ? 2 : 4, 500 - i * 60, 40 + i * 7)));
+    all.push_back(std::move(g));
+    scenario r{"sg_read_pieces", {}};
+    for (std::size_t i = 0; i < 6; ++i)
+      r.reqs.push_back(request::make_read(D(i * 300, 50 + i), desc(ep, e, i % 2 ? 7 : 0, 900 - i * 100, 50 + i)));
+    all.push_back(std::move(r));
+    scenario x{"sg_refused_piece", {}};
+    for (std::size_t i = 0; i < 5; ++i)
+      x.reqs.push_back(request::make_write(S(i * 10, 10), desc(ep, e, i == 2 ? 1 : 0, 3000 + i * 20, 10)));
+    all.push_back(std::move(x));
+  }
   all.push_back({"write_read_back",
                  {request::make_write(S(0, 4093), desc(ep, e, 0, 0, 4093)),
                   request::make_read(D(0, 4093), desc(ep, e, 0, 0, 4093))}});

@@ -232,11 +232,16 @@ struct raw_header {
 
 /// Reads the header at `p` after rewriting its token and address fields
 /// through the env's tables (in place: the rewritten bytes are what is sent).
+/// Scatter-gather requests (ops 16, 17) keep them as they are (the segment
+/// count and 0): their table entries are mapped instead (take_sg_entry).
 inline raw_header take_header(env& e, std::byte* p) {
-  put_le(p + 40, 8, e.map_token(get_le(p + 40, 8)));
-  put_le(p + 24, 8, e.map_address(get_le(p + 24, 8)));
+  const auto op = std::to_integer<std::uint8_t>(p[5]);
+  if (op != 16 && op != 17) {
+    put_le(p + 40, 8, e.map_token(get_le(p + 40, 8)));
+    put_le(p + 24, 8, e.map_address(get_le(p + 24, 8)));
+  }
   raw_header h;
-  h.op = std::to_integer<std::uint8_t>(p[5]);
+  h.op = op;
   h.flags = static_cast<std::uint16_t>(get_le(p + 6, 2));
   h.status = static_cast<std::int32_t>(static_cast<std::uint32_t>(get_le(p + 8, 4)));
   h.id = get_le(p + 16, 8);
@@ -245,10 +250,21 @@ inline raw_header take_header(env& e, std::byte* p) {
   h.token = get_le(p + 40, 8);
   const bool grant_op = h.op == 7 || h.op == 8;
   h.structure_ok = std::memcmp(p, "MCXF", 4) == 0 && std::to_integer<std::uint8_t>(p[4]) == 1 && h.op >= 1 &&
-                   h.op <= 15 && get_le(p + 12, 4) == 0 && (h.flags & ~3u) == 0 &&
+                   h.op <= 17 && get_le(p + 12, 4) == 0 && (h.flags & ~3u) == 0 &&
                    (h.flags == 0 || h.op == 7 || (h.op == 12 && h.flags == 1)) &&
                    (h.length <= (256ull << 20) || grant_op) && h.status <= 0;
   return h;
+}
+
+/// One scatter-gather table entry (24 bytes: address, length, token) at `p`,
+/// its address and token rewritten through the env's tables like a header's.
+struct raw_segment {
+  std::uint64_t address = 0, length = 0, token = 0;
+};
+inline raw_segment take_sg_entry(env& e, std::byte* p) {
+  put_le(p, 8, e.map_address(get_le(p, 8)));
+  put_le(p + 16, 8, e.map_token(get_le(p + 16, 8)));
+  return {get_le(p, 8), get_le(p + 8, 8), get_le(p + 16, 8)};
 }
 
 /// A response header as the target must send it: op, status, id and the

@@ -111,6 +111,59 @@ std::size_t model(env& e, std::vector<std::byte>& in, std::vector<std::byte>& ex
         if (h.length != 0) return pos;
         expect_header(expect, 15, unsupported, h.id);
         break;
+      case 16:    // write_sg_req: a table of (address, length, token), then `length` payload bytes
+      case 17: {  // read_sg_req: the table; answered by a read_resp with the segments' bytes in order
+        const bool write = h.op == 16;
+        if (h.address < 1 || h.address > 64 || h.token != 0) return pos;  // closed after the header
+        const auto n = static_cast<std::size_t>(h.address);
+        if (avail < n * 24) return size;  // the table cut short by the end of input
+        std::vector<raw_segment> segs;
+        std::uint64_t sum = 0;
+        bool well_formed = true;
+        for (std::size_t i = 0; i < n; ++i) {
+          const auto sg = take_sg_entry(e, in.data() + pos + i * 24);
+          segs.push_back(sg);
+          if (!well_formed) continue;
+          if (sg.length == 0 || sg.length > h.length - sum || sg.address > ~std::uint64_t{0} - sg.length)
+            well_formed = false;
+          else
+            sum += sg.length;
+        }
+        pos += n * 24;
+        if (!well_formed || sum != h.length) return pos;  // closed after the table
+        bool granted = true;
+        for (auto& sg : segs)
+          granted = granted && e.allowed(sg.token, sg.address, sg.length, write ? ra::remote_write : ra::remote_read);
+        if (!granted) {  // one refusal for the request
+          ++t.rejects;
+          if (write) {
+            if (size - pos < h.length) return size;  // drained until the end of input, then closed
+            pos += h.length;
+          }
+          expect_header(expect, write ? 4 : 2, denied, h.id);
+          break;
+        }
+        if (!write) {
+          ++t.read_ops;
+          t.read_bytes += h.length;
+          expect_header(expect, 2, 0, h.id, 0, h.length);
+          for (auto& sg : segs) {
+            const std::byte* src = e.shadow_of(sg.address, sg.length);
+            expect.insert(expect.end(), src, src + sg.length);
+          }
+          break;
+        }
+        for (auto& sg : segs) {  // the payload fills the segments in table order
+          const auto k = static_cast<std::size_t>(std::min<std::uint64_t>(size - pos, sg.length));
+          std::memcpy(e.shadow_of(sg.address, sg.length), in.data() + pos, k);
+          pos += k;
+          if (k < sg.length) return pos;  // cut short: closed
+        }
+        ++t.write_ops;
+        t.write_bytes += h.length;
+        expect_header(expect, 4, 0, h.id);
+        break;
+      }
       default:  // responses and same-host ops are not served on TCP
         return pos;
     }
