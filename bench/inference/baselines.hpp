@@ -4,6 +4,10 @@
 //          a batch's bytes split into N disjoint ranges of one buffer, one
 //          ack per stream and batch, no protocol beyond a 16-byte header;
 //   copy   memcpy of the same pieces over disjoint ranges, one range per thread;
+//   cma    the kernel's cross-process copy of the same pieces: process_vm_readv
+//          from a child process's own huge-page buffer laid out like the
+//          source, over disjoint ranges, one range per thread (what a
+//          same-host transport built on process_vm_* can reach);
 //   redis  libhiredis against a redis-server we start: pipelined SET / GET of
 //          the same keys and bytes, the batch split over N connections.
 #include <hiredis/hiredis.h>
@@ -19,6 +23,12 @@
 #include <vector>
 
 #include <arpa/inet.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
@@ -173,6 +183,103 @@ inline void copy_batch(const std::vector<std::span<std::byte>>& dst, const std::
     });
   for (auto& t : ts) t.join();
 }
+
+// ---------------------------------------------------------------- process_vm_* ceiling
+
+/// A forked child that maps its own buffer of `size` bytes (fresh anonymous
+/// memory, 2 MiB-aligned, advised MADV_HUGEPAGE and touched, like ours: never
+/// shared copy-on-write with this process), fills nothing else and waits
+/// until destroyed. `skip` (e.g. a destination) is left out of the child
+/// (MADV_DONTFORK). The child makes system calls only (mmap, madvise, write,
+/// read, _exit): safe after fork() from a threaded process. Keep one alive
+/// only while measuring: meanwhile the rest of our memory is shared
+/// copy-on-write with it.
+class cma_peer {
+ public:
+  cma_peer(std::size_t size, std::span<std::byte> skip) : skip_(skip) {
+    if (::madvise(skip_.data(), skip_.size(), MADV_DONTFORK) != 0) throw std::runtime_error("cma: madvise");
+    int up[2], down[2];
+    if (::pipe2(up, O_CLOEXEC) != 0 || ::pipe2(down, O_CLOEXEC) != 0) throw std::runtime_error("cma: pipe");
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      ::close(up[0]);
+      ::close(down[1]);  // else our own copy keeps the parent's end open: no EOF
+      const std::size_t align = 2u << 20;
+      void* m = ::mmap(nullptr, size + align, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      std::uintptr_t base = 0;
+      if (m != MAP_FAILED) {
+        base = (reinterpret_cast<std::uintptr_t>(m) + align - 1) & ~(align - 1);
+        ::madvise(reinterpret_cast<void*>(base), size, MADV_HUGEPAGE);
+        for (std::size_t i = 0; i < size; i += 4096) reinterpret_cast<volatile char*>(base)[i] = 1;
+      }
+      if (::write(up[1], &base, sizeof base) != sizeof base) ::_exit(1);
+      char c;
+      while (::read(down[0], &c, 1) > 0) {}
+      ::_exit(0);
+    }
+    ::close(up[1]);
+    ::close(down[0]);
+    keep_ = down[1];
+    if (pid_ < 0) {
+      ::close(up[0]);
+      ::close(keep_);
+      throw std::runtime_error("cma: fork");
+    }
+    std::uintptr_t base = 0;
+    if (::read(up[0], &base, sizeof base) != sizeof base || base == 0) {
+      ::close(up[0]);
+      throw std::runtime_error("cma: the child could not map its buffer");
+    }
+    ::close(up[0]);
+    base_ = base;
+  }
+  ~cma_peer() {
+    ::close(keep_);
+    if (pid_ > 0) ::waitpid(pid_, nullptr, 0);
+    ::madvise(skip_.data(), skip_.size(), MADV_DOFORK);
+  }
+  cma_peer(const cma_peer&) = delete;
+  cma_peer& operator=(const cma_peer&) = delete;
+
+  /// dst[i] <- the child's buffer at src[i]'s offset from `src_base` (the
+  /// same layout as src), with process_vm_readv, the items split into
+  /// `threads` disjoint contiguous ranges, one thread each, up to 1 MiB and
+  /// 1024 pieces per call (as our same-host transport copies). Throws when
+  /// the kernel refuses or copies short.
+  void copy_batch(const std::vector<std::span<std::byte>>& dst, const std::vector<std::span<std::byte>>& src,
+                  const std::byte* src_base, std::size_t threads) const {
+    std::size_t n = dst.size(), per = (n + threads - 1) / threads;
+    std::vector<std::thread> ts;
+    std::vector<char> ok(threads, 1);
+    for (std::size_t t = 0; t < threads && t * per < n; ++t)
+      ts.emplace_back([&, t] {
+        std::vector<iovec> l, r;
+        const std::size_t end = std::min(n, (t + 1) * per);
+        for (std::size_t i = t * per; i < end;) {
+          l.clear();
+          r.clear();
+          std::size_t bytes = 0;
+          for (; i < end && l.size() < 1024 && (l.empty() || bytes + dst[i].size() <= (1u << 20)); ++i) {
+            l.push_back({dst[i].data(), dst[i].size()});
+            r.push_back({reinterpret_cast<void*>(base_ + static_cast<std::uintptr_t>(src[i].data() - src_base)),
+                         src[i].size()});
+            bytes += dst[i].size();
+          }
+          if (::process_vm_readv(pid_, l.data(), l.size(), r.data(), r.size(), 0) != static_cast<ssize_t>(bytes))
+            ok[t] = 0;
+        }
+      });
+    for (auto& t : ts) t.join();
+    if (std::count(ok.begin(), ok.end(), 0) != 0) throw std::runtime_error("cma: process_vm_readv failed or short");
+  }
+
+ private:
+  std::span<std::byte> skip_;
+  pid_t pid_ = -1;
+  int keep_ = -1;
+  std::uintptr_t base_ = 0;
+};
 
 // ---------------------------------------------------------------- Redis
 

@@ -229,7 +229,7 @@ void run_big(env& e, const big_case& bc) {
   const double mib = static_cast<double>(bc.shape.bytes()) / (1 << 20);
   const bool contig = bc.name.starts_with("vllm") && !parts_api;
   for (bool put : {true, false}) {
-    std::vector<double> ours, floor, red;
+    std::vector<double> ours, floor, red, ceiling;
     auto src = work::data::flat(d.src_pieces()), dst = work::data::flat(d.dst_pieces());
     for (int r = 0; r < e.s.runs; ++r) {
       ours.push_back(mib * ours_rate(e.rt, e.s.seconds, [&] {
@@ -244,6 +244,13 @@ void run_big(env& e, const big_case& bc) {
                           base::copy_batch(dst, src, e.rt.size());
                         }
                       }));
+      if (!e.tcp()) {
+        // Same-host: the kernel's cross-process copy of the same pieces (what
+        // any process_vm_* transport can reach) out of a child process's own
+        // huge-page buffer, the child alive only for this measurement.
+        base::cma_peer cma(d.src().size(), d.dst());
+        ceiling.push_back(mib * rate(e.s.seconds, [&] { cma.copy_batch(dst, src, d.src().data(), e.rt.size()); }));
+      }
       red.push_back(mib * rate(e.s.seconds, [&] {
                       if (put && bc.put_one_at_a_time) {
                         for (std::size_t k = 0; k < d.keys().size(); ++k)
@@ -266,6 +273,9 @@ void run_big(env& e, const big_case& bc) {
       mc::bench::report_target(vs_floor, {e.tcp() ? 0.8 : 0.5, false});
       mc::bench::report_target(vs_redis, {e.tcp() ? 1.5 : 4.0, false});
     }
+    if (!e.tcp())  // no target: where the kernel's process_vm_* copy of these pieces stands
+      mc::bench::report(
+          {"inference", name, "throughput", "MiB/s", ours, "process_vm_t" + std::to_string(e.rt.size()), ceiling});
   }
   if (contig)
     std::printf(
