@@ -187,8 +187,8 @@ inline void copy_batch(const std::vector<std::span<std::byte>>& dst, const std::
 // ---------------------------------------------------------------- process_vm_* ceiling
 
 /// A forked child that maps its own buffer of `size` bytes (fresh anonymous
-/// memory, 2 MiB-aligned, advised MADV_HUGEPAGE and touched, like ours: never
-/// shared copy-on-write with this process), fills nothing else and waits
+/// memory, 2 MiB-aligned, advised MADV_HUGEPAGE when `huge_pages`, and
+/// touched, like ours: never shared copy-on-write with this process), fills nothing else and waits
 /// until destroyed. `skip` (e.g. a destination) is left out of the child
 /// (MADV_DONTFORK). The child makes system calls only (mmap, madvise, write,
 /// read, _exit): safe after fork() from a threaded process. Keep one alive
@@ -196,7 +196,7 @@ inline void copy_batch(const std::vector<std::span<std::byte>>& dst, const std::
 /// copy-on-write with it.
 class cma_peer {
  public:
-  cma_peer(std::size_t size, std::span<std::byte> skip) : skip_(skip) {
+  cma_peer(std::size_t size, std::span<std::byte> skip, bool huge_pages) : skip_(skip) {
     if (::madvise(skip_.data(), skip_.size(), MADV_DONTFORK) != 0) throw std::runtime_error("cma: madvise");
     int up[2], down[2];
     if (::pipe2(up, O_CLOEXEC) != 0 || ::pipe2(down, O_CLOEXEC) != 0) throw std::runtime_error("cma: pipe");
@@ -210,7 +210,7 @@ class cma_peer {
       std::uintptr_t base = 0;
       if (m != MAP_FAILED) {
         base = (reinterpret_cast<std::uintptr_t>(m) + align - 1) & ~(align - 1);
-        ::madvise(reinterpret_cast<void*>(base), size, MADV_HUGEPAGE);
+        if (huge_pages) ::madvise(reinterpret_cast<void*>(base), size, MADV_HUGEPAGE);
         for (std::size_t i = 0; i < size; i += 4096) reinterpret_cast<volatile char*>(base)[i] = 1;
       }
       if (::write(up[1], &base, sizeof base) != sizeof base) ::_exit(1);

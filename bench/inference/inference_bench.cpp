@@ -247,8 +247,9 @@ void run_big(env& e, const big_case& bc) {
       if (!e.tcp()) {
         // Same-host: the kernel's cross-process copy of the same pieces (what
         // any process_vm_* transport can reach) out of a child process's own
-        // huge-page buffer, the child alive only for this measurement.
-        base::cma_peer cma(d.src().size(), d.dst());
+        // buffer (huge pages unless --small-pages, like ours), the child
+        // alive only for this measurement.
+        base::cma_peer cma(d.src().size(), d.dst(), !e.s.small_pages);
         ceiling.push_back(mib * rate(e.s.seconds, [&] { cma.copy_batch(dst, src, d.src().data(), e.rt.size()); }));
       }
       red.push_back(mib * rate(e.s.seconds, [&] {
