@@ -33,6 +33,20 @@ inline errc errno_to_errc(int e) noexcept {
   return e == EBADF ? errc::cancelled : errc::transfer_fail;  // EBADF: closed under us (stop)
 }
 
+/// Moves iov/cnt past `n` bytes that were transferred (whole entries are
+/// dropped, a partly transferred one is shortened); n <= the bytes left.
+inline void advance_iov(iovec*& iov, int& cnt, std::size_t n) noexcept {
+  while (cnt > 0 && n >= iov->iov_len) {
+    n -= iov->iov_len;
+    ++iov;
+    --cnt;
+  }
+  if (cnt > 0) {
+    iov->iov_base = static_cast<char*>(iov->iov_base) + n;
+    iov->iov_len -= n;
+  }
+}
+
 /// Sends every byte described by iov[0..cnt) (the array is consumed).
 template <class Socket>
 task<result<void>> send_all(Socket& s, iovec* iov, int cnt) {
@@ -48,16 +62,7 @@ task<result<void>> send_all(Socket& s, iovec* iov, int cnt) {
       if (!r) co_return r;
       continue;
     }
-    auto left = static_cast<std::size_t>(n);
-    while (cnt > 0 && left >= iov->iov_len) {
-      left -= iov->iov_len;
-      ++iov;
-      --cnt;
-    }
-    if (cnt > 0) {
-      iov->iov_base = static_cast<char*>(iov->iov_base) + left;
-      iov->iov_len -= left;
-    }
+    advance_iov(iov, cnt, static_cast<std::size_t>(n));
   }
   co_return result<void>{};
 }
@@ -161,17 +166,9 @@ task<result<void>> recv_all_v_and_tail(Socket& s, iovec* iov, int cnt, void* tai
     }
     const auto got = static_cast<std::size_t>(r);
     if (got > n) *tail_got = got - n;
-    auto left = std::min(got, n);
+    const auto left = std::min(got, n);
     n -= left;
-    while (cnt > 0 && left >= iov->iov_len) {
-      left -= iov->iov_len;
-      ++iov;
-      --cnt;
-    }
-    if (cnt > 0) {
-      iov->iov_base = static_cast<char*>(iov->iov_base) + left;
-      iov->iov_len -= left;
-    }
+    advance_iov(iov, cnt, left);
   }
   co_return result<void>{};
 }

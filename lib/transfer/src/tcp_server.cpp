@@ -302,18 +302,6 @@ task<region_io> recv_payload(served_conn& c, std::span<const region_entry* const
     for (auto* e : regions) g.add(e);
     return g.lock();
   };
-  // Advances seg/cnt past `k` bytes received.
-  auto advance = [&](std::size_t k) {
-    while (cnt > 0 && k >= seg->iov_len) {
-      k -= seg->iov_len;
-      ++seg;
-      --cnt;
-    }
-    if (cnt > 0) {
-      seg->iov_base = static_cast<std::byte*>(seg->iov_base) + k;
-      seg->iov_len -= k;
-    }
-  };
   if (c.buffered() > 0) {
     const auto k = static_cast<std::size_t>(std::min<std::uint64_t>(n, c.buffered()));
     bool taken = false;
@@ -324,7 +312,7 @@ task<region_io> recv_payload(served_conn& c, std::span<const region_entry* const
         for (std::size_t left = k; left > 0;) {
           const auto part = std::min(left, seg->iov_len);
           c.take(static_cast<std::byte*>(seg->iov_base), part);
-          advance(part);
+          advance_iov(seg, cnt, part);
           left -= part;
         }
         taken = true;
@@ -372,7 +360,7 @@ task<region_io> recv_payload(served_conn& c, std::span<const region_entry* const
       c.pos = 0;
       c.end = static_cast<std::size_t>(got - n);
     }
-    advance(static_cast<std::size_t>(std::min(got, n)));
+    advance_iov(seg, cnt, static_cast<std::size_t>(std::min(got, n)));
     n -= std::min(got, n);
   }
   co_return region_io::ok;
@@ -406,6 +394,24 @@ bool sg_regions(const registry& reg, std::span<const sg_segment> segs, region_ac
   return true;
 }
 
+/// The rest of a granted WRITE (plain or scatter-gather): the queued READ
+/// answers go first, then the payload into seg[0..cnt) under the regions'
+/// locks, then the answer (a refusal when a region was revoked midway).
+task<bool> serve_write(engine_impl& eng, served_conn& c, const header& h, std::span<const region_entry* const> regions,
+                       iovec* seg, int cnt) {
+  auto& ctr = eng.counters_;
+  if (!co_await flush_reads(c)) co_return false;
+  auto r = co_await recv_payload(c, regions, seg, cnt, h.length);
+  if (r == region_io::failed) co_return false;
+  if (r == region_io::revoked) {
+    bump(ctr.served_rejects);
+    co_return co_await answer(c, wire_op::write_resp, h.request_id, errc::access_denied);
+  }
+  bump(ctr.served_write_ops);
+  bump(ctr.served_write_bytes, h.length);
+  co_return co_await answer(c, wire_op::write_resp, h.request_id, errc::ok);
+}
+
 /// One request; false when the connection must be closed.
 task<bool> serve_one(engine_impl& eng, served_conn& c, const header& h) {
   auto& ctr = eng.counters_;
@@ -434,18 +440,9 @@ task<bool> serve_one(engine_impl& eng, served_conn& c, const header& h) {
       if (!co_await skip(c, h.length)) co_return false;
       co_return co_await answer(c, wire_op::write_resp, h.request_id, errc::access_denied);
     }
-    if (!co_await flush_reads(c)) co_return false;
     iovec one{(*e)->ptr(h.address), static_cast<std::size_t>(h.length)};
     const region_entry* region = e->get();
-    auto r = co_await recv_payload(c, std::span(&region, 1), &one, 1, h.length);
-    if (r == region_io::failed) co_return false;
-    if (r == region_io::revoked) {
-      bump(ctr.served_rejects);
-      co_return co_await answer(c, wire_op::write_resp, h.request_id, errc::access_denied);
-    }
-    bump(ctr.served_write_ops);
-    bump(ctr.served_write_bytes, h.length);
-    co_return co_await answer(c, wire_op::write_resp, h.request_id, errc::ok);
+    co_return co_await serve_write(eng, c, h, std::span(&region, 1), &one, 1);
   }
   if (h.op == wire_op::write_sg_req || h.op == wire_op::read_sg_req) {
     const bool write = h.op == wire_op::write_sg_req;
@@ -468,23 +465,14 @@ task<bool> serve_one(engine_impl& eng, served_conn& c, const header& h) {
       bump(ctr.served_read_bytes, h.length);
       co_return true;
     }
-    if (!co_await flush_reads(c)) co_return false;
     std::array<iovec, max_sg_segments> iov;
     std::array<const region_entry*, max_sg_segments> raw;
     for (std::size_t k = 0; k < list.size(); ++k) {
       iov[k] = {regions[k]->ptr(list[k].address), static_cast<std::size_t>(list[k].length)};
       raw[k] = regions[k].get();
     }
-    auto r = co_await recv_payload(c, std::span<const region_entry* const>(raw.data(), list.size()), iov.data(),
-                                   static_cast<int>(list.size()), h.length);
-    if (r == region_io::failed) co_return false;
-    if (r == region_io::revoked) {
-      bump(ctr.served_rejects);
-      co_return co_await answer(c, wire_op::write_resp, h.request_id, errc::access_denied);
-    }
-    bump(ctr.served_write_ops);
-    bump(ctr.served_write_bytes, h.length);
-    co_return co_await answer(c, wire_op::write_resp, h.request_id, errc::ok);
+    co_return co_await serve_write(eng, c, h, std::span<const region_entry* const>(raw.data(), list.size()), iov.data(),
+                                   static_cast<int>(list.size()));
   }
   co_return false;  // not a request this socket serves
 }
