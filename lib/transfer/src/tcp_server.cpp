@@ -327,25 +327,29 @@ task<region_io> recv_payload(served_conn& c, std::span<const region_entry* const
   rcvlowat lowat(c.sock.native_handle());
   std::array<iovec, max_sg_segments + 1> iov;
   while (n > 0) {
-    ssize_t r;
+    ssize_t r = 0;
     int saved = 0;
+    bool revoked = false;
     {
       region_guards<max_sg_segments> g;
-      if (!guard(g)) {
-        if (!co_await skip(c, n)) co_return region_io::failed;
-        co_return region_io::revoked;
+      revoked = !guard(g);
+      if (!revoked) {  // never hold a region's lock across the wait in skip() below
+        // The buffer is empty here (everything buffered was payload).
+        const int m = std::min<int>(cnt, static_cast<int>(max_sg_segments));
+        std::copy(seg, seg + m, iov.begin());
+        iov[static_cast<std::size_t>(m)] = {c.in.data(), c.in.size()};
+        msghdr msg{};
+        msg.msg_iov = iov.data();
+        // The tail buffer only after the last segment (never between two).
+        msg.msg_iovlen = static_cast<std::size_t>(m == cnt ? m + 1 : m);
+        peer_memory_scope peer_bytes;  // see peer_memory.hpp
+        r = ::recvmsg(c.sock.native_handle(), &msg, MSG_DONTWAIT);
+        saved = errno;
       }
-      // The buffer is empty here (everything buffered was payload).
-      const int m = std::min<int>(cnt, static_cast<int>(max_sg_segments));
-      std::copy(seg, seg + m, iov.begin());
-      iov[static_cast<std::size_t>(m)] = {c.in.data(), c.in.size()};
-      msghdr msg{};
-      msg.msg_iov = iov.data();
-      // The tail buffer only after the last segment (never between two).
-      msg.msg_iovlen = static_cast<std::size_t>(m == cnt ? m + 1 : m);
-      peer_memory_scope peer_bytes;  // see peer_memory.hpp
-      r = ::recvmsg(c.sock.native_handle(), &msg, MSG_DONTWAIT);
-      saved = errno;
+    }
+    if (revoked) {
+      if (!co_await skip(c, n)) co_return region_io::failed;
+      co_return region_io::revoked;
     }
     if (r == 0) co_return region_io::failed;  // orderly shutdown mid-payload
     if (r < 0) {
