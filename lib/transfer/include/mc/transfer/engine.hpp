@@ -42,7 +42,10 @@ struct engine_options {
   /// is up (127.0.0.1 only when the host has none).
   std::string advertise_host;
   /// Large requests are cut into slices of this size, spread over the
-  /// connections of a peer. 4 KiB .. 64 MiB.
+  /// connections of a peer; over TCP, consecutive smaller requests of one
+  /// batch to one peer (same direction) travel together as one
+  /// scatter-gather request of up to this many bytes and 64 pieces.
+  /// 4 KiB .. 64 MiB.
   std::size_t slice_size = 1u << 20;
   /// Upper bound of TCP connections to one peer, per runtime thread (a pool
   /// never grows beyond it; same bound for same-host control connections).
@@ -109,7 +112,10 @@ struct rdma_device_stats {
 struct engine_stats {
   /// Indexed by transport_kind.
   std::array<transport_counters, transport_kind_count> initiated{};
-  std::uint64_t served_read_ops = 0;  ///< READ requests served (TCP + same-host grants)
+  /// READ requests served (TCP + same-host grants). Here and in
+  /// served_write_ops a TCP scatter-gather request counts once, whatever
+  /// its number of pieces.
+  std::uint64_t served_read_ops = 0;
   std::uint64_t served_read_bytes = 0;
   std::uint64_t served_write_ops = 0;
   std::uint64_t served_write_bytes = 0;
