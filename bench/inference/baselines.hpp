@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <span>
 #include <stdexcept>
@@ -114,6 +115,29 @@ inline void pump_serve(int fd) {
   char c;
   while (::read(in_fd, &c, 1) > 0) {}
   std::_Exit(0);  // serving threads may still be blocked; nothing to flush
+}
+
+/// Forks the pump peer (before any thread exists); returns its PID, its
+/// port, and the pipe end whose closing stops it.
+inline pid_t start_pump_peer(std::uint16_t& port, int& keep_fd) {
+  int up[2], down[2];
+  if (pipe(up) != 0 || pipe(down) != 0) return -1;
+  pid_t pid = fork();
+  if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    close(up[0]);
+    close(down[1]);
+    pump_peer_main(up[1], down[0]);
+  }
+  close(up[1]);
+  close(down[0]);
+  keep_fd = down[1];
+  char line[32] = {};
+  std::size_t n = 0;
+  while (n + 1 < sizeof line && read(up[0], line + n, 1) == 1 && line[n] != '\n') ++n;
+  close(up[0]);
+  port = static_cast<std::uint16_t>(std::atoi(line));
+  return port == 0 ? -1 : pid;
 }
 
 /// This process's side: `streams` connections to the pump peer.

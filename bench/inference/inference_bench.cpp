@@ -504,29 +504,6 @@ int one_config(const settings& s, const std::string& config, const std::filesyst
   return rc;
 }
 
-/// Forks the pump peer (before any thread exists); returns its PID, its
-/// port, and the pipe end whose closing stops it.
-pid_t start_pump_peer(std::uint16_t& port, int& keep_fd) {
-  int up[2], down[2];
-  if (pipe(up) != 0 || pipe(down) != 0) return -1;
-  pid_t pid = fork();
-  if (pid == 0) {
-    prctl(PR_SET_PDEATHSIG, SIGTERM);
-    close(up[0]);
-    close(down[1]);
-    base::pump_peer_main(up[1], down[0]);
-  }
-  close(up[1]);
-  close(down[0]);
-  keep_fd = down[1];
-  char line[32] = {};
-  std::size_t n = 0;
-  while (n + 1 < sizeof line && read(up[0], line + n, 1) == 1 && line[n] != '\n') ++n;
-  close(up[0]);
-  port = static_cast<std::uint16_t>(std::atoi(line));
-  return port == 0 ? -1 : pid;
-}
-
 void parse(int argc, char** argv, settings& s) {
   std::uint64_t runs = static_cast<std::uint64_t>(s.runs);
   bool quick = false;
@@ -573,7 +550,7 @@ int main(int argc, char** argv) {
   parse(argc, argv, s);
   std::uint16_t pump_port = 0;
   int pump_fd = -1;
-  pid_t pump_pid = start_pump_peer(pump_port, pump_fd);
+  pid_t pump_pid = base::start_pump_peer(pump_port, pump_fd);
   if (pump_pid < 0) fail("cannot start the pump peer");
   auto tmp = std::filesystem::temp_directory_path() / ("inference_bench." + std::to_string(getpid()));
   std::filesystem::create_directories(tmp);
