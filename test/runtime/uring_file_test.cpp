@@ -293,6 +293,49 @@ TEST_SUITE("uring_file") {
     CHECK(s1.plain_ops + s1.fixed_ops >= 2 * per_thread);
   }
 
+  TEST_CASE("reads started by one completion round share one submission") {
+    temp_dir dir;
+    rt::runtime r(1);
+    r.start();
+    auto f = rt::uring_file::open(dir.path + "/batch", rt::file_mode::create_truncate);
+    REQUIRE(f);
+    constexpr std::size_t block = 4096, blocks = 64, depth = 8, per_reader = 200;
+    aligned_buf data(block * blocks);
+    auto bytes = mc::test::random_bytes(data.size, 11);
+    std::memcpy(data.data, bytes.data(), data.size);
+    REQUIRE(r.block_on(f->write_at(0, data.span())));
+    auto before = r.block_on(rt::current_uring_stats());
+    // depth readers, each a chain of reads: every read after the first is
+    // started by a coroutine that the previous read's completion resumed.
+    auto reader = [](const rt::uring_file& f, const std::vector<unsigned char>& want,
+                     std::size_t seed) -> mc::task<mc::result<void>> {
+      aligned_buf b(block);
+      for (std::size_t i = 0; i < per_reader; ++i) {
+        auto at = (seed * 7 + i * 13) % blocks * block;
+        auto n = co_await f.read_at(at, b.span());
+        if (!n) co_return n.error();
+        if (*n != block || std::memcmp(b.data, want.data() + at, block) != 0) co_return mc::fail(mc::errc::io_error);
+      }
+      co_return mc::result<void>{};
+    };
+    auto res = r.block_on([](const rt::uring_file& f, const std::vector<unsigned char>& want,
+                             decltype(reader) reader) -> mc::task<mc::result<void>> {
+      std::vector<mc::task<mc::result<void>>> rs;
+      for (std::size_t d = 0; d < depth; ++d) rs.push_back(reader(f, want, d));
+      for (auto& x : co_await mc::when_all(std::move(rs)))
+        if (!x) co_return x;
+      co_return mc::result<void>{};
+    }(*f, bytes, reader));
+    REQUIRE_MESSAGE(res, res.error().message());
+    auto after = r.block_on(rt::current_uring_stats());
+    auto ops = (after.plain_ops + after.fixed_ops) - (before.plain_ops + before.fixed_ops);
+    auto submits = after.submit_calls - before.submit_calls;
+    CHECK(ops == depth * per_reader);
+    // One system call per read would be `ops`; a round that completes k reads
+    // submits the k reads it started with one.
+    CHECK_MESSAGE(submits < ops, submits << " submissions for " << ops << " reads");
+  }
+
   TEST_CASE("a cancelled read completes only after the kernel released the buffer") {
     temp_dir dir;
     rt::runtime r(1);

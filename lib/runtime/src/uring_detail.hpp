@@ -102,6 +102,7 @@ class ring_service : public boost::asio::execution_context::service {
   std::unique_ptr<boost::asio::posix::stream_descriptor> desc_;
   bool armed_ = false;
   bool retry_posted_ = false;
+  bool in_round_ = false;         // on_ready is completing handlers: start() defers its submit
   std::size_t pending_cqes_ = 0;  // SQEs submitted whose CQE is outstanding
   std::uint64_t synced_version_ = 0;
   std::array<std::uint64_t, max_fixed_slots> ring_gen_{};    // gen pinned in the ring (0: none)

@@ -129,6 +129,7 @@ task<int> ring_service::submit_rw(op_kind kind, int fd, void* buf, unsigned len,
 io_uring_sqe* ring_service::get_sqe() {
   auto* sqe = io_uring_get_sqe(&ring_);
   if (!sqe) {
+    ++stats.submit_calls;
     io_uring_submit(&ring_);
     sqe = io_uring_get_sqe(&ring_);
   }
@@ -157,11 +158,14 @@ void ring_service::start(op_base* o, op_kind kind, int fd, void* buf, unsigned l
   }
   io_uring_sqe_set_data64(sqe, reinterpret_cast<std::uint64_t>(o));
   ++pending_cqes_;
-  submit_now();
+  // Inside a completion round the coroutines resumed by it queue their next
+  // operations; on_ready submits them all with one system call.
+  if (!in_round_) submit_now();
   arm();
 }
 
 void ring_service::submit_now() {
+  ++stats.submit_calls;
   int rc;
   do rc = io_uring_submit(&ring_);
   while (rc == -EINTR);
@@ -219,7 +223,16 @@ void ring_service::on_ready() {
   if (io_uring_sq_ready(&ring_) > 0) submit_now();
   arm();
   // Complete after the ring's state is consistent: handlers resume coroutines
-  // that may submit again.
+  // (inline) that may start operations again; those are submitted together.
+  struct round_guard {
+    ring_service* self;
+    ~round_guard() {
+      self->in_round_ = false;
+      if (self->ring_ok_ && io_uring_sq_ready(&self->ring_) > 0) self->submit_now();
+    }
+  };
+  in_round_ = true;
+  round_guard g{this};
   for (auto& d : done) d.o->complete(d.o, d.res, true);
 }
 

@@ -145,6 +145,10 @@ struct uring_thread_stats {
   std::uint64_t resubmits = 0;          ///< short transfers continued
   std::uint64_t cancels = 0;            ///< cancellation requests sent to the kernel
   std::uint64_t register_failures = 0;  ///< regions this ring could not pin
+  /// io_uring_submit system calls. Operations started by coroutines that a
+  /// completion round resumed are submitted together, so under concurrency
+  /// this stays below fixed_ops + plain_ops.
+  std::uint64_t submit_calls = 0;
 };
 /// Must be awaited on a runtime thread; returns that thread's ring counters.
 task<uring_thread_stats> current_uring_stats();
