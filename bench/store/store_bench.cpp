@@ -10,6 +10,7 @@
 // per operation over every process of each side (area store_cost).
 #include "bench_options.hpp"
 #include "bench_util.hpp"
+#include "floor.hpp"
 #include "op_cost.hpp"
 #include "procs.hpp"
 #include "mc/rpc/client.hpp"
@@ -214,10 +215,40 @@ sample redis(const std::vector<std::string>& target, bool get, std::size_t size,
   return s;
 }
 
+/// Rows tcp_floor_get_4KiB_c<conc>: the runtime floor (floor.hpp) against
+/// Redis GET of 4 KiB values, interleaved run by run.
+void measure_floor(mc::runtime::runtime& rt, const std::vector<std::string>& redis_args, int conc, int port,
+                   const std::filesystem::path& tmp, const settings& s) {
+  auto self = std::filesystem::read_symlink("/proc/self/exe").string();
+  pid_t child = spawn({self, "--floor-server", std::to_string(port), "4096", "2"}, (tmp / "floor.log").string());
+  if (child < 0 || !wait_port(port, 10)) {
+    stop(child);
+    throw std::runtime_error("the floor server did not start (see " + (tmp / "floor.log").string() + ")");
+  }
+  std::vector<double> ops, p50, p99, base_ops, base_p50, base_p99;
+  for (int r = 0; r < s.runs; ++r) {
+    auto f = store_floor::drive(rt, static_cast<std::uint16_t>(port), 4096, conc, s.seconds);
+    ops.push_back(f.ops_per_s);
+    p50.push_back(mc::bench::percentile(f.us, 50));
+    p99.push_back(mc::bench::percentile(f.us, 99));
+    auto b = redis(redis_args, true, 4096, conc, s.seconds, 64);
+    base_ops.push_back(b.ops_per_s);
+    base_p50.push_back(b.p50_us);
+    base_p99.push_back(b.p99_us);
+  }
+  stop(child);
+  const std::string name = "tcp_floor_get_4KiB_c" + std::to_string(conc);
+  mc::bench::report({"store", name, "throughput", "ops/s", ops, "redis_tcp", base_ops});
+  mc::bench::report({"store", name, "p50", "us", p50, "redis_tcp", base_p50});
+  mc::bench::report({"store", name, "p99", "us", p99, "redis_tcp", base_p99});
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::signal(SIGPIPE, SIG_IGN);
+  if (argc == 5 && std::string(argv[1]) == "--floor-server")  // the child of the tcp_floor_get rows
+    store_floor::server_main(static_cast<std::uint16_t>(std::stoul(argv[2])), std::stoul(argv[3]), std::stoul(argv[4]));
   settings s;
   s.apps_dir = (std::filesystem::path(argv[0]).parent_path() / ".." / ".." / "apps").string();
   std::vector<std::uint64_t> concurrency{1, 8};
@@ -276,7 +307,8 @@ int main(int argc, char** argv) {
   auto tmp = std::filesystem::temp_directory_path() / ("store_bench." + std::to_string(getpid()));
   std::filesystem::create_directories(tmp);
   const int off = mc::bench::proc::pid_port_offset();
-  const int master_port = 24151 + off, owner_rpc = 24152 + off, owner_te = 24153 + off, redis_port = 24154 + off;
+  const int master_port = 24151 + off, owner_rpc = 24152 + off, owner_te = 24153 + off, redis_port = 24154 + off,
+            floor_port = 24155 + off;
   std::string sock = (tmp / "redis.sock").string();
   pid_t redis_pid = -1;
   if (s.redis) {
@@ -431,6 +463,8 @@ int main(int argc, char** argv) {
           for (auto size : s.sizes)
             for (auto conc : s.concurrency)  // the put runs load the owner (the spec's remote write flow)
               for (std::string op : {"put", "get"}) measure(op, size, conc);
+          if (config == "tcp" && s.redis && std::find(s.sizes.begin(), s.sizes.end(), 4096u) != s.sizes.end())
+            for (auto conc : s.concurrency) measure_floor(rt, redis_args, conc, floor_port, tmp, s);
         }
         (*c)->stop();
         c->reset();
