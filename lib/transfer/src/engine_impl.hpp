@@ -16,7 +16,9 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <utility>
 #include <unordered_map>
@@ -97,7 +99,7 @@ struct engine_counters {
   std::array<atomic_counters, transport_kind_count> initiated;
   std::atomic<std::uint64_t> served_read_ops{0}, served_read_bytes{0}, served_write_ops{0}, served_write_bytes{0},
       served_rejects{0}, outbound{0}, inbound{0}, same_host_fallbacks{0}, grants_held{0}, derived{0}, rdma_regs{0},
-      fences{0}, fenced_qps{0};
+      fences{0}, fenced_qps{0}, served_calls{0}, served_call_errors{0}, initiated_calls{0}, initiated_call_errors{0};
 };
 
 inline void bump(std::atomic<std::uint64_t>& c, std::uint64_t v = 1) noexcept {
@@ -122,6 +124,13 @@ class engine_impl : public std::enable_shared_from_this<engine_impl> {
   /// engine::fence with protocol "rdma": served QPs from `peer` (any
   /// thread), then ours to `peer` on every runtime thread.
   task<mc::result<void>> fence_rdma(std::string peer);
+
+  /// engine::call on the calling runtime thread (one of ours).
+  task<mc::result<std::size_t>> run_call(std::string endpoint, std::span<const std::byte> request,
+                                         std::span<std::byte> reply, std::chrono::steady_clock::duration timeout);
+  /// The installed call handler (null: none). Thread-safe.
+  std::shared_ptr<const call_handler> call_handler_now() const;
+  void set_call_handler(call_handler h);
 
   thread_state& this_thread_state();
   bool on_own_thread() const noexcept;
@@ -153,6 +162,8 @@ class engine_impl : public std::enable_shared_from_this<engine_impl> {
   std::unique_ptr<shm_server> shm_server_;
 
  private:
+  mutable std::mutex call_mu_;
+  std::shared_ptr<const call_handler> call_handler_;
   task<void> run_group(thread_state& ts, const std::string& endpoint, std::vector<transfer_item*> items);
   /// How many parts run_group_spread cuts `items` into (1: not cut;
   /// engine_options::spread_bytes).
@@ -172,6 +183,10 @@ class engine_impl : public std::enable_shared_from_this<engine_impl> {
 
 // Factories (one .cpp each).
 std::unique_ptr<transport> make_tcp_transport(engine_impl& eng);
+/// One call (wire ops call_req / call_resp) over a pooled TCP connection of
+/// this thread to `endpoint` (tcp_transport.cpp); no deadline of its own.
+task<mc::result<std::size_t>> tcp_call(engine_impl& eng, thread_state& ts, const std::string& endpoint,
+                                       std::span<const std::byte> request, std::span<std::byte> reply);
 std::unique_ptr<transport> make_shm_transport(engine_impl& eng);
 std::unique_ptr<transport> make_inproc_transport(engine_impl& eng);
 

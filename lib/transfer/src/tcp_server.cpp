@@ -20,6 +20,7 @@
 #include <cstring>
 #include <span>
 #include <memory>
+#include <vector>
 #include <shared_mutex>
 
 namespace mc::transfer::detail {
@@ -416,9 +417,49 @@ task<bool> serve_write(engine_impl& eng, served_conn& c, const header& h, std::s
   co_return co_await answer(c, wire_op::write_resp, h.request_id, errc::ok);
 }
 
+/// A call (call_req): its payload, then - after every answer queued before
+/// it - the installed handler's reply or error. False when the connection
+/// must be closed (a bound exceeded, I/O failure).
+task<bool> serve_call(engine_impl& eng, served_conn& c, const header& h) {
+  auto& ctr = eng.counters_;
+  if (h.token != 0 || h.length == 0 || h.length > max_call_request || h.address == 0 || h.address > max_call_reply)
+    co_return false;
+  std::vector<std::byte> request(static_cast<std::size_t>(h.length));
+  if (!co_await read_exact(c, request.data(), request.size())) co_return false;
+  if (!co_await flush(c)) co_return false;
+  header a;
+  a.op = wire_op::call_resp;
+  a.request_id = h.request_id;
+  std::vector<std::byte> reply;
+  auto handler = eng.call_handler_now();
+  if (!handler) {
+    a.status = static_cast<std::int32_t>(errc::unsupported);
+  } else {
+    boost::system::error_code ig;
+    auto peer = c.sock.remote_endpoint(ig);
+    call_request q{request, h.address, ig ? std::string() : peer.address().to_string()};
+    auto r = co_await (*handler)(std::move(q));
+    if (r && r->size() > h.address) r = fail(errc::buffer_overflow);  // the handler's bug: never more than asked
+    if (!r) {
+      const auto e = mc::to_errc(r.error());
+      a.status = static_cast<std::int32_t>(e == errc::ok ? errc::internal_error : e);
+    } else {
+      reply = std::move(*r);
+      a.length = reply.size();
+    }
+  }
+  bump(a.status == 0 ? ctr.served_calls : ctr.served_call_errors);
+  header_bytes hb;
+  encode(a, hb);
+  std::array<iovec, 2> iov{iovec{hb.data(), header_size}, iovec{reply.data(), reply.size()}};
+  auto sent = co_await send_all(c.sock, iov.data(), reply.empty() ? 1 : 2);
+  co_return static_cast<bool>(sent);
+}
+
 /// One request; false when the connection must be closed.
 task<bool> serve_one(engine_impl& eng, served_conn& c, const header& h) {
   auto& ctr = eng.counters_;
+  if (h.op == wire_op::call_req) co_return co_await serve_call(eng, c, h);
   if (h.op == wire_op::read_req) {
     auto e = eng.registry_->find(h.address, h.length, h.token, region_access::remote_read);
     if (!e) {

@@ -404,6 +404,80 @@ class tcp_transport final : public transport {
 
 std::unique_ptr<transport> make_tcp_transport(engine_impl& eng) { return std::make_unique<tcp_transport>(eng); }
 
+namespace {
+
+task<result<std::unique_ptr<pooled_conn<tcp_socket>>>> connect_pooled(engine_impl& eng, thread_state& ts,
+                                                                      std::string endpoint) {
+  auto s = co_await connect_tcp(ts.ex, std::move(endpoint));
+  if (!s) co_return s.error();
+  co_return std::make_unique<pooled_conn<tcp_socket>>(std::move(*s), ts.live, &eng.counters_.outbound);
+}
+
+/// A call's answer status as an error: a known mc code as itself, anything
+/// else (a peer's unknown code) transfer_fail.
+boost::system::error_code call_status_error(std::int32_t s) noexcept {
+  auto e = mc::errc_from_value(s);
+  return make_error_code(e && *e != errc::ok ? *e : errc::transfer_fail);
+}
+
+}  // namespace
+
+task<mc::result<std::size_t>> tcp_call(engine_impl& eng, thread_state& ts, const std::string& endpoint,
+                                       std::span<const std::byte> request, std::span<std::byte> reply) {
+  auto* pool = ts.tcp_pools.get(endpoint, ts.ex, eng.opts_.connections_per_peer, eng.opts_.max_peers, &ts.stopping);
+  if (!pool) co_return fail(errc::no_available_handle);
+  const peer_pool<tcp_socket>::connect_fn connect = [&eng, &ts, endpoint] { return connect_pooled(eng, ts, endpoint); };
+  // A pooled connection that fails before its answer is probably stale (the
+  // peer restarted): once more on a fresh one. So a call may reach a handler
+  // twice (handlers are idempotent: the store's reads are).
+  for (int attempt = 0;; ++attempt) {
+    auto got = co_await pool->acquire(connect, true);
+    if (!got) co_return got.error();
+    if (!*got) co_return fail(errc::no_available_handle);
+    auto c = std::move(*got);
+    c.begin();
+    header h;
+    h.op = wire_op::call_req;
+    h.request_id = c->next_id++;
+    h.address = reply.size();
+    h.length = request.size();
+    header_bytes hb;
+    encode(h, hb);
+    std::array<iovec, 2> iov{iovec{hb.data(), header_size},
+                             iovec{const_cast<std::byte*>(request.data()), request.size()}};
+    header_bytes rb;
+    auto sent = co_await send_all(c->sock, iov.data(), 2);
+    auto got_header = sent ? co_await recv_all(c->sock, rb.data(), header_size) : mc::result<void>(sent.error());
+    if (!got_header) {
+      c.discard();
+      if (mc::is(got_header.error(), errc::cancelled)) co_return got_header.error();
+      if (c.reused() && attempt == 0) {
+        pool->drop_idle();
+        continue;
+      }
+      // A fresh connection closed with no answer: a target that predates
+      // calls (it closes on an unknown op), or one going away.
+      co_return fail(errc::unsupported);
+    }
+    auto resp = decode(rb);
+    if (!resp || resp->op != wire_op::call_resp || resp->request_id != h.request_id || resp->token != 0 ||
+        resp->length > reply.size() || (resp->status != 0 && resp->length != 0)) {
+      c.discard();
+      co_return fail(errc::transfer_fail);
+    }
+    if (resp->length > 0) {
+      if (auto p = co_await recv_all(c->sock, reply.data(), static_cast<std::size_t>(resp->length)); !p) {
+        c.discard();
+        co_return p.error();
+      }
+    }
+    c->answered_id = c->next_id;
+    c.keep();
+    if (resp->status != 0) co_return call_status_error(resp->status);
+    co_return static_cast<std::size_t>(resp->length);
+  }
+}
+
 task<result<tcp_socket>> connect_tcp(mc::executor ex, std::string endpoint) {
   namespace asio = boost::asio;
   using tcp = asio::ip::tcp;

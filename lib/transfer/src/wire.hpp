@@ -41,6 +41,19 @@
 // close the connection on these ops; our initiators send them only for two or
 // more pieces (a single range stays a read_req / write_req).
 //
+// Calls (TCP, since 2026-12): a small request/answer exchange for the layer
+// above (the store's small-value reads: one round trip, no Cap'n Proto),
+// served by the handler the target's owner installed (engine::set_call_handler):
+//   call_req       address = the reply bytes the initiator accepts at most
+//                  (1..max_call_reply); length = the request's payload bytes
+//                  (1..max_call_request); token = 0; the payload follows.
+//   call_resp      status 0: length = the reply's bytes (<= the request's
+//                  address), which follow; else the handler's error code, or
+//                  unsupported when no handler is installed, and length 0.
+// Anything else (a bound exceeded, token != 0) closes the connection. The
+// target answers a call after every answer queued before it. Targets older
+// than this revision close the connection on these ops.
+//
 // Same-host control connection (abstract unix socket), revision 2:
 //   shm_hello      length = shm_identity_size asks for the identity payload
 //   shm_hello_resp length = shm_identity_size + payload (little-endian u64s):
@@ -96,7 +109,13 @@ enum class wire_op : std::uint8_t {
   rdma_rkey_resp = 15,   // status (0, access_denied, unsupported); token = the rkey
   write_sg_req = 16,     // scatter-gather WRITE (table + payload follow; see above)
   read_sg_req = 17,      // scatter-gather READ (table follows; answered by read_resp)
+  call_req = 18,         // an upper layer's request (payload follows; see "Calls" above)
+  call_resp = 19,        // its answer
 };
+
+/// Calls: bytes of a call_req's payload and of a call_resp's at most.
+inline constexpr std::uint64_t max_call_request = 64u << 10;
+inline constexpr std::uint64_t max_call_reply = 2u << 20;
 
 /// Segments one scatter-gather request names at most, and the bytes of one
 /// table entry (u64 address, u64 length, u64 token).
@@ -162,7 +181,7 @@ inline mc::result<header> decode(const header_bytes& in) noexcept {
   if (wire_le::load<std::uint8_t>(p + 4) != wire_version) return fail(errc::transfer_fail);
   header h;
   auto op = wire_le::load<std::uint8_t>(p + 5);
-  if (op < 1 || op > 17) return fail(errc::transfer_fail);
+  if (op < 1 || op > 19) return fail(errc::transfer_fail);
   h.op = static_cast<wire_op>(op);
   h.flags = wire_le::load<std::uint16_t>(p + 6);
   h.status = static_cast<std::int32_t>(wire_le::load<std::uint32_t>(p + 8));

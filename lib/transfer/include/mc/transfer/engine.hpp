@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -109,6 +110,24 @@ struct rdma_device_stats {
 
 /// Snapshot of the engine's counters (taken with relaxed loads; each value is
 /// exact, the set is not one atomic instant).
+/// One call as its handler sees it (engine::set_call_handler).
+struct call_request {
+  /// The request's bytes, as the peer sent them (untrusted; valid until the
+  /// handler's task completes).
+  std::span<const std::byte> payload;
+  /// The reply bytes the peer accepts at most (1..2 MiB).
+  std::uint64_t reply_capacity = 0;
+  /// The peer's IP address as the kernel reports it (never from the peer's
+  /// bytes).
+  std::string peer_ip;
+};
+
+/// Serves calls: returns the reply (at most reply_capacity bytes) or an
+/// mc::errc error that travels back to the caller. Runs on the runtime
+/// thread of the connection the call arrived on; may co_await; must not
+/// block the thread.
+using call_handler = std::function<mc::task<mc::result<std::vector<std::byte>>>(call_request)>;
+
 struct engine_stats {
   /// Indexed by transport_kind.
   std::array<transport_counters, transport_kind_count> initiated{};
@@ -146,6 +165,13 @@ struct engine_stats {
   /// state (served ones from the peer plus ours to the peer).
   std::uint64_t fences = 0;
   std::uint64_t fenced_queue_pairs = 0;
+  /// Calls (engine::call) this engine answered with its handler (served),
+  /// refused (no handler, or the handler's error), and made as initiator
+  /// (ok / failed).
+  std::uint64_t served_calls = 0;
+  std::uint64_t served_call_errors = 0;
+  std::uint64_t initiated_calls = 0;
+  std::uint64_t initiated_call_errors = 0;
   /// Protocol "rdma": one entry per opened device, in device index order.
   std::vector<rdma_device_stats> rdma_devices;
 };
@@ -381,6 +407,27 @@ class engine {
   mc::task<std::vector<mc::result<void>>> batch(std::vector<request> requests,
                                                 std::chrono::steady_clock::duration timeout);
   mc::task<std::vector<mc::result<void>>> batch(std::vector<request> requests);
+
+  /// Installs the handler of calls from peers (replacing any before; an
+  /// empty function removes it: calls are then refused with unsupported).
+  /// Thread-safe; calls that started keep the handler they found.
+  void set_call_handler(call_handler h);
+
+  /// A request/answer exchange with the peer engine at `peer_endpoint` over
+  /// one pooled TCP connection (whatever the transport of transfers): sends
+  /// `request` (1 byte..64 KiB), receives the reply (at most reply.size()
+  /// bytes, 1 byte..2 MiB) into `reply` and returns its length. One round
+  /// trip; the layer above's small messages (the store's small-value reads).
+  /// Errors: invalid_params (sizes out of range, bad endpoint), unsupported
+  /// (the peer has no handler, or predates calls: it closes the connection),
+  /// the handler's own error code, timeout, cancelled, transfer_fail (peer
+  /// unreachable, reset, protocol error), shutting_down,
+  /// unavailable_in_current_status (not started). On error `reply` holds
+  /// unspecified bytes. `request` and `reply` must stay valid until the task
+  /// completes. Thread-safe (runs on the calling runtime thread, or on thread
+  /// 0 when called from elsewhere).
+  mc::task<mc::result<std::size_t>> call(std::string peer_endpoint, std::span<const std::byte> request,
+                                         std::span<std::byte> reply, std::chrono::steady_clock::duration timeout);
 
   /// Counters for /metrics.
   engine_stats stats() const;
