@@ -116,8 +116,11 @@ void batch_metrics(exposition& e, const mc::store::client_stats& cs) {
   e.single("mc_client_batch_rpcs_total", "counter",
            "Peer batch RPCs sent (one per owner per batch, more when split to fit the limits).",
            static_cast<double>(cs.batch_rpcs));
-  e.single("mc_client_inline_reads_total", "counter", "Remote reads answered inside the RPC reply.",
+  e.single("mc_client_inline_reads_total", "counter", "Remote reads answered inside the RPC reply (or a call's).",
            static_cast<double>(cs.inline_reads));
+  e.single("mc_client_read_calls_total", "counter",
+           "Batches of small-value reads sent as TransferEngine calls (one TCP round trip, no RPC).",
+           static_cast<double>(cs.read_calls));
   e.single("mc_client_inline_writes_total", "counter", "Remote writes that carried the value inside the RPC.",
            static_cast<double>(cs.inline_writes));
   e.single("mc_client_remote_read_bytes_total", "counter", "Value bytes remote reads brought in.",

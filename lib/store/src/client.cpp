@@ -105,7 +105,7 @@ result<std::unique_ptr<client>> client::start(mc::runtime::runtime& rt, client_o
   p->server = std::make_unique<mc::rpc::server>(rt, so);
   auto service_opts = service_options_of(p->opts);
   service_opts.master = p->master;  // one master connection (and etcd login) per node
-  p->service_counters = add_client_service(*p->server, *p->dm, std::move(service_opts));
+  p->service_counters = add_client_service(*p->server, *p->dm, std::move(service_opts), p->engine.get());
   if (auto r = p->server->start(); !r) {
     say("RPC server: cannot listen on " + p->opts.host + ":" + std::to_string(p->opts.client_rpc_port) + ": " +
         p->server->message());
@@ -180,7 +180,8 @@ void client::stop() {
     co_await self->background.close();
   }(&p));
   p.server->stop();
-  p.rt.block_on(p.dm->close());  // commits + publishes still in flight
+  p.engine->set_call_handler({});  // small-value reads over calls end with the RPC service
+  p.rt.block_on(p.dm->close());    // commits + publishes still in flight
   p.engine->stop();
 }
 
@@ -305,6 +306,7 @@ client_stats client::stats() const {
   out.batch_keys = s.batch_keys.load(r);
   out.batch_rpcs = s.batch_rpcs.load(r);
   out.inline_reads = s.inline_reads.load(r);
+  out.read_calls = s.read_calls.load(r);
   out.inline_writes = s.inline_writes.load(r);
   out.remote_read_bytes = s.remote_read_bytes.load(r);
   out.publish_batches = s.publish_batches.load(r);

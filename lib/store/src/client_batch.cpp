@@ -4,6 +4,7 @@
 // replica. Puts: one write route, one batch RPC. Bytes in flight are capped.
 #include "batch_util.hpp"
 #include "client_impl.hpp"
+#include "mc/rpc/auth.hpp"
 
 #include "mc/runtime/deadline.hpp"
 #include "mc/runtime/when_all.hpp"
@@ -270,6 +271,22 @@ task<void> client::impl::get_remote_many(std::vector<get_item*> items) {
     if (!it->done) it->finish(it->last);
 }
 
+bool client::impl::calls_to(const std::string& transfer_endpoint) {
+  if (transfer_endpoint.empty() || mc::rpc::auth_enabled()) return false;
+  std::lock_guard lk(no_calls_mu);
+  auto it = no_calls.find(transfer_endpoint);
+  if (it == no_calls.end()) return true;
+  if (std::chrono::steady_clock::now() < it->second) return false;
+  no_calls.erase(it);
+  return true;
+}
+
+void client::impl::no_calls_to(const std::string& transfer_endpoint) {
+  std::lock_guard lk(no_calls_mu);
+  if (no_calls.size() >= max_no_calls) no_calls.clear();  // bounded; refilled on demand
+  no_calls[transfer_endpoint] = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+}
+
 task<void> client::impl::read_from_owner(std::string endpoint, std::vector<get_item*> items) {
   const auto threshold = opts.inline_threshold;
   auto waves = waves_of(
@@ -360,7 +377,23 @@ task<void> client::impl::read_wave(std::string endpoint, std::vector<get_item*> 
     co_return;
   }
   stats.batch_rpcs.fetch_add(1, relaxed);
-  auto r = co_await peers.read_batch(std::move(endpoint), std::move(reads));
+  // Inline answers only: one TransferEngine call (a TCP round trip, no Cap'n
+  // Proto) where the owner serves them. The RPC when it does not (an older
+  // node, authentication on) or its transfer port cannot be reached (the
+  // call is never worse than the RPC; that owner's reads stay on the RPC
+  // for a while).
+  result<std::vector<peer_read_result>> r = fail(errc::unsupported);
+  if (transfer_bytes == 0 && peer_client::call_eligible(reads) && calls_to(owner_transfer)) {
+    r = co_await peers.read_batch_call(*engine, owner_transfer, reads);
+    if (r) {
+      stats.read_calls.fetch_add(1, relaxed);
+    } else if (mc::is(r.error(), errc::unsupported) || mc::is(r.error(), errc::transfer_fail) ||
+               mc::is(r.error(), errc::no_available_handle)) {
+      no_calls_to(owner_transfer);
+      r = fail(errc::unsupported);
+    }
+  }
+  if (!r && mc::is(r.error(), errc::unsupported)) r = co_await peers.read_batch(std::move(endpoint), std::move(reads));
   exposed.clear();  // every token of this request is revoked here
   if (!r) {
     // We give up while the owner may still be transferring: on RDMA a token

@@ -88,6 +88,16 @@ struct client::impl {
   /// copy evicted after a republish's snapshot reaches the master after it.
   mc::async_mutex resync_mu;
 
+  // Owners (by transfer endpoint) that answered a read call with
+  // unsupported (older nodes, RPC authentication on): their small reads go
+  // over the RPC until the entry expires (60 s). Bounded.
+  std::mutex no_calls_mu;
+  std::unordered_map<std::string, std::chrono::steady_clock::time_point> no_calls;
+  static constexpr std::size_t max_no_calls = 1024;
+  /// Whether small reads to this owner may go as a TransferEngine call.
+  bool calls_to(const std::string& transfer_endpoint);
+  void no_calls_to(const std::string& transfer_endpoint);
+
   // Route cache: key -> master's answer; bounded, invalidated when stale.
   std::mutex routes_mu;
   std::unordered_map<std::string, mc::master::key_info> routes;
@@ -120,7 +130,7 @@ struct client::impl {
     std::atomic<std::uint64_t> local_hits{0}, remote_hits{0}, misses{0}, fallbacks{0}, route_cache_hits{0},
         master_errors{0};
     std::atomic<std::uint64_t> batch_calls{0}, batch_keys{0}, batch_rpcs{0}, inline_reads{0}, inline_writes{0},
-        remote_read_bytes{0}, publish_batches{0}, publishes{0};
+        remote_read_bytes{0}, publish_batches{0}, publishes{0}, read_calls{0};
     std::atomic<std::uint64_t> notices_sent{0}, notice_batches{0}, notice_overflows{0}, resyncs{0}, superseded_drops{0},
         stale_publishes{0}, failed_publishes{0};
     std::atomic<std::uint64_t> write_routes{0}, write_route_lease_hits{0}, write_route_lease_drops{0};

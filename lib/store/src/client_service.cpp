@@ -1,13 +1,16 @@
 #include "mc/store/client_service.hpp"
 
 #include "client_service.capnp.h"
+#include "small_read_wire.hpp"
 #include "mc/master/master_client.hpp"
+#include "mc/rpc/auth.hpp"
 #include "mc/rpc/capnp.hpp"
 #include "mc/runtime/async_semaphore.hpp"
 #include "mc/runtime/deadline.hpp"
 #include "mc/runtime/endpoint.hpp"
 #include "mc/runtime/when_all.hpp"
 #include "mc/store/data_manager.hpp"
+#include "mc/transfer/engine.hpp"
 #include "mc/transfer/types.hpp"
 
 #include <boost/asio/post.hpp>
@@ -177,6 +180,19 @@ class admission {
   std::uint64_t bytes_ = 0;
 };
 
+/// Counts one item of `bytes` against a connection's load and its peer IP's
+/// (the limits in service_limits); an empty admission when over either.
+admission admit_on(shared_state& s, load& conn, const std::string& ip, std::uint64_t bytes) {
+  auto& l = s.opts.limits;
+  if (conn.keys + 1 > l.max_inflight_keys_per_connection || conn.bytes > l.max_inflight_bytes_per_connection ||
+      bytes > l.max_inflight_bytes_per_connection - conn.bytes)
+    return {};
+  if (!s.peers.try_add(ip, bytes, l)) return {};
+  ++conn.keys;
+  conn.bytes += bytes;
+  return admission(&conn, &s, &ip, bytes);
+}
+
 /// One request item, before it runs.
 struct item_request {
   std::string key;
@@ -236,6 +252,79 @@ std::uint64_t item_bytes(const item_request& item) {
   return std::max(total.value_or(0), item.inline_max);
 }
 
+/// A request's timeout (0: the longest), within the service's bound.
+mc::duration clamp_timeout(const shared_state& s, std::uint32_t ms) {
+  auto asked = std::chrono::milliseconds(ms == 0 ? max_request_timeout_ms : ms);
+  return std::min<mc::duration>(asked, s.opts.limits.max_request_timeout);
+}
+
+/// Small-value reads arriving as TransferEngine calls (small_read_wire.hpp):
+/// admitted like the RPC's inline reads (per call, and per peer IP), read by
+/// the same read_remote_batch, every found value within its key's bound
+/// copied once into the reply.
+task<result<std::vector<std::byte>>> serve_read_call(std::shared_ptr<shared_state> s, mc::transfer::call_request q) {
+  namespace sr = detail::small_read;
+  auto req = sr::decode_request(q.payload);
+  if (!req || sr::reply_capacity(req->asks) > q.reply_capacity) co_return fail(errc::invalid_params);
+  const auto deadline = clock::now() + clamp_timeout(*s, req->timeout_ms);
+  auto& l = s->opts.limits;
+  const std::string ip = q.peer_ip;
+  load call_load;  // this call's items in flight (its connection's share)
+  std::vector<admission> tickets;
+  tickets.reserve(req->asks.size());
+  std::vector<remote_read_item> batch;
+  std::vector<std::size_t> index;
+  std::vector<std::byte> reply(req->asks.size() * sr::result_bytes);
+  auto set = [&](std::size_t k, std::int32_t code, std::uint64_t size) {
+    std::byte* e = reply.data() + k * sr::result_bytes;
+    for (std::size_t i = 0; i < 4; ++i) e[i] = static_cast<std::byte>(static_cast<std::uint32_t>(code) >> (8 * i));
+    for (std::size_t i = 0; i < 8; ++i) e[4 + i] = static_cast<std::byte>(size >> (8 * i));
+  };
+  for (std::size_t k = 0; k < req->asks.size(); ++k) {
+    const auto& a = req->asks[k];
+    auto ticket = admit_on(*s, call_load, ip, std::min<std::uint64_t>(a.inline_max, l.max_inline_value_bytes));
+    if (!ticket) {
+      s->counters->overloaded.fetch_add(1, std::memory_order_relaxed);
+      set(k, static_cast<std::int32_t>(errc::overloaded), 0);
+      continue;
+    }
+    tickets.push_back(std::move(ticket));
+    batch.push_back({std::string(a.key), {}, a.inline_max});
+    index.push_back(k);
+  }
+  // Room for the values: the reply's entries are there already.
+  const std::uint64_t budget = std::min<std::uint64_t>(l.max_inline_reply_bytes, q.reply_capacity - reply.size());
+  auto out =
+      co_await s->dm.read_remote_batch(std::move(batch), mc::time_left(deadline), l.max_inline_value_bytes, budget);
+  std::uint64_t copied = 0;
+  for (std::size_t j = 0; j < out.size(); ++j) {
+    auto& o = out[j];
+    const auto k = index[j];
+    // Found but not within the key's bound (or the reply's room): an error
+    // with the size, as the RPC answers it (the requester may read it another way).
+    if (!o.value || !o.inline_value) {
+      set(k, o.value ? static_cast<std::int32_t>(errc::invalid_params) : o.value.error().value(), o.size);
+      continue;
+    }
+    const auto at = reply.size();
+    reply.resize(at + o.size);
+    auto r = co_await o.inline_value->read_into({reply.data() + at, static_cast<std::size_t>(o.size)});
+    s->dm.count_read(r ? result<std::uint64_t>(o.size) : result<std::uint64_t>(r.error()));
+    if (!r) {
+      reply.resize(at);
+      set(k, r.error().value(), 0);
+      continue;
+    }
+    set(k, 0, o.size);
+    copied += o.size;
+    if (copied >= (1u << 20)) {  // never more than ~1 MiB of copies without yielding the thread
+      copied = 0;
+      co_await boost::asio::post(co_await boost::asio::this_coro::executor, boost::asio::use_awaitable);
+    }
+  }
+  co_return reply;
+}
+
 /// One object per RPC connection (it knows the connection's peer), on that
 /// connection's serving thread.
 class client_service_impl final : public mc::rpc::service<ClientService> {
@@ -268,23 +357,10 @@ class client_service_impl final : public mc::rpc::service<ClientService> {
  private:
   enum class op { read, write };
 
-  mc::duration request_timeout(std::uint32_t ms) const {
-    auto cap = s_->opts.limits.max_request_timeout;
-    auto asked = std::chrono::milliseconds(ms == 0 ? max_request_timeout_ms : ms);
-    return std::min<mc::duration>(asked, cap);
-  }
+  mc::duration request_timeout(std::uint32_t ms) const { return clamp_timeout(*s_, ms); }
 
   /// Counts one item against the connection's and the peer's limits.
-  admission admit(std::uint64_t bytes) {
-    auto& l = s_->opts.limits;
-    if (load_.keys + 1 > l.max_inflight_keys_per_connection || load_.bytes > l.max_inflight_bytes_per_connection ||
-        bytes > l.max_inflight_bytes_per_connection - load_.bytes)
-      return {};
-    if (!s_->peers.try_add(conn_.remote_address, bytes, l)) return {};
-    ++load_.keys;
-    load_.bytes += bytes;
-    return admission(&load_, s_.get(), &conn_.remote_address, bytes);
-  }
+  admission admit(std::uint64_t bytes) { return admit_on(*s_, load_, conn_.remote_address, bytes); }
 
   /// Where the transfer of one buffer may go (see client_service.hpp).
   task<result<mc::transfer::remote_buffer>> resolve(const std::string& client_id, mc::transfer::remote_buffer b) {
@@ -554,9 +630,13 @@ client_service_options service_options_of(const client_options& o) {
 }
 
 std::shared_ptr<const client_service_counters> add_client_service(mc::rpc::server& server, data_manager& dm,
-                                                                  client_service_options opts) {
+                                                                  client_service_options opts,
+                                                                  mc::transfer::engine* calls) {
   auto shared = std::make_shared<shared_state>(dm, std::move(opts));
   server.add_service(client_service_name, mc::rpc::make_connection_service<client_service_impl>(shared));
+  // Calls carry no credentials: with RPC authentication on, reads stay on the RPC.
+  if (calls && !mc::rpc::auth_enabled())
+    calls->set_call_handler([shared](mc::transfer::call_request q) { return serve_read_call(shared, std::move(q)); });
   return shared->counters;
 }
 

@@ -1,14 +1,18 @@
 #include "mc/store/peer_client.hpp"
 
 #include "client_service.capnp.h"
+#include "small_read_wire.hpp"
 #include "mc/rpc/capnp.hpp"
 #include "mc/store/client_service.hpp"
+#include "mc/transfer/engine.hpp"
 
 #include <boost/asio/post.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
+#include <optional>
 
 namespace mc::store {
 namespace {
@@ -161,6 +165,97 @@ task<result<std::vector<peer_read_result>>> peer_client::read_batch(std::string 
       copied = 0;
       co_await boost::asio::post(co_await boost::asio::this_coro::executor, boost::asio::use_awaitable);
     }
+  }
+  co_return out;
+}
+
+namespace {
+
+/// The call's keys, or nullopt when `items` cannot travel as one call.
+std::optional<std::vector<detail::small_read::key_ask>> call_asks(const std::vector<peer_read>& items) {
+  namespace sr = detail::small_read;
+  if (items.empty() || items.size() > sr::max_keys) return std::nullopt;
+  std::vector<sr::key_ask> asks;
+  asks.reserve(items.size());
+  std::size_t request_bytes = sr::header_bytes;
+  for (auto& it : items) {
+    if (!it.dest.empty() || it.inline_max == 0 || it.inline_max > sr::max_inline || it.inline_max > room_of(it.local) ||
+        it.key.empty() || it.key.size() > max_key_bytes)
+      return std::nullopt;
+    asks.push_back({it.key, static_cast<std::uint32_t>(it.inline_max)});
+    request_bytes += sr::key_entry_bytes + it.key.size();
+  }
+  if (request_bytes > mc::transfer::max_call_request_bytes ||
+      sr::reply_capacity(asks) > mc::transfer::max_call_reply_bytes)
+    return std::nullopt;
+  return asks;
+}
+
+/// Reply buffers of read calls, reused on each thread: at most 4 kept, each
+/// at most 256 KiB (larger replies get a buffer of their own).
+class reply_buffers {
+ public:
+  struct buffer {
+    std::unique_ptr<std::byte[]> data;
+    std::size_t capacity = 0;
+  };
+  buffer take(std::size_t n) {
+    for (auto it = spare_.begin(); it != spare_.end(); ++it)
+      if (it->capacity >= n) {
+        buffer b = std::move(*it);
+        spare_.erase(it);
+        return b;
+      }
+    return {std::unique_ptr<std::byte[]>(new std::byte[n]), n};  // not zeroed: the reply overwrites what is read
+  }
+  void give(buffer b) {
+    if (b.capacity > max_kept_bytes || spare_.size() >= max_kept) return;
+    spare_.push_back(std::move(b));
+  }
+
+ private:
+  static constexpr std::size_t max_kept = 4;
+  static constexpr std::size_t max_kept_bytes = 256u << 10;
+  std::vector<buffer> spare_;
+};
+
+thread_local reply_buffers tl_reply_buffers;
+
+}  // namespace
+
+bool peer_client::call_eligible(const std::vector<peer_read>& items) { return call_asks(items).has_value(); }
+
+task<result<std::vector<peer_read_result>>> peer_client::read_batch_call(mc::transfer::engine& engine,
+                                                                         std::string transfer_endpoint,
+                                                                         const std::vector<peer_read>& items) {
+  namespace sr = detail::small_read;
+  if (items.empty()) co_return std::vector<peer_read_result>{};
+  auto asks = call_asks(items);
+  if (!asks || transfer_endpoint.empty()) co_return fail(errc::unsupported);
+  auto req = sr::encode_request(*asks, timeout_ms(timeout_));
+  const auto capacity = sr::reply_capacity(*asks);
+  if (!req) co_return fail(errc::unsupported);
+  auto buf = tl_reply_buffers.take(static_cast<std::size_t>(capacity));
+  struct give_back {
+    reply_buffers::buffer& b;
+    ~give_back() { tl_reply_buffers.give(std::move(b)); }
+  } keep{buf};
+  const std::span<std::byte> reply(buf.data.get(), static_cast<std::size_t>(capacity));
+  auto n = co_await engine.call(std::move(transfer_endpoint), *req, reply, timeout_);
+  if (!n) co_return n.error();
+  auto answers = sr::decode_reply(std::span<const std::byte>(reply).first(*n), *asks);
+  if (!answers) co_return fail(errc::rpc_fail);
+  std::vector<peer_read_result> out(items.size());
+  for (std::size_t k = 0; k < items.size(); ++k) {
+    auto& a = (*answers)[k];
+    out[k].size_hint = a.size;
+    if (auto code = from_wire_code(a.code); !code) {
+      out[k].value = code.error();
+      continue;
+    }
+    scatter(kj::arrayPtr(reinterpret_cast<const kj::byte*>(a.value.data()), a.value.size()), items[k].local);
+    out[k].value = a.value.size();
+    out[k].inlined = true;
   }
   co_return out;
 }

@@ -68,6 +68,7 @@
 //                  access_denied
 //   shm_release    request_id of the grant (unknown / expired ids are ignored)
 #include "mc/runtime/error.hpp"
+#include "mc/transfer/engine.hpp"
 
 #include <array>
 #include <cstddef>
@@ -114,8 +115,8 @@ enum class wire_op : std::uint8_t {
 };
 
 /// Calls: bytes of a call_req's payload and of a call_resp's at most.
-inline constexpr std::uint64_t max_call_request = 64u << 10;
-inline constexpr std::uint64_t max_call_reply = 2u << 20;
+inline constexpr std::uint64_t max_call_request = max_call_request_bytes;
+inline constexpr std::uint64_t max_call_reply = max_call_reply_bytes;
 
 /// Segments one scatter-gather request names at most, and the bytes of one
 /// table entry (u64 address, u64 length, u64 token).

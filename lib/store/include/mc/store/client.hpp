@@ -92,8 +92,11 @@ struct client_stats {
   /// Batches (batch_get / batch_put and their _parts forms, batch_exists).
   std::uint64_t batch_calls = 0;
   std::uint64_t batch_keys = 0;
-  std::uint64_t batch_rpcs = 0;         ///< peer batch RPCs those batches sent (fan-out: per owner and split)
-  std::uint64_t inline_reads = 0;       ///< remote reads answered inside the RPC reply
+  std::uint64_t batch_rpcs = 0;    ///< peer batch RPCs those batches sent (fan-out: per owner and split)
+  std::uint64_t inline_reads = 0;  ///< remote reads answered inside the RPC reply (or a call's)
+  /// Batches of small-value reads sent as TransferEngine calls instead of
+  /// RPCs (one per owner per batch; counted in batch_rpcs too).
+  std::uint64_t read_calls = 0;
   std::uint64_t inline_writes = 0;      ///< remote writes that carried the value inside the RPC
   std::uint64_t remote_read_bytes = 0;  ///< value bytes remote reads brought in (inline or transferred)
   std::uint64_t publish_batches = 0;    ///< addReplicas calls publishes went out in (group commit)

@@ -31,6 +31,10 @@ namespace mc::rpc {
 class server;
 }
 
+namespace mc::transfer {
+class engine;
+}
+
 namespace mc::store {
 
 class data_manager;
@@ -81,9 +85,15 @@ struct client_service_counters {
 };
 
 /// Adds the ClientRpcService to `server` (before server.start()). `dm` must
-/// outlive the server. Returns the service's refusal counters (never null).
+/// outlive the server. With `calls` (the node's engine, which must outlive
+/// the server too) and RPC authentication off, small-value reads also arrive
+/// as TransferEngine calls on it (engine::set_call_handler; one round trip,
+/// no Cap'n Proto; the same admission limits and counters). Returns the
+/// service's refusal counters (never null). Not thread-safe: call once per
+/// node while setting it up.
 std::shared_ptr<const client_service_counters> add_client_service(mc::rpc::server& server, data_manager& dm,
-                                                                  client_service_options opts);
+                                                                  client_service_options opts,
+                                                                  mc::transfer::engine* calls = nullptr);
 /// Without a master: named requesters are refused; default limits.
 inline std::shared_ptr<const client_service_counters> add_client_service(mc::rpc::server& server, data_manager& dm) {
   return add_client_service(server, dm, client_service_options{});

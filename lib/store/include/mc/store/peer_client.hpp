@@ -22,6 +22,10 @@
 #include <string>
 #include <vector>
 
+namespace mc::transfer {
+class engine;
+}
+
 namespace mc::store {
 
 /// One item of a batch: the key and the requester's buffer descriptor.
@@ -93,6 +97,20 @@ class peer_client {
   /// transferred value's size must equal its descriptors' total. Anything
   /// else is RPC_FAIL for that item, and nothing is written past the value.
   task<result<std::vector<peer_read_result>>> read_batch(std::string rpc_endpoint, std::vector<peer_read> items);
+  /// read_batch of inline-only items (every dest empty) as one TransferEngine
+  /// call to the owner's engine at `transfer_endpoint` (engine::call: one TCP
+  /// round trip, no Cap'n Proto); the same results and checks. Errors for the
+  /// whole call: unsupported (items not inline-only, more than 256, requests
+  /// or replies above the call bounds; or the owner serves no such calls:
+  /// read_batch then), the call's errors (timeout, transfer_fail, ...),
+  /// rpc_fail (a reply of the wrong shape).
+  task<result<std::vector<peer_read_result>>> read_batch_call(mc::transfer::engine& engine,
+                                                              std::string transfer_endpoint,
+                                                              const std::vector<peer_read>& items);
+  /// Whether read_batch_call can carry `items` (inline-only, within the
+  /// call's bounds); when it is false read_batch_call answers unsupported
+  /// without a round trip.
+  static bool call_eligible(const std::vector<peer_read>& items);
   /// The general batch write, one result per item (or one error for the call).
   task<result<std::vector<result<void>>>> write_batch(std::string rpc_endpoint, std::vector<peer_write> items);
   /// Size of `key` held by the peer.

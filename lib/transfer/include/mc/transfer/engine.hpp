@@ -110,6 +110,10 @@ struct rdma_device_stats {
 
 /// Snapshot of the engine's counters (taken with relaxed loads; each value is
 /// exact, the set is not one atomic instant).
+/// Bytes of one call's request and of its reply at most (engine::call).
+inline constexpr std::size_t max_call_request_bytes = std::size_t{64} << 10;
+inline constexpr std::size_t max_call_reply_bytes = std::size_t{2} << 20;
+
 /// One call as its handler sees it (engine::set_call_handler).
 struct call_request {
   /// The request's bytes, as the peer sent them (untrusted; valid until the
