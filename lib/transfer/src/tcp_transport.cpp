@@ -413,6 +413,50 @@ task<result<std::unique_ptr<pooled_conn<tcp_socket>>>> connect_pooled(engine_imp
   co_return std::make_unique<pooled_conn<tcp_socket>>(std::move(*s), ts.live, &eng.counters_.outbound);
 }
 
+/// Receives a call's answer: its header and reply bytes with as few system
+/// calls as arrive (one, usually), straight into `rb` and `reply`; `got`
+/// counts the bytes received (also on error). Nothing
+/// follows an answer on the connection, so reading up to the reply's room is
+/// safe; bytes beyond what the header announces are a protocol violation.
+task<result<header>> recv_call_answer(tcp_socket& s, header_bytes& rb, std::span<std::byte> reply, std::size_t& got) {
+  got = 0;
+  std::size_t total = header_size + reply.size();
+  std::optional<header> h;
+  for (;;) {
+    // The request just left: waiting first saves a receive that would find nothing.
+    if (auto w = co_await wait_ready(s, tcp_socket::wait_read); !w) co_return w.error();
+    for (;;) {
+      std::array<iovec, 2> iov{};
+      int cnt = 0;
+      if (got < header_size) {
+        iov[cnt++] = {rb.data() + got, header_size - got};
+        if (total > header_size) iov[cnt++] = {reply.data(), total - header_size};
+      } else {
+        iov[cnt++] = {reply.data() + (got - header_size), total - got};
+      }
+      msghdr m{};
+      m.msg_iov = iov.data();
+      m.msg_iovlen = static_cast<std::size_t>(cnt);
+      const ssize_t n = ::recvmsg(s.native_handle(), &m, MSG_DONTWAIT);
+      if (n == 0) co_return fail(errc::transfer_fail);  // closed by the peer
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+        co_return fail(errno_to_errc(errno));
+      }
+      got += static_cast<std::size_t>(n);
+      if (!h && got >= header_size) {
+        auto d = decode(rb);
+        if (!d || d->length > reply.size()) co_return fail(errc::transfer_fail);
+        h = *d;
+        total = header_size + static_cast<std::size_t>(d->length);
+        if (got > total) co_return fail(errc::transfer_fail);
+      }
+      if (h && got == total) co_return *h;
+    }
+  }
+}
+
 /// A call's answer status as an error: a known mc code as itself, anything
 /// else (a peer's unknown code) transfer_fail.
 boost::system::error_code call_status_error(std::int32_t s) noexcept {
@@ -446,11 +490,12 @@ task<mc::result<std::size_t>> tcp_call(engine_impl& eng, thread_state& ts, const
     std::array<iovec, 2> iov{iovec{hb.data(), header_size},
                              iovec{const_cast<std::byte*>(request.data()), request.size()}};
     header_bytes rb;
+    std::size_t received = 0;
     auto sent = co_await send_all(c->sock, iov.data(), 2);
-    auto got_header = sent ? co_await recv_all(c->sock, rb.data(), header_size) : mc::result<void>(sent.error());
-    if (!got_header) {
+    auto resp = sent ? co_await recv_call_answer(c->sock, rb, reply, received) : mc::result<header>(sent.error());
+    if (!resp) {
       c.discard();
-      if (mc::is(got_header.error(), errc::cancelled)) co_return got_header.error();
+      if (mc::is(resp.error(), errc::cancelled) || received > 0) co_return resp.error();
       if (c.reused() && attempt == 0) {
         pool->drop_idle();
         continue;
@@ -459,17 +504,10 @@ task<mc::result<std::size_t>> tcp_call(engine_impl& eng, thread_state& ts, const
       // calls (it closes on an unknown op), or one going away.
       co_return fail(errc::unsupported);
     }
-    auto resp = decode(rb);
-    if (!resp || resp->op != wire_op::call_resp || resp->request_id != h.request_id || resp->token != 0 ||
-        resp->length > reply.size() || (resp->status != 0 && resp->length != 0)) {
+    if (resp->op != wire_op::call_resp || resp->request_id != h.request_id || resp->token != 0 ||
+        (resp->status != 0 && resp->length != 0)) {
       c.discard();
       co_return fail(errc::transfer_fail);
-    }
-    if (resp->length > 0) {
-      if (auto p = co_await recv_all(c->sock, reply.data(), static_cast<std::size_t>(resp->length)); !p) {
-        c.discard();
-        co_return p.error();
-      }
     }
     c->answered_id = c->next_id;
     c.keep();

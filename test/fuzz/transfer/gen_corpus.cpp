@@ -105,7 +105,8 @@ void to_placeholders(env& e, std::vector<std::byte>& s, bool shm) {
           break;
         }
     };
-    const bool sg = !shm && (op == 16 || op == 17);  // scatter-gather: count and 0 stay, the table's entries map
+    // scatter-gather: count and 0 stay, the table's entries map; a call's room and 0 stay
+    const bool sg = !shm && (op == 16 || op == 17 || op == 18);
     if (!sg) placeholders(h + 40, h + 24);
     pos += 48;
     if (sg) {
@@ -113,7 +114,7 @@ void to_placeholders(env& e, std::vector<std::byte>& s, bool shm) {
       for (std::uint64_t i = 0; i < n && pos + 24 <= s.size(); ++i, pos += 24)
         placeholders(s.data() + pos + 16, s.data() + pos);
     }
-    if (!shm && (op == 3 || op == 16)) pos += length;  // write payload
+    if (!shm && (op == 3 || op == 16 || op == 18)) pos += length;  // write payload, call request
     if (shm && op == 7 && (flags & 2)) {
       if (pos + 8 <= s.size()) put_le(s.data() + pos, 8, ~0ull);  // lease: the longest
       pos += 8;
@@ -263,6 +264,31 @@ void encoder_seeds(const fs::path& root) {
     h.request_id = 4;
     put_header(s, h);  // READ check of a write-only child: refused
     write_seed(root / "transfer_wire", "rdma_ops", s);
+  }
+  // transfer_wire: calls (the env's handler answers each with its request's
+  // bytes XOR 0x5A, cut to the room), around a READ of registration 0.
+  {
+    std::vector<std::byte> s;
+    tx::header h;
+    h.op = wire_op::call_req;
+    h.request_id = 1;
+    h.address = 100;  // reply room
+    h.length = 24;
+    put_header(s, h);
+    for (int i = 0; i < 24; ++i) s.push_back(std::byte(i * 7 + 1));
+    h = {};
+    h.op = wire_op::read_req;
+    h.request_id = 2;
+    h.length = 10;  // registration 0, offset 0 (table indexes)
+    put_header(s, h);
+    h = {};
+    h.op = wire_op::call_req;
+    h.request_id = 3;
+    h.address = 8;  // less room than the request: the reply is cut
+    h.length = 40;
+    put_header(s, h);
+    for (int i = 0; i < 40; ++i) s.push_back(std::byte(i * 3 + 5));
+    write_seed(root / "transfer_wire", "calls", s);
   }
   // same_host_msgs: the per-connection grant bounds, which a real initiator
   // never reaches (it keeps at most 64 grants and never repeats an id):

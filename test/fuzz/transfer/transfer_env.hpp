@@ -33,6 +33,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <span>
 #include <memory>
 #include <vector>
 
@@ -72,6 +73,14 @@ struct token_info {
 
 inline constexpr std::size_t n_blocks = 5;
 inline constexpr std::size_t n_tokens = 16;
+
+/// The env's call handler's answer to `request` with `room` reply bytes allowed.
+inline std::vector<std::byte> call_reply(std::span<const std::byte> request, std::uint64_t room) {
+  std::vector<std::byte> out(
+      request.begin(), request.begin() + static_cast<std::ptrdiff_t>(std::min<std::uint64_t>(request.size(), room)));
+  for (auto& b : out) b ^= std::byte{0x5A};
+  return out;
+}
 
 class env {
  public:
@@ -146,6 +155,11 @@ class env {
     o.port = 0;
     eng_ = std::make_unique<tr::engine>(rt_, o);
     check(static_cast<bool>(eng_->start()), "engine start");
+    // Calls (op 18): the reply is the request's bytes, each XOR 0x5A, cut
+    // to the reply room the caller allows (the model predicts it: call_reply).
+    eng_->set_call_handler([](tr::call_request q) -> mc::task<mc::result<std::vector<std::byte>>> {
+      co_return call_reply(q.payload, q.reply_capacity);
+    });
     endpoint_ = eng_->endpoint();
     port_ = static_cast<std::uint16_t>(std::stoul(endpoint_.substr(endpoint_.rfind(':') + 1)));
     using ra = tr::region_access;
@@ -233,10 +247,11 @@ struct raw_header {
 /// Reads the header at `p` after rewriting its token and address fields
 /// through the env's tables (in place: the rewritten bytes are what is sent).
 /// Scatter-gather requests (ops 16, 17) keep them as they are (the segment
-/// count and 0): their table entries are mapped instead (take_sg_entry).
+/// count and 0): their table entries are mapped instead (take_sg_entry);
+/// calls (op 18) too (the reply room and 0).
 inline raw_header take_header(env& e, std::byte* p) {
   const auto op = std::to_integer<std::uint8_t>(p[5]);
-  if (op != 16 && op != 17) {
+  if (op != 16 && op != 17 && op != 18) {
     put_le(p + 40, 8, e.map_token(get_le(p + 40, 8)));
     put_le(p + 24, 8, e.map_address(get_le(p + 24, 8)));
   }
@@ -250,7 +265,7 @@ inline raw_header take_header(env& e, std::byte* p) {
   h.token = get_le(p + 40, 8);
   const bool grant_op = h.op == 7 || h.op == 8;
   h.structure_ok = std::memcmp(p, "MCXF", 4) == 0 && std::to_integer<std::uint8_t>(p[4]) == 1 && h.op >= 1 &&
-                   h.op <= 17 && get_le(p + 12, 4) == 0 && (h.flags & ~3u) == 0 &&
+                   h.op <= 19 && get_le(p + 12, 4) == 0 && (h.flags & ~3u) == 0 &&
                    (h.flags == 0 || h.op == 7 || (h.op == 12 && h.flags == 1)) &&
                    (h.length <= (256ull << 20) || grant_op) && h.status <= 0;
   return h;

@@ -6,7 +6,9 @@
 // sent, each header's token and address fields are rewritten through the
 // env's tables (a small token value names a real, revoked or near-miss
 // token; a small address names a region base + signed offset), so inputs hit
-// real registrations with hostile offsets, lengths, ops and flags.
+// real registrations with hostile offsets, lengths, ops and flags. Calls
+// (op 18) reach the env's call handler (its reply: the request's bytes XOR
+// 0x5A, cut to the room the header allows).
 //
 // A model of the target (written from the protocol description, not from
 // the server code) walks the stream: which bytes are headers and payloads,
@@ -48,7 +50,7 @@ constexpr auto unsupported = static_cast<std::int32_t>(mc::errc::unsupported);
 /// consumes before it closes; `expect` gets its replies.
 /// What the target's served_* counters must grow by.
 struct tally {
-  std::uint64_t rejects = 0, read_ops = 0, read_bytes = 0, write_ops = 0, write_bytes = 0;
+  std::uint64_t rejects = 0, read_ops = 0, read_bytes = 0, write_ops = 0, write_bytes = 0, calls = 0;
 };
 
 std::size_t model(env& e, std::vector<std::byte>& in, std::vector<std::byte>& expect, tally& t) {
@@ -164,6 +166,17 @@ std::size_t model(env& e, std::vector<std::byte>& in, std::vector<std::byte>& ex
         expect_header(expect, 4, 0, h.id);
         break;
       }
+      case 18: {  // call_req: the payload, then the handler's reply (call_reply), after the answers before it
+        if (h.token != 0 || h.length == 0 || h.length > (64u << 10) || h.address == 0 || h.address > (2u << 20))
+          return pos;                       // closed after the header
+        if (avail < h.length) return size;  // the request cut short by the end of input: closed
+        const auto reply = call_reply({in.data() + pos, static_cast<std::size_t>(h.length)}, h.address);
+        pos += h.length;
+        ++t.calls;
+        expect_header(expect, 19, 0, h.id, 0, reply.size());
+        expect.insert(expect.end(), reply.begin(), reply.end());
+        break;
+      }
       default:  // responses and same-host ops are not served on TCP
         return pos;
     }
@@ -249,7 +262,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
             after.served_read_ops - before.served_read_ops == t.read_ops &&
             after.served_read_bytes - before.served_read_bytes == t.read_bytes &&
             after.served_write_ops - before.served_write_ops == t.write_ops &&
-            after.served_write_bytes - before.served_write_bytes == t.write_bytes,
+            after.served_write_bytes - before.served_write_bytes == t.write_bytes &&
+            after.served_calls - before.served_calls == t.calls &&
+            after.served_call_errors == before.served_call_errors,
         "served_* counters differ from the requests the model served and refused");
   return 0;
 }
