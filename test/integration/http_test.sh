@@ -45,9 +45,13 @@ check "PUT /kv/k1 on A" bash -c "${C[*]} -f -X PUT --data-binary @v1 '$A/kv/k1' 
 check "a put raises mc_master_keys" test "$(metric "$M" "mc_master_keys ")" -eq $((keys0 + 1))
 b_remote0=$(metric "$B" 'mc_client_gets_total{result="remote_hit"}')
 b_inline0=$(metric "$B" 'mc_client_inline_reads_total ')
+b_calls0=$(metric "$B" 'mc_client_read_calls_total ')
+a_served_calls0=$(metric "$A" 'mc_transfer_calls_total{side="served",outcome="ok"}')
 check "GET /kv/k1 on B (held by A) returns the value" bash -c "${C[*]} -f '$B/kv/k1' -o got1 && cmp -s v1 got1"
-check "...inside the RPC reply (4097 bytes <= the 64 KiB inline threshold)" bash -c "
+check "...inline, as one TransferEngine call (4097 bytes <= the 64 KiB inline threshold)" bash -c "
   test $(metric "$B" 'mc_client_inline_reads_total ') -gt $b_inline0 &&
+  test $(metric "$B" 'mc_client_read_calls_total ') -gt $b_calls0 &&
+  test $(metric "$A" 'mc_transfer_calls_total{side="served",outcome="ok"}') -gt $a_served_calls0 &&
   test $(metric "$B" 'mc_client_gets_total{result="remote_hit"}') -gt $b_remote0"
 # A value above the inline threshold moves through the TransferEngine.
 random_file vbig 100001

@@ -65,6 +65,12 @@ void transfer_metrics(exposition& e, const mc::transfer::engine_stats& t) {
   e.sample("mc_transfer_served_operations_total", {{"op", "write"}}, t.served_write_ops);
   e.single("mc_transfer_served_rejects_total", "counter", "Peer requests refused (token, range, revoked).",
            static_cast<double>(t.served_rejects));
+  e.family("mc_transfer_calls_total", "counter",
+           "TransferEngine calls (small messages: the store's small-value reads), by side and outcome.");
+  e.sample("mc_transfer_calls_total", {{"side", "served"}, {"outcome", "ok"}}, t.served_calls);
+  e.sample("mc_transfer_calls_total", {{"side", "served"}, {"outcome", "error"}}, t.served_call_errors);
+  e.sample("mc_transfer_calls_total", {{"side", "initiated"}, {"outcome", "ok"}}, t.initiated_calls);
+  e.sample("mc_transfer_calls_total", {{"side", "initiated"}, {"outcome", "error"}}, t.initiated_call_errors);
   e.family("mc_transfer_connections", "gauge", "Open transfer connections.");
   e.sample("mc_transfer_connections", {{"direction", "outbound"}}, t.outbound_connections);
   e.sample("mc_transfer_connections", {{"direction", "inbound"}}, t.inbound_connections);
