@@ -19,6 +19,7 @@
 #include <cstdio>
 #include <cstring>
 #include <span>
+#include <string>
 #include <memory>
 #include <vector>
 #include <shared_mutex>
@@ -62,6 +63,7 @@ struct served_conn final : closable {
   tcp_socket sock;
   live_registration reg;
   std::shared_ptr<void> rdma_qp;  // target-side QP of an rdma_connect, lives as long as the connection
+  std::string peer_ip;            // the peer's address as the kernel reports it (for call handlers; "" unknown)
   answer_queue out;
   /// Received and not consumed yet: in[pos, end). Requests are received up
   /// to this many bytes at a time (a window of pipelined READ requests is
@@ -435,9 +437,7 @@ task<bool> serve_call(engine_impl& eng, served_conn& c, const header& h) {
   if (!handler) {
     a.status = static_cast<std::int32_t>(errc::unsupported);
   } else {
-    boost::system::error_code ig;
-    auto peer = c.sock.remote_endpoint(ig);
-    call_request q{request, h.address, ig ? std::string() : peer.address().to_string()};
+    call_request q{request, h.address, c.peer_ip};
     auto r = co_await (*handler)(std::move(q));
     if (r && r->size() > h.address) r = fail(errc::buffer_overflow);  // the handler's bug: never more than asked
     if (!r) {
@@ -531,6 +531,7 @@ task<void> serve(engine_impl* eng, [[maybe_unused]] gate_holder g, tcp_socket so
   c.sock.set_option(tcp::no_delay(true), ig);
   c.sock.set_option(asio::socket_base::keep_alive(true), ig);
   c.sock.non_blocking(true, ig);
+  if (auto peer = c.sock.remote_endpoint(ig); !ig) c.peer_ip = peer.address().to_string();
   header_bytes hb;
   // An rdma_connect's payload (an initiator's qp_info and endpoint: far less).
   std::array<std::byte, max_rdma_payload> pb;

@@ -470,7 +470,13 @@ task<mc::result<std::size_t>> tcp_call(engine_impl& eng, thread_state& ts, const
                                        std::span<const std::byte> request, std::span<std::byte> reply) {
   auto* pool = ts.tcp_pools.get(endpoint, ts.ex, eng.opts_.connections_per_peer, eng.opts_.max_peers, &ts.stopping);
   if (!pool) co_return fail(errc::no_available_handle);
-  const peer_pool<tcp_socket>::connect_fn connect = [&eng, &ts, endpoint] { return connect_pooled(eng, ts, endpoint); };
+  // One pointer captured: fits std::function's inline storage (no allocation per call).
+  struct target {
+    engine_impl& eng;
+    thread_state& ts;
+    const std::string& endpoint;
+  } to{eng, ts, endpoint};
+  const peer_pool<tcp_socket>::connect_fn connect = [t = &to] { return connect_pooled(t->eng, t->ts, t->endpoint); };
   // A pooled connection that fails before its answer is probably stale (the
   // peer restarted): once more on a fresh one. So a call may reach a handler
   // twice (handlers are idempotent: the store's reads are).
