@@ -12,7 +12,6 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
-#include <optional>
 
 namespace mc::store {
 namespace {
@@ -171,24 +170,21 @@ task<result<std::vector<peer_read_result>>> peer_client::read_batch(std::string 
 
 namespace {
 
-/// The call's keys, or nullopt when `items` cannot travel as one call.
-std::optional<std::vector<detail::small_read::key_ask>> call_asks(const std::vector<peer_read>& items) {
+/// Whether `items` can travel as one call: inline-only, within the keys',
+/// the request's and the reply's bounds (checked without building anything).
+bool fits_call(const std::vector<peer_read>& items) {
   namespace sr = detail::small_read;
-  if (items.empty() || items.size() > sr::max_keys) return std::nullopt;
-  std::vector<sr::key_ask> asks;
-  asks.reserve(items.size());
+  if (items.empty() || items.size() > sr::max_keys) return false;
   std::size_t request_bytes = sr::header_bytes;
+  std::uint64_t reply_bytes = 0;
   for (auto& it : items) {
     if (!it.dest.empty() || it.inline_max == 0 || it.inline_max > sr::max_inline || it.inline_max > room_of(it.local) ||
         it.key.empty() || it.key.size() > max_key_bytes)
-      return std::nullopt;
-    asks.push_back({it.key, static_cast<std::uint32_t>(it.inline_max)});
+      return false;
     request_bytes += sr::key_entry_bytes + it.key.size();
+    reply_bytes += sr::result_bytes + it.inline_max;
   }
-  if (request_bytes > mc::transfer::max_call_request_bytes ||
-      sr::reply_capacity(asks) > mc::transfer::max_call_reply_bytes)
-    return std::nullopt;
-  return asks;
+  return request_bytes <= mc::transfer::max_call_request_bytes && reply_bytes <= mc::transfer::max_call_reply_bytes;
 }
 
 /// Reply buffers of read calls, reused on each thread: at most 4 kept, each
@@ -223,17 +219,19 @@ thread_local reply_buffers tl_reply_buffers;
 
 }  // namespace
 
-bool peer_client::call_eligible(const std::vector<peer_read>& items) { return call_asks(items).has_value(); }
+bool peer_client::call_eligible(const std::vector<peer_read>& items) { return fits_call(items); }
 
 task<result<std::vector<peer_read_result>>> peer_client::read_batch_call(mc::transfer::engine& engine,
                                                                          std::string transfer_endpoint,
                                                                          const std::vector<peer_read>& items) {
   namespace sr = detail::small_read;
   if (items.empty()) co_return std::vector<peer_read_result>{};
-  auto asks = call_asks(items);
-  if (!asks || transfer_endpoint.empty()) co_return fail(errc::unsupported);
-  auto req = sr::encode_request(*asks, timeout_ms(timeout_));
-  const auto capacity = sr::reply_capacity(*asks);
+  if (!fits_call(items) || transfer_endpoint.empty()) co_return fail(errc::unsupported);
+  std::vector<sr::key_ask> asks;
+  asks.reserve(items.size());
+  for (auto& it : items) asks.push_back({it.key, static_cast<std::uint32_t>(it.inline_max)});
+  auto req = sr::encode_request(asks, timeout_ms(timeout_));
+  const auto capacity = sr::reply_capacity(asks);
   if (!req) co_return fail(errc::unsupported);
   auto buf = tl_reply_buffers.take(static_cast<std::size_t>(capacity));
   struct give_back {
@@ -243,7 +241,7 @@ task<result<std::vector<peer_read_result>>> peer_client::read_batch_call(mc::tra
   const std::span<std::byte> reply(buf.data.get(), static_cast<std::size_t>(capacity));
   auto n = co_await engine.call(std::move(transfer_endpoint), *req, reply, timeout_);
   if (!n) co_return n.error();
-  auto answers = sr::decode_reply(std::span<const std::byte>(reply).first(*n), *asks);
+  auto answers = sr::decode_reply(std::span<const std::byte>(reply).first(*n), asks);
   if (!answers) co_return fail(errc::rpc_fail);
   std::vector<peer_read_result> out(items.size());
   for (std::size_t k = 0; k < items.size(); ++k) {
