@@ -1,6 +1,5 @@
 // engine / region: option checks, start/stop, registration, batch dispatch.
 #include "engine_impl.hpp"
-#include "wire.hpp"
 #include "mc/runtime/blocking.hpp"
 
 #include "mc/runtime/deadline.hpp"
@@ -348,33 +347,6 @@ task<std::vector<mc::result<void>>> engine_impl::run_batch(std::vector<request> 
   co_return out;
 }
 
-std::shared_ptr<const call_handler> engine_impl::call_handler_now() const {
-  std::lock_guard lk(call_mu_);
-  return call_handler_;
-}
-
-void engine_impl::set_call_handler(call_handler h) {
-  auto p = h ? std::make_shared<const call_handler>(std::move(h)) : nullptr;
-  std::lock_guard lk(call_mu_);
-  call_handler_ = std::move(p);
-}
-
-task<mc::result<std::size_t>> engine_impl::run_call(std::string endpoint, std::span<const std::byte> request,
-                                                    std::span<std::byte> reply,
-                                                    std::chrono::steady_clock::duration timeout) {
-  auto holder = gate_.try_enter();
-  if (!holder || stopping_) co_return fail(errc::shutting_down);
-  if (request.empty() || request.size() > max_call_request || reply.empty() || reply.size() > max_call_reply ||
-      endpoint.empty())
-    co_return fail(errc::invalid_params);
-  auto& ts = this_thread_state();
-  // timeout at the deadline; cancelled when the caller is cancelled
-  auto out = co_await mc::with_deadline(tcp_call(*this, ts, endpoint, request, reply), timeout);
-  if (!out && stopping_) out = fail(errc::shutting_down);
-  bump(out ? counters_.initiated_calls : counters_.initiated_call_errors);
-  co_return out;
-}
-
 task<mc::result<void>> engine_impl::fence_rdma(std::string peer) {
   auto holder = gate_.try_enter();
   if (!holder || stopping_) co_return fail(errc::shutting_down);
@@ -583,18 +555,6 @@ mc::task<std::vector<mc::result<void>>> engine::batch(std::vector<request> reque
 
 mc::task<std::vector<mc::result<void>>> engine::batch(std::vector<request> requests) {
   return batch(std::move(requests), impl_->opts_.default_timeout);
-}
-
-void engine::set_call_handler(call_handler h) { impl_->set_call_handler(std::move(h)); }
-
-mc::task<mc::result<std::size_t>> engine::call(std::string peer_endpoint, std::span<const std::byte> request,
-                                               std::span<std::byte> reply,
-                                               std::chrono::steady_clock::duration timeout) {
-  auto impl = impl_;  // keeps the internals alive while this runs
-  if (!impl->started_) co_return fail(errc::unavailable_in_current_status);
-  if (impl->on_own_thread()) co_return co_await impl->run_call(std::move(peer_endpoint), request, reply, timeout);
-  co_return co_await mc::run_on(impl->rt_.executor(0),
-                                impl->run_call(std::move(peer_endpoint), request, reply, timeout));
 }
 
 engine_stats engine::stats() const {
