@@ -1,7 +1,7 @@
 #include "mc/store/client_service.hpp"
 
 #include "client_service.capnp.h"
-#include "small_read_wire.hpp"
+#include "service_state.hpp"
 #include "mc/master/master_client.hpp"
 #include "mc/rpc/auth.hpp"
 #include "mc/rpc/capnp.hpp"
@@ -25,6 +25,11 @@ namespace mc::store {
 namespace {
 
 using clock = std::chrono::steady_clock;
+using detail::admission;
+using detail::admit_on;
+using detail::clamp_timeout;
+using detail::load;
+using detail::shared_state;
 
 /// Text by length: KJ's std::string interop stops at the first NUL, so a
 /// peer's "k\0x" would otherwise be served as "k" (the store side of what the
@@ -47,150 +52,6 @@ item_outcome refused(errc e) { return {static_cast<std::int32_t>(e), 0}; }
 void set_result(ItemResult::Builder b, const item_outcome& o) {
   b.setCode(o.code);
   b.setSize(o.size);
-}
-
-/// The master's registrations of requesters, cached briefly (bounded).
-/// Thread-safe; shared by every serving thread.
-class registration_cache {
- public:
-  explicit registration_cache(const client_service_options& o)
-      : master_(o.master ? *o.master
-                         : mc::master::master_client(o.master_address, o.master_timeout, o.cluster_id,
-                                                     mc::master::membership_lease_ttl, o.etcd_security)),
-        enabled_(!o.master_address.empty()),
-        ttl_(o.registration_ttl),
-        max_(std::max<std::size_t>(o.registration_cache_max, 1)) {}
-
-  /// The registration of `id`. Errors: access_denied (unknown id, or no
-  /// master configured), the master call's rpc_fail / timeout.
-  task<result<mc::master::client_info>> get(std::string id) {
-    if (!enabled_) co_return fail(errc::access_denied);
-    if (auto hit = find(id)) co_return std::move(*hit);
-    auto r = co_await master_.get_client(id);
-    if (!r) {
-      if (mc::is(r.error(), errc::client_not_found)) co_return fail(errc::access_denied);
-      co_return r.error();
-    }
-    insert(id, *r);
-    co_return std::move(*r);
-  }
-
- private:
-  struct entry {
-    mc::master::client_info info;
-    clock::time_point expiry;
-  };
-
-  std::optional<mc::master::client_info> find(const std::string& id) {
-    std::lock_guard lk(mu_);
-    auto it = entries_.find(id);
-    if (it == entries_.end()) return std::nullopt;
-    if (it->second.expiry <= clock::now()) {
-      entries_.erase(it);
-      return std::nullopt;
-    }
-    return it->second.info;
-  }
-
-  void insert(const std::string& id, const mc::master::client_info& info) {
-    std::lock_guard lk(mu_);
-    auto now = clock::now();
-    if (entries_.size() >= max_) std::erase_if(entries_, [&](auto& kv) { return kv.second.expiry <= now; });
-    if (entries_.size() >= max_) entries_.clear();  // bounded; refilled on demand
-    entries_[id] = entry{info, now + ttl_};
-  }
-
-  mc::master::master_client master_;
-  bool enabled_;
-  mc::duration ttl_;
-  std::size_t max_;
-  std::mutex mu_;
-  std::unordered_map<std::string, entry> entries_;
-};
-
-struct load {
-  std::uint64_t keys = 0;
-  std::uint64_t bytes = 0;
-};
-
-/// Items and bytes in flight per peer IP (entries live only while non-zero).
-class peer_loads {
- public:
-  bool try_add(const std::string& ip, std::uint64_t bytes, const service_limits& l) {
-    std::lock_guard lk(mu_);
-    auto& x = loads_[ip];
-    if (x.keys + 1 > l.max_inflight_keys_per_peer || bytes > l.max_inflight_bytes_per_peer - x.bytes ||
-        x.bytes > l.max_inflight_bytes_per_peer) {
-      if (x.keys == 0) loads_.erase(ip);
-      return false;
-    }
-    ++x.keys;
-    x.bytes += bytes;
-    return true;
-  }
-  void remove(const std::string& ip, std::uint64_t bytes) {
-    std::lock_guard lk(mu_);
-    auto it = loads_.find(ip);
-    if (it == loads_.end()) return;
-    --it->second.keys;
-    it->second.bytes -= bytes;
-    if (it->second.keys == 0) loads_.erase(it);
-  }
-
- private:
-  std::mutex mu_;
-  std::unordered_map<std::string, load> loads_;
-};
-
-/// What every connection's service object shares.
-struct shared_state {
-  shared_state(data_manager& d, client_service_options o)
-      : dm(d), opts(std::move(o)), registrations(opts), serving(opts.limits.max_serving_bytes) {}
-  data_manager& dm;
-  client_service_options opts;
-  registration_cache registrations;
-  /// Transfer bytes this node moves for all requesters at once: items past
-  /// it wait (within their deadline) instead of failing.
-  async_semaphore serving;
-  peer_loads peers;
-  std::shared_ptr<client_service_counters> counters = std::make_shared<client_service_counters>();
-};
-
-/// One admitted item (RAII): counted against its connection and its peer IP.
-class admission {
- public:
-  admission() = default;
-  admission(load* conn, shared_state* s, const std::string* ip, std::uint64_t bytes)
-      : conn_(conn), shared_(s), ip_(ip), bytes_(bytes) {}
-  admission(admission&& o) noexcept
-      : conn_(std::exchange(o.conn_, nullptr)), shared_(o.shared_), ip_(o.ip_), bytes_(o.bytes_) {}
-  admission& operator=(admission&&) = delete;
-  ~admission() {
-    if (!conn_) return;
-    --conn_->keys;
-    conn_->bytes -= bytes_;
-    shared_->peers.remove(*ip_, bytes_);
-  }
-  explicit operator bool() const noexcept { return conn_ != nullptr; }
-
- private:
-  load* conn_ = nullptr;
-  shared_state* shared_ = nullptr;
-  const std::string* ip_ = nullptr;
-  std::uint64_t bytes_ = 0;
-};
-
-/// Counts one item of `bytes` against a connection's load and its peer IP's
-/// (the limits in service_limits); an empty admission when over either.
-admission admit_on(shared_state& s, load& conn, const std::string& ip, std::uint64_t bytes) {
-  auto& l = s.opts.limits;
-  if (conn.keys + 1 > l.max_inflight_keys_per_connection || conn.bytes > l.max_inflight_bytes_per_connection ||
-      bytes > l.max_inflight_bytes_per_connection - conn.bytes)
-    return {};
-  if (!s.peers.try_add(ip, bytes, l)) return {};
-  ++conn.keys;
-  conn.bytes += bytes;
-  return admission(&conn, &s, &ip, bytes);
 }
 
 /// One request item, before it runs.
@@ -250,79 +111,6 @@ std::uint64_t item_bytes(const item_request& item) {
   if (!item.data.empty()) return item.data.size();
   auto total = total_length(item.pieces);
   return std::max(total.value_or(0), item.inline_max);
-}
-
-/// A request's timeout (0: the longest), within the service's bound.
-mc::duration clamp_timeout(const shared_state& s, std::uint32_t ms) {
-  auto asked = std::chrono::milliseconds(ms == 0 ? max_request_timeout_ms : ms);
-  return std::min<mc::duration>(asked, s.opts.limits.max_request_timeout);
-}
-
-/// Small-value reads arriving as TransferEngine calls (small_read_wire.hpp):
-/// admitted like the RPC's inline reads (per call, and per peer IP), read by
-/// the same read_remote_batch, every found value within its key's bound
-/// copied once into the reply.
-task<result<std::vector<std::byte>>> serve_read_call(std::shared_ptr<shared_state> s, mc::transfer::call_request q) {
-  namespace sr = detail::small_read;
-  auto req = sr::decode_request(q.payload);
-  if (!req || sr::reply_capacity(req->asks) > q.reply_capacity) co_return fail(errc::invalid_params);
-  const auto deadline = clock::now() + clamp_timeout(*s, req->timeout_ms);
-  auto& l = s->opts.limits;
-  const std::string ip = q.peer_ip;
-  load call_load;  // this call's items in flight (its connection's share)
-  std::vector<admission> tickets;
-  tickets.reserve(req->asks.size());
-  std::vector<remote_read_item> batch;
-  std::vector<std::size_t> index;
-  std::vector<std::byte> reply(req->asks.size() * sr::result_bytes);
-  auto set = [&](std::size_t k, std::int32_t code, std::uint64_t size) {
-    std::byte* e = reply.data() + k * sr::result_bytes;
-    for (std::size_t i = 0; i < 4; ++i) e[i] = static_cast<std::byte>(static_cast<std::uint32_t>(code) >> (8 * i));
-    for (std::size_t i = 0; i < 8; ++i) e[4 + i] = static_cast<std::byte>(size >> (8 * i));
-  };
-  for (std::size_t k = 0; k < req->asks.size(); ++k) {
-    const auto& a = req->asks[k];
-    auto ticket = admit_on(*s, call_load, ip, std::min<std::uint64_t>(a.inline_max, l.max_inline_value_bytes));
-    if (!ticket) {
-      s->counters->overloaded.fetch_add(1, std::memory_order_relaxed);
-      set(k, static_cast<std::int32_t>(errc::overloaded), 0);
-      continue;
-    }
-    tickets.push_back(std::move(ticket));
-    batch.push_back({std::string(a.key), {}, a.inline_max});
-    index.push_back(k);
-  }
-  // Room for the values: the reply's entries are there already.
-  const std::uint64_t budget = std::min<std::uint64_t>(l.max_inline_reply_bytes, q.reply_capacity - reply.size());
-  auto out =
-      co_await s->dm.read_remote_batch(std::move(batch), mc::time_left(deadline), l.max_inline_value_bytes, budget);
-  std::uint64_t copied = 0;
-  for (std::size_t j = 0; j < out.size(); ++j) {
-    auto& o = out[j];
-    const auto k = index[j];
-    // Found but not within the key's bound (or the reply's room): an error
-    // with the size, as the RPC answers it (the requester may read it another way).
-    if (!o.value || !o.inline_value) {
-      set(k, o.value ? static_cast<std::int32_t>(errc::invalid_params) : o.value.error().value(), o.size);
-      continue;
-    }
-    const auto at = reply.size();
-    reply.resize(at + o.size);
-    auto r = co_await o.inline_value->read_into({reply.data() + at, static_cast<std::size_t>(o.size)});
-    s->dm.count_read(r ? result<std::uint64_t>(o.size) : result<std::uint64_t>(r.error()));
-    if (!r) {
-      reply.resize(at);
-      set(k, r.error().value(), 0);
-      continue;
-    }
-    set(k, 0, o.size);
-    copied += o.size;
-    if (copied >= (1u << 20)) {  // never more than ~1 MiB of copies without yielding the thread
-      copied = 0;
-      co_await boost::asio::post(co_await boost::asio::this_coro::executor, boost::asio::use_awaitable);
-    }
-  }
-  co_return reply;
 }
 
 /// One object per RPC connection (it knows the connection's peer), on that
@@ -636,7 +424,8 @@ std::shared_ptr<const client_service_counters> add_client_service(mc::rpc::serve
   server.add_service(client_service_name, mc::rpc::make_connection_service<client_service_impl>(shared));
   // Calls carry no credentials: with RPC authentication on, reads stay on the RPC.
   if (calls && !mc::rpc::auth_enabled())
-    calls->set_call_handler([shared](mc::transfer::call_request q) { return serve_read_call(shared, std::move(q)); });
+    calls->set_call_handler(
+        [shared](mc::transfer::call_request q) { return detail::serve_read_call(shared, std::move(q)); });
   return shared->counters;
 }
 
