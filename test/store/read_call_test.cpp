@@ -206,7 +206,7 @@ TEST_SUITE("read calls") {
       std::vector<std::uint8_t> buf(128, 0xAB);
       std::vector<mc::store::peer_read> items(2);
       for (std::size_t k = 0; k < 2; ++k) {
-        items[k].key = "k" + std::to_string(k);
+        items[k].key = k == 0 ? "k0" : "k1";
         items[k].inline_max = 32;
         items[k].local.push_back(std::span(reinterpret_cast<std::byte*>(buf.data()) + 64 * k, 32));
       }

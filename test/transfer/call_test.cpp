@@ -10,6 +10,7 @@
 
 #include <boost/asio/ip/tcp.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <random>
@@ -244,8 +245,8 @@ TEST_SUITE("transfer_call") {
       h.token = token;
       wire::header_bytes hb;
       wire::encode(h, hb);
-      std::vector<std::byte> out(hb.begin(), hb.end());
-      out.resize(out.size() + payload, std::byte{0});
+      std::vector<std::byte> out(hb.size() + payload, std::byte{0});
+      std::copy(hb.begin(), hb.end(), out.begin());
       return out;
     };
     struct bad {
