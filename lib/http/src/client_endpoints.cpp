@@ -127,8 +127,10 @@ void batch_metrics(exposition& e, const mc::store::client_stats& cs) {
   e.single("mc_client_read_calls_total", "counter",
            "Batches of small-value reads sent as TransferEngine calls (one TCP round trip, no RPC).",
            static_cast<double>(cs.read_calls));
-  e.single("mc_client_inline_writes_total", "counter", "Remote writes that carried the value inside the RPC.",
-           static_cast<double>(cs.inline_writes));
+  e.single("mc_client_inline_writes_total", "counter",
+           "Remote writes that carried the value inside the RPC (or a call).", static_cast<double>(cs.inline_writes));
+  e.single("mc_client_write_calls_total", "counter",
+           "Batches of small-value writes sent as TransferEngine calls (no RPC).", static_cast<double>(cs.write_calls));
   e.single("mc_client_remote_read_bytes_total", "counter", "Value bytes remote reads brought in.",
            static_cast<double>(cs.remote_read_bytes));
 }

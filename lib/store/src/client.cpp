@@ -307,6 +307,7 @@ client_stats client::stats() const {
   out.batch_rpcs = s.batch_rpcs.load(r);
   out.inline_reads = s.inline_reads.load(r);
   out.read_calls = s.read_calls.load(r);
+  out.write_calls = s.write_calls.load(r);
   out.inline_writes = s.inline_writes.load(r);
   out.remote_read_bytes = s.remote_read_bytes.load(r);
   out.publish_batches = s.publish_batches.load(r);

@@ -130,7 +130,7 @@ struct client::impl {
     std::atomic<std::uint64_t> local_hits{0}, remote_hits{0}, misses{0}, fallbacks{0}, route_cache_hits{0},
         master_errors{0};
     std::atomic<std::uint64_t> batch_calls{0}, batch_keys{0}, batch_rpcs{0}, inline_reads{0}, inline_writes{0},
-        remote_read_bytes{0}, publish_batches{0}, publishes{0}, read_calls{0};
+        remote_read_bytes{0}, publish_batches{0}, publishes{0}, read_calls{0}, write_calls{0};
     std::atomic<std::uint64_t> notices_sent{0}, notice_batches{0}, notice_overflows{0}, resyncs{0}, superseded_drops{0},
         stale_publishes{0}, failed_publishes{0};
     std::atomic<std::uint64_t> write_routes{0}, write_route_lease_hits{0}, write_route_lease_drops{0};

@@ -405,7 +405,25 @@ task<void> client::impl::write_wave(std::string endpoint, std::string transfer_e
     co_return;
   }
   stats.batch_rpcs.fetch_add(1, relaxed);
-  auto r = co_await peers.write_batch(std::move(endpoint), std::move(writes));
+  // Inline values only: TransferEngine calls (a TCP round trip, no Cap'n
+  // Proto) where the owner serves them; the RPC when it does not or its
+  // transfer port cannot be reached (as for reads, see read_wave). A call
+  // that failed whole may have stored some values: the RPC sends them again
+  // with the same versions, which the owner and the master take as the same
+  // copy (idempotent).
+  result<std::vector<result<void>>> r = fail(errc::unsupported);
+  if (transfer_bytes == 0 && peer_client::write_call_eligible(writes) && calls_to(transfer_endpoint)) {
+    r = co_await peers.write_batch_call(*engine, transfer_endpoint, writes);
+    if (r) {
+      stats.write_calls.fetch_add(1, relaxed);
+    } else if (mc::is(r.error(), errc::unsupported) || mc::is(r.error(), errc::transfer_fail) ||
+               mc::is(r.error(), errc::no_available_handle)) {
+      no_calls_to(transfer_endpoint);
+      r = fail(errc::unsupported);
+    }
+  }
+  if (!r && mc::is(r.error(), errc::unsupported))
+    r = co_await peers.write_batch(std::move(endpoint), std::move(writes));
   exposed.clear();
   if (!r && derived && rdma() && !transfer_endpoint.empty()) (void)co_await engine->fence(transfer_endpoint);
   for (std::size_t k = 0; k < sent.size(); ++k) {

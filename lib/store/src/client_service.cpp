@@ -422,10 +422,10 @@ std::shared_ptr<const client_service_counters> add_client_service(mc::rpc::serve
                                                                   mc::transfer::engine* calls) {
   auto shared = std::make_shared<shared_state>(dm, std::move(opts));
   server.add_service(client_service_name, mc::rpc::make_connection_service<client_service_impl>(shared));
-  // Calls carry no credentials: with RPC authentication on, reads stay on the RPC.
+  // Calls carry no credentials: with RPC authentication on, reads and writes stay on the RPC.
   if (calls && !mc::rpc::auth_enabled())
     calls->set_call_handler(
-        [shared](mc::transfer::call_request q) { return detail::serve_read_call(shared, std::move(q)); });
+        [shared](mc::transfer::call_request q) { return detail::serve_call(shared, std::move(q)); });
   return shared->counters;
 }
 

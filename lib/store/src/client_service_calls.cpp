@@ -1,9 +1,12 @@
-// Small-value reads that arrive as TransferEngine calls (lib/store README,
-// "Small reads as TransferEngine calls"): the owner's side.
+// Small-value reads and writes that arrive as TransferEngine calls
+// (lib/store README, "Small values as TransferEngine calls"): the owner's side.
 #include "service_state.hpp"
 #include "small_read_wire.hpp"
+#include "small_write_wire.hpp"
 
+#include "mc/master/master_client.hpp"
 #include "mc/runtime/deadline.hpp"
+#include "mc/runtime/when_all.hpp"
 
 #include <boost/asio/post.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -75,6 +78,70 @@ task<result<std::vector<std::byte>>> serve_read_call(std::shared_ptr<shared_stat
     }
   }
   co_return reply;
+}
+
+/// Small-value writes arriving as TransferEngine calls (small_write_wire.hpp):
+/// each value admitted like the RPC's inline writes (per call, and per peer
+/// IP), within the service's inline and write bounds, then stored by
+/// data_manager::put (commit and publish, as the RPC's inline writes), all
+/// of a call's values concurrently; a code per value in the reply.
+task<result<std::vector<std::byte>>> serve_write_call(std::shared_ptr<shared_state> s, mc::transfer::call_request q) {
+  namespace sw = detail::small_write;
+  auto req = sw::decode_request(q.payload);
+  if (!req || sw::reply_bytes(req->values.size()) > q.reply_capacity) co_return fail(errc::invalid_params);
+  const auto deadline = clock::now() + clamp_timeout(*s, req->timeout_ms);
+  auto& l = s->opts.limits;
+  const std::string ip = q.peer_ip;
+  load call_load;
+  const auto n = req->values.size();
+  std::vector<std::int32_t> codes(n, 0);
+  std::vector<admission> tickets;
+  tickets.reserve(n);
+  std::vector<task<result<void>>> work;
+  std::vector<std::size_t> index;
+  std::vector<std::string> keys;  // put() takes the key by reference: they live until the puts end
+  keys.reserve(n);
+  for (std::size_t k = 0; k < n; ++k) {
+    const auto& v = req->values[k];
+    if (v.data.size() > l.max_inline_value_bytes || v.data.size() > l.max_remote_write_bytes) {
+      codes[k] = static_cast<std::int32_t>(errc::invalid_params);
+      continue;
+    }
+    auto ticket = admit_on(*s, call_load, ip, v.data.size());
+    if (!ticket) {
+      s->counters->overloaded.fetch_add(1, std::memory_order_relaxed);
+      codes[k] = static_cast<std::int32_t>(errc::overloaded);
+      continue;
+    }
+    tickets.push_back(std::move(ticket));
+    // From a peer: the tag normalised; the version checked at the commit.
+    keys.emplace_back(v.key);
+    work.push_back(s->dm.put(keys.back(), v.data, mc::master::replication::of(v.tag).tag(), v.version));
+    index.push_back(k);
+  }
+  // Admitted too late: the requester has answered TIMEOUT (see commit_batch).
+  if (clock::now() >= deadline) {
+    for (auto k : index) codes[k] = static_cast<std::int32_t>(errc::timeout);
+    work.clear();
+  }
+  auto done = co_await mc::when_all(std::move(work));
+  for (std::size_t j = 0; j < done.size(); ++j) codes[index[j]] = done[j] ? 0 : done[j].error().value();
+  std::vector<std::byte> reply;
+  reply.reserve(static_cast<std::size_t>(sw::reply_bytes(n)));
+  for (auto c : codes) sw::le::put<std::int32_t>(reply, c);
+  co_return reply;
+}
+
+task<result<std::vector<std::byte>>> serve_call(std::shared_ptr<shared_state> s, mc::transfer::call_request q) {
+  if (q.payload.empty()) co_return fail(errc::invalid_params);
+  switch (std::to_integer<std::uint8_t>(q.payload[0])) {
+    case small_read::kind_read:
+      co_return co_await serve_read_call(std::move(s), std::move(q));
+    case small_write::kind_write:
+      co_return co_await serve_write_call(std::move(s), std::move(q));
+    default:
+      co_return fail(errc::invalid_params);
+  }
 }
 
 }  // namespace mc::store::detail

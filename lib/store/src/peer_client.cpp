@@ -2,7 +2,9 @@
 
 #include "client_service.capnp.h"
 #include "small_read_wire.hpp"
+#include "small_write_wire.hpp"
 #include "mc/rpc/capnp.hpp"
+#include "mc/runtime/when_all.hpp"
 #include "mc/store/client_service.hpp"
 #include "mc/transfer/engine.hpp"
 
@@ -254,6 +256,80 @@ task<result<std::vector<peer_read_result>>> peer_client::read_batch_call(mc::tra
     scatter(kj::arrayPtr(reinterpret_cast<const kj::byte*>(a.value.data()), a.value.size()), items[k].local);
     out[k].value = a.value.size();
     out[k].inlined = true;
+  }
+  co_return out;
+}
+
+namespace {
+
+std::uint64_t data_bytes(const peer_write& w) {
+  std::uint64_t n = 0;
+  for (auto& d : w.data) n += d.size();
+  return n;
+}
+
+/// Whether a write can travel in a write call (inline, within the bounds).
+bool fits_write_call(const peer_write& w) {
+  namespace sw = detail::small_write;
+  return w.src.empty() && sw::value_ok(w.key, data_bytes(w), w.version) &&
+         sw::header_bytes + sw::value_entry_bytes + w.key.size() + data_bytes(w) <=
+             mc::transfer::max_call_request_bytes;
+}
+
+}  // namespace
+
+bool peer_client::write_call_eligible(const std::vector<peer_write>& items) {
+  if (items.empty() || items.size() > max_batch_items) return false;
+  return std::all_of(items.begin(), items.end(), fits_write_call);
+}
+
+task<result<std::vector<result<void>>>> peer_client::write_batch_call(mc::transfer::engine& engine,
+                                                                      std::string transfer_endpoint,
+                                                                      const std::vector<peer_write>& items) {
+  namespace sw = detail::small_write;
+  if (items.empty()) co_return std::vector<result<void>>{};
+  if (!write_call_eligible(items) || transfer_endpoint.empty()) co_return fail(errc::unsupported);
+  // Consecutive items in calls of at most max_keys values and the engine's
+  // request bound, sent concurrently.
+  std::vector<sw::value_out> values;
+  values.reserve(items.size());
+  for (auto& w : items) values.push_back({w.key, w.data, data_bytes(w), w.replication, w.version});
+  std::vector<std::pair<std::size_t, std::size_t>> groups;  // [first, last)
+  for (std::size_t first = 0; first < values.size();) {
+    std::size_t last = first;
+    std::uint64_t bytes = sw::header_bytes;
+    while (last < values.size() && last - first < sw::max_keys) {
+      const auto one = sw::value_entry_bytes + values[last].key.size() + values[last].size;
+      if (bytes + one > mc::transfer::max_call_request_bytes) break;
+      bytes += one;
+      ++last;
+    }
+    groups.emplace_back(first, last);  // never empty: each value fits alone (fits_write_call)
+    first = last;
+  }
+  const auto ms = timeout_ms(timeout_);
+  auto one_call = [](mc::transfer::engine& e, std::string ep, std::span<const sw::value_out> vs, std::uint32_t ms,
+                     mc::duration timeout) -> task<result<std::vector<std::int32_t>>> {
+    auto req = sw::encode_request(vs, ms);
+    if (!req) co_return fail(errc::unsupported);
+    std::vector<std::byte> reply(static_cast<std::size_t>(sw::reply_bytes(vs.size())));
+    auto n = co_await e.call(std::move(ep), *req, reply, timeout);
+    if (!n) co_return n.error();
+    auto codes = sw::decode_reply(std::span<const std::byte>(reply).first(*n), vs.size());
+    if (!codes) co_return fail(errc::rpc_fail);
+    co_return std::move(*codes);
+  };
+  std::vector<task<result<std::vector<std::int32_t>>>> work;
+  work.reserve(groups.size());
+  for (auto [first, last] : groups)
+    work.push_back(one_call(engine, transfer_endpoint,
+                            std::span<const sw::value_out>(values).subspan(first, last - first), ms, timeout_));
+  auto done = co_await mc::when_all(std::move(work));
+  std::vector<result<void>> out;
+  out.reserve(items.size());
+  for (auto& d : done) {
+    if (!d) co_return d.error();  // the whole batch: the caller may send it again (versions make that idempotent)
+    for (auto code : *d) out.push_back(from_wire_code(code));
   }
   co_return out;
 }

@@ -1,7 +1,7 @@
 #pragma once
 // What the ClientRpcService's connections share (registrations cache, loads
 // per peer, admission), used by the RPC service (client_service.cpp) and by
-// the small-value reads that arrive as TransferEngine calls
+// the small-value reads and writes that arrive as TransferEngine calls
 // (client_service_calls.cpp). Internal to lib/store; thread-safety per class.
 #include "mc/master/master_client.hpp"
 #include "mc/runtime/async_semaphore.hpp"
@@ -176,5 +176,15 @@ inline mc::duration clamp_timeout(const shared_state& s, std::uint32_t ms) {
 /// DataManager; errors: invalid_params (a malformed request, too little reply
 /// room). Per-key errors travel inside the reply.
 task<result<std::vector<std::byte>>> serve_read_call(std::shared_ptr<shared_state> s, mc::transfer::call_request q);
+
+/// Serves a write call (small_write_wire.hpp) with `s`'s admission and
+/// DataManager; errors: invalid_params (a malformed request, too little reply
+/// room). Per-value errors travel inside the reply.
+task<result<std::vector<std::byte>>> serve_write_call(std::shared_ptr<shared_state> s, mc::transfer::call_request q);
+
+/// The service's call handler: a read or a write call by the request's first
+/// byte; errors: invalid_params (an empty request, an unknown kind, and the
+/// errors above).
+task<result<std::vector<std::byte>>> serve_call(std::shared_ptr<shared_state> s, mc::transfer::call_request q);
 
 }  // namespace mc::store::detail

@@ -97,7 +97,11 @@ struct client_stats {
   /// Batches of small-value reads sent as TransferEngine calls instead of
   /// RPCs (one per owner per batch; counted in batch_rpcs too).
   std::uint64_t read_calls = 0;
-  std::uint64_t inline_writes = 0;      ///< remote writes that carried the value inside the RPC
+  std::uint64_t inline_writes = 0;  ///< remote writes that carried the value inside the RPC (or a call)
+  /// Batches of small-value writes sent as TransferEngine calls instead of
+  /// RPCs (one per owner per wave, however many calls it took; counted in
+  /// batch_rpcs too).
+  std::uint64_t write_calls = 0;
   std::uint64_t remote_read_bytes = 0;  ///< value bytes remote reads brought in (inline or transferred)
   std::uint64_t publish_batches = 0;    ///< addReplicas calls publishes went out in (group commit)
   std::uint64_t publishes = 0;          ///< keys those calls published

@@ -113,6 +113,21 @@ class peer_client {
   static bool call_eligible(const std::vector<peer_read>& items);
   /// The general batch write, one result per item (or one error for the call).
   task<result<std::vector<result<void>>>> write_batch(std::string rpc_endpoint, std::vector<peer_write> items);
+  /// write_batch of inline items (every `src` empty) as TransferEngine calls
+  /// to the owner's engine at `transfer_endpoint` (engine::call, no Cap'n
+  /// Proto): consecutive items in calls of at most 256 values and 2 MiB,
+  /// sent concurrently; one result per item. Errors for the whole batch:
+  /// unsupported (items not eligible, see write_call_eligible; or the owner
+  /// serves no such calls: write_batch then), any call's error (timeout,
+  /// transfer_fail, ...), rpc_fail (a reply of the wrong shape). A batch that
+  /// failed whole may have been stored in part: sending it again (e.g. with
+  /// write_batch) is safe, as every item carries its put's version.
+  task<result<std::vector<result<void>>>> write_batch_call(mc::transfer::engine& engine, std::string transfer_endpoint,
+                                                           const std::vector<peer_write>& items);
+  /// Whether write_batch_call can carry `items`: 1..max_batch_items items,
+  /// each inline (`src` empty) with a value of 1 B..1 MiB that fits one call
+  /// with its key, and a non-zero version. Without a round trip.
+  static bool write_call_eligible(const std::vector<peer_write>& items);
   /// Size of `key` held by the peer.
   task<result<std::uint64_t>> query(std::string rpc_endpoint, std::string key);
   /// Removes `key` held by the peer.

@@ -108,10 +108,8 @@ struct rdma_device_stats {
   std::uint64_t bytes = 0;
 };
 
-/// Snapshot of the engine's counters (taken with relaxed loads; each value is
-/// exact, the set is not one atomic instant).
 /// Bytes of one call's request and of its reply at most (engine::call).
-inline constexpr std::size_t max_call_request_bytes = std::size_t{64} << 10;
+inline constexpr std::size_t max_call_request_bytes = std::size_t{2} << 20;
 inline constexpr std::size_t max_call_reply_bytes = std::size_t{2} << 20;
 
 /// One call as its handler sees it (engine::set_call_handler).
@@ -132,6 +130,8 @@ struct call_request {
 /// block the thread.
 using call_handler = std::function<mc::task<mc::result<std::vector<std::byte>>>(call_request)>;
 
+/// Snapshot of the engine's counters (taken with relaxed loads; each value is
+/// exact, the set is not one atomic instant).
 struct engine_stats {
   /// Indexed by transport_kind.
   std::array<transport_counters, transport_kind_count> initiated{};
@@ -419,7 +419,7 @@ class engine {
 
   /// A request/answer exchange with the peer engine at `peer_endpoint` over
   /// one pooled TCP connection (whatever the transport of transfers): sends
-  /// `request` (1 byte..64 KiB), receives the reply (at most reply.size()
+  /// `request` (1 byte..2 MiB), receives the reply (at most reply.size()
   /// bytes, 1 byte..2 MiB) into `reply` and returns its length. One round
   /// trip; the layer above's small messages (the store's small-value reads).
   /// Errors: invalid_params (sizes out of range, bad endpoint), unsupported
