@@ -167,7 +167,8 @@ std::size_t model(env& e, std::vector<std::byte>& in, std::vector<std::byte>& ex
         break;
       }
       case 18: {  // call_req: the payload, then the handler's reply (call_reply), after the answers before it
-        if (h.token != 0 || h.length == 0 || h.length > (64u << 10) || h.address == 0 || h.address > (2u << 20))
+        if (h.token != 0 || h.length == 0 || h.length > mc::transfer::max_call_request_bytes || h.address == 0 ||
+            h.address > mc::transfer::max_call_reply_bytes)
           return pos;                       // closed after the header
         if (avail < h.length) return size;  // the request cut short by the end of input: closed
         const auto reply = call_reply({in.data() + pos, static_cast<std::size_t>(h.length)}, h.address);
