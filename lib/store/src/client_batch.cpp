@@ -385,13 +385,7 @@ task<void> client::impl::read_wave(std::string endpoint, std::vector<get_item*> 
   result<std::vector<peer_read_result>> r = fail(errc::unsupported);
   if (transfer_bytes == 0 && peer_client::call_eligible(reads) && calls_to(owner_transfer)) {
     r = co_await peers.read_batch_call(*engine, owner_transfer, reads);
-    if (r) {
-      stats.read_calls.fetch_add(1, relaxed);
-    } else if (mc::is(r.error(), errc::unsupported) || mc::is(r.error(), errc::transfer_fail) ||
-               mc::is(r.error(), errc::no_available_handle)) {
-      no_calls_to(owner_transfer);
-      r = fail(errc::unsupported);
-    }
+    settle_call(r, stats.read_calls, owner_transfer);
   }
   if (!r && mc::is(r.error(), errc::unsupported)) r = co_await peers.read_batch(std::move(endpoint), std::move(reads));
   exposed.clear();  // every token of this request is revoked here

@@ -94,9 +94,23 @@ struct client::impl {
   std::mutex no_calls_mu;
   std::unordered_map<std::string, std::chrono::steady_clock::time_point> no_calls;
   static constexpr std::size_t max_no_calls = 1024;
-  /// Whether small reads to this owner may go as a TransferEngine call.
+  /// Whether small reads and writes to this owner may go as TransferEngine calls.
   bool calls_to(const std::string& transfer_endpoint);
   void no_calls_to(const std::string& transfer_endpoint);
+  /// After a call to `transfer_endpoint`: a success is counted in `calls`;
+  /// an error meaning the owner serves no calls or its transfer port cannot
+  /// be reached (unsupported, transfer_fail, no_available_handle) is
+  /// remembered (no_calls_to) and becomes unsupported: send the RPC.
+  template <class T>
+  void settle_call(result<T>& r, std::atomic<std::uint64_t>& calls, const std::string& transfer_endpoint) {
+    if (r) {
+      calls.fetch_add(1, std::memory_order_relaxed);
+    } else if (mc::is(r.error(), errc::unsupported) || mc::is(r.error(), errc::transfer_fail) ||
+               mc::is(r.error(), errc::no_available_handle)) {
+      no_calls_to(transfer_endpoint);
+      r = fail(errc::unsupported);
+    }
+  }
 
   // Route cache: key -> master's answer; bounded, invalidated when stale.
   std::mutex routes_mu;

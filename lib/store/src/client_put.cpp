@@ -414,13 +414,7 @@ task<void> client::impl::write_wave(std::string endpoint, std::string transfer_e
   result<std::vector<result<void>>> r = fail(errc::unsupported);
   if (transfer_bytes == 0 && peer_client::write_call_eligible(writes) && calls_to(transfer_endpoint)) {
     r = co_await peers.write_batch_call(*engine, transfer_endpoint, writes);
-    if (r) {
-      stats.write_calls.fetch_add(1, relaxed);
-    } else if (mc::is(r.error(), errc::unsupported) || mc::is(r.error(), errc::transfer_fail) ||
-               mc::is(r.error(), errc::no_available_handle)) {
-      no_calls_to(transfer_endpoint);
-      r = fail(errc::unsupported);
-    }
+    settle_call(r, stats.write_calls, transfer_endpoint);
   }
   if (!r && mc::is(r.error(), errc::unsupported))
     r = co_await peers.write_batch(std::move(endpoint), std::move(writes));
