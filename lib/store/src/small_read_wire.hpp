@@ -52,6 +52,30 @@ inline T get(const std::byte* p) noexcept {
 }
 }  // namespace le
 
+/// Writes the header both call kinds share (kind, 0, count, timeout_ms).
+inline void put_header(std::vector<std::byte>& out, std::uint8_t kind, std::size_t count, std::uint32_t timeout_ms) {
+  le::put<std::uint8_t>(out, kind);
+  le::put<std::uint8_t>(out, 0);
+  le::put<std::uint16_t>(out, static_cast<std::uint16_t>(count));
+  le::put<std::uint32_t>(out, timeout_ms);
+}
+
+struct header {
+  std::uint16_t count = 0;
+  std::uint32_t timeout_ms = 0;
+};
+
+/// Parses the shared header of a `kind` request (untrusted): nullopt unless
+/// it is there, names `kind` with a 0 byte after it, and a count of 1..max_keys.
+inline std::optional<header> decode_header(std::span<const std::byte> in, std::uint8_t kind) {
+  if (in.size() < header_bytes) return std::nullopt;
+  const std::byte* p = in.data();
+  if (le::get<std::uint8_t>(p) != kind || le::get<std::uint8_t>(p + 1) != 0) return std::nullopt;
+  header h{le::get<std::uint16_t>(p + 2), le::get<std::uint32_t>(p + 4)};
+  if (h.count == 0 || h.count > max_keys) return std::nullopt;
+  return h;
+}
+
 struct key_ask {
   std::string_view key;
   std::uint32_t inline_max = 0;
@@ -75,10 +99,7 @@ inline std::optional<std::vector<std::byte>> encode_request(std::span<const key_
     n += key_entry_bytes + a.key.size();
   }
   out.reserve(n);
-  le::put<std::uint8_t>(out, kind_read);
-  le::put<std::uint8_t>(out, 0);
-  le::put<std::uint16_t>(out, static_cast<std::uint16_t>(asks.size()));
-  le::put<std::uint32_t>(out, timeout_ms);
+  put_header(out, kind_read, asks.size(), timeout_ms);
   for (auto& a : asks) {
     le::put<std::uint16_t>(out, static_cast<std::uint16_t>(a.key.size()));
     le::put<std::uint32_t>(out, a.inline_max);
@@ -94,13 +115,12 @@ struct request {
 
 /// Parses a peer's request (untrusted): every bound checked, nothing left over.
 inline std::optional<request> decode_request(std::span<const std::byte> in) {
-  if (in.size() < header_bytes) return std::nullopt;
+  const auto h = decode_header(in, kind_read);
+  if (!h) return std::nullopt;
   const std::byte* p = in.data();
-  if (le::get<std::uint8_t>(p) != kind_read || le::get<std::uint8_t>(p + 1) != 0) return std::nullopt;
-  const auto count = le::get<std::uint16_t>(p + 2);
-  if (count == 0 || count > max_keys) return std::nullopt;
+  const auto count = h->count;
   request r;
-  r.timeout_ms = le::get<std::uint32_t>(p + 4);
+  r.timeout_ms = h->timeout_ms;
   std::size_t at = header_bytes;
   r.asks.reserve(count);
   for (std::size_t k = 0; k < count; ++k) {

@@ -71,10 +71,7 @@ inline std::optional<std::vector<std::byte>> encode_request(std::span<const valu
     if (!value_ok(v.key, v.size, v.version)) return std::nullopt;
   std::vector<std::byte> out;
   out.reserve(static_cast<std::size_t>(request_bytes(values)));
-  le::put<std::uint8_t>(out, kind_write);
-  le::put<std::uint8_t>(out, 0);
-  le::put<std::uint16_t>(out, static_cast<std::uint16_t>(values.size()));
-  le::put<std::uint32_t>(out, timeout_ms);
+  small_read::put_header(out, kind_write, values.size(), timeout_ms);
   for (auto& v : values) {
     le::put<std::uint16_t>(out, static_cast<std::uint16_t>(v.key.size()));
     le::put<std::uint32_t>(out, static_cast<std::uint32_t>(v.size));
@@ -106,13 +103,12 @@ struct request {
 
 /// Parses a peer's request (untrusted): every bound checked, nothing left over.
 inline std::optional<request> decode_request(std::span<const std::byte> in) {
-  if (in.size() < header_bytes) return std::nullopt;
+  const auto h = small_read::decode_header(in, kind_write);
+  if (!h) return std::nullopt;
   const std::byte* p = in.data();
-  if (le::get<std::uint8_t>(p) != kind_write || le::get<std::uint8_t>(p + 1) != 0) return std::nullopt;
-  const auto count = le::get<std::uint16_t>(p + 2);
-  if (count == 0 || count > max_keys) return std::nullopt;
+  const auto count = h->count;
   request r;
-  r.timeout_ms = le::get<std::uint32_t>(p + 4);
+  r.timeout_ms = h->timeout_ms;
   std::size_t at = header_bytes;
   r.values.reserve(count);
   for (std::size_t k = 0; k < count; ++k) {
