@@ -186,6 +186,54 @@ TEST_SUITE("transfer_call") {
     }
   }
 
+  TEST_CASE("calls in flight beyond connections_per_peer open connections up to call_connections_per_peer") {
+    // Each handler waits until `want` calls are in it at once (or 3 s), so
+    // the calls only overlap that much if each has its own connection.
+    for (std::size_t bound : {std::size_t{16}, std::size_t{6}}) {
+      CAPTURE(bound);
+      auto oa = mc::transfer::test::loopback_options();
+      oa.connections_per_peer = 4;
+      oa.call_connections_per_peer = bound;
+      two_engines t(oa);
+      constexpr int calls_n = 8;
+      const int want = std::min<int>(calls_n, static_cast<int>(bound));
+      std::atomic<int> in{0}, most{0};
+      t.b->set_call_handler([&, want](call_request q) -> mc::task<mc::result<std::vector<std::byte>>> {
+        const int now = ++in;
+        for (int seen = most.load(); now > seen && !most.compare_exchange_weak(seen, now);) {}
+        for (int i = 0; i < 3000 && most.load() < want; ++i) (void)co_await mc::sleep_for(1ms);
+        --in;
+        co_return expected_reply(q.payload);
+      });
+      std::mt19937_64 rng(bound);
+      std::vector<std::vector<std::byte>> reqs, replies;
+      for (int k = 0; k < calls_n; ++k) {
+        reqs.push_back(make_request(16, 32 + static_cast<std::uint64_t>(k), rng));
+        replies.emplace_back(64);
+      }
+      auto got = t.rt.block_on(
+          [](two_engines& t, std::vector<std::vector<std::byte>>& reqs,
+             std::vector<std::vector<std::byte>>& replies) -> mc::task<std::vector<mc::result<std::size_t>>> {
+            std::vector<mc::task<mc::result<std::size_t>>> cs;
+            for (std::size_t k = 0; k < reqs.size(); ++k)
+              cs.push_back(t.a->call(t.b->endpoint(), reqs[k], replies[k], 10s));
+            co_return co_await mc::when_all(std::move(cs));
+          }(t, reqs, replies));
+      CHECK(most.load() == want);  // never more connections than the bound, and all of them used
+      for (int k = 0; k < calls_n; ++k) {
+        REQUIRE(got[static_cast<std::size_t>(k)]);
+        auto w = expected_reply(reqs[static_cast<std::size_t>(k)]);
+        CHECK(*got[static_cast<std::size_t>(k)] == w.size());
+        CHECK(std::memcmp(replies[static_cast<std::size_t>(k)].data(), w.data(), w.size()) == 0);
+      }
+    }
+    // Out of range: refused at construction.
+    auto bad = mc::transfer::test::loopback_options();
+    bad.call_connections_per_peer = 65;
+    mc::runtime::runtime rt(1);
+    CHECK_THROWS_AS(engine(rt, bad), std::invalid_argument);
+  }
+
   TEST_CASE("a call past its deadline times out, and the next call is served") {
     two_engines t;
     std::atomic<bool> slow{true};

@@ -41,6 +41,8 @@ void check_options(const engine_options& o) {
     throw std::invalid_argument("transfer: spread_bytes must be 0 or at least 64 KiB");
   if (o.connections_per_peer < 1 || o.connections_per_peer > 64)
     throw std::invalid_argument("transfer: connections_per_peer must be within 1 .. 64");
+  if (o.call_connections_per_peer > 64)
+    throw std::invalid_argument("transfer: call_connections_per_peer must be at most 64");
   if (o.max_peers < 1) throw std::invalid_argument("transfer: max_peers must be >= 1");
   if (o.max_inbound_connections < 1) throw std::invalid_argument("transfer: max_inbound_connections must be >= 1");
   if (o.default_timeout <= std::chrono::steady_clock::duration::zero())

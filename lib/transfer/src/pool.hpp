@@ -155,11 +155,16 @@ class peer_pool {
   /// resume on their own executor, which is that thread's.
   peer_pool(mc::executor /*owner*/, std::size_t max, const bool* stopping) : max_(max), stopping_(stopping) {}
 
-  /// A connection: an idle one, a new one (while below the bound), or, when
-  /// `wait`, the next one released (FIFO among waiters). Without `wait`, an
-  /// empty lease when the pool is exhausted. Errors: connect errors,
-  /// cancelled (while waiting; nothing is held), shutting_down.
-  task<result<conn_lease<Socket>>> acquire(const connect_fn& connect, bool wait) {
+  /// A connection: an idle one, a new one (while below the bound: the
+  /// pool's, or `limit` when larger - calls, see
+  /// engine_options::call_connections_per_peer), or, when `wait`, the next
+  /// one released (FIFO among waiters; a waiter woken by a closed connection
+  /// while the pool is still at its own bound waits again, and the next
+  /// release wakes the next one). Without `wait`, an empty lease when the
+  /// pool is exhausted. Errors: connect errors, cancelled (while waiting;
+  /// nothing is held), shutting_down.
+  task<result<conn_lease<Socket>>> acquire(const connect_fn& connect, bool wait, std::size_t limit = 0) {
+    const std::size_t cap = std::max(max_, limit);
     for (;;) {
       if (*stopping_) co_return fail(errc::shutting_down);
       if (!idle_.empty()) {
@@ -167,7 +172,7 @@ class peer_pool {
         idle_.pop_back();
         co_return conn_lease<Socket>(this, std::move(c), true);
       }
-      if (total_ < max_) {
+      if (total_ < cap) {
         ++total_;
         auto c = co_await connect();
         if (!c) {

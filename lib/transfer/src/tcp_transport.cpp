@@ -481,7 +481,7 @@ task<mc::result<std::size_t>> tcp_call(engine_impl& eng, thread_state& ts, const
   // peer restarted): once more on a fresh one. So a call may reach a handler
   // twice (handlers are idempotent: the store's reads are).
   for (int attempt = 0;; ++attempt) {
-    auto got = co_await pool->acquire(connect, true);
+    auto got = co_await pool->acquire(connect, true, eng.opts_.call_connections_per_peer);
     if (!got) co_return got.error();
     if (!*got) co_return fail(errc::no_available_handle);
     auto c = std::move(*got);

@@ -51,6 +51,16 @@ struct engine_options {
   /// Upper bound of TCP connections to one peer, per runtime thread (a pool
   /// never grows beyond it; same bound for same-host control connections).
   std::size_t connections_per_peer = 4;
+  /// Upper bound of TCP connections to one peer, per runtime thread, that
+  /// calls (engine::call) may hold, transfers' connections included: a call
+  /// holds its connection for its whole exchange (the peer's handler may
+  /// wait, e.g. for its own master), so calls in flight beyond
+  /// connections_per_peer open more connections, up to this bound, instead
+  /// of queueing behind each other. Transfers never use more than
+  /// connections_per_peer at once (they may take idle ones a call opened).
+  /// connections_per_peer .. 64; values below connections_per_peer count as
+  /// connections_per_peer.
+  std::size_t call_connections_per_peer = 16;
   /// Upper bound of peers with pooled connections, per runtime thread; the
   /// least recently used idle pool is closed to make room.
   std::size_t max_peers = 256;
