@@ -111,6 +111,8 @@ void ordering_metrics(exposition& e, const mc::store::client_stats& cs) {
            "addReplicas calls publishes went out in (concurrent puts are group-committed).",
            static_cast<double>(cs.publish_batches));
   e.single("mc_client_publishes_total", "counter", "Keys published to the master.", static_cast<double>(cs.publishes));
+  e.single("mc_client_publish_calls_total", "counter",
+           "Publish batches the master took as TransferEngine calls (no RPC).", static_cast<double>(cs.publish_calls));
 }
 
 /// The batch data path: calls, keys, per-owner fan-out, inline values.

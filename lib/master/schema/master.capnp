@@ -67,7 +67,9 @@ struct ClientState {
 interface Master {
   # term: the HA leader's term (etcd revision of its election; 0 without
   # HA). A client ignores a reply whose term is older than one it has seen.
-  registerClient @0 (info :ClientInfo) -> (status :Status, term :UInt64);
+  # publishPort: the TCP port of this master's publish calls
+  # (mc/master/publish_call.hpp) on the host the client dialled; 0 = none.
+  registerClient @0 (info :ClientInfo) -> (status :Status, term :UInt64, publishPort :UInt16);
   # The reply carries drop notices for copies superseded by a newer publish
   # elsewhere (at most 1024 per reply) and `resync` when they overflowed.
   # `repairs`: copies to make (at most 64 per reply).

@@ -130,7 +130,24 @@ task<result<void>> master_client::register_client(client_info info) {
   auto r = co_await mc::rpc::call(req.send(), timeout_);
   if (!r) co_return note(r.error());
   if (stale_term(r->getTerm())) co_return fail(errc::unavailable_in_current_status);
-  co_return from_status(r->getStatus());
+  auto st = from_status(r->getStatus());
+  if (st) {
+    // The publish call port is on the host we dialled (not a host the
+    // master names: its own idea of its address may not be reachable).
+    std::string ep;
+    if (auto at = mc::endpoint::parse(*where); at && r->getPublishPort() != 0)
+      if (auto e = at->with_port(r->getPublishPort())) ep = e->str();
+    std::lock_guard lk(publish_route_->m);
+    publish_route_->master = *where;
+    publish_route_->endpoint = std::move(ep);
+  }
+  co_return st;
+}
+
+std::string master_client::publish_call_endpoint() const {
+  auto now = current_master();
+  std::lock_guard lk(publish_route_->m);
+  return !now.empty() && publish_route_->master == now ? publish_route_->endpoint : std::string{};
 }
 
 task<result<holder_notices>> master_client::heartbeat(std::string client_id, std::uint64_t used, std::uint64_t capacity,

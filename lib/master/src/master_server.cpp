@@ -6,16 +6,22 @@
 
 #include "mc/rpc/protocol.hpp"
 
+#include "mc/master/publish_call.hpp"
+#include "mc/rpc/auth.hpp"
+#include "mc/transfer/engine.hpp"
+
 #include "client_info_wire.hpp"
 #include "ha_members.hpp"
 #include "master.capnp.h"
 #include "mc/rpc/capnp.hpp"
 #include "mc/rpc/server.hpp"
+#include "mc/runtime/endpoint.hpp"
 #include "mc/runtime/runtime.hpp"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include <atomic>
 #include <cstdio>
 #include <future>
 #include <mutex>
@@ -61,7 +67,8 @@ kj::Promise<void> not_leader() {
 /// serving thread, no coroutine needed.
 class master_impl final : public Master::Server {
  public:
-  master_impl(metadata& md, ha_gate& gate) : md_(md), gate_(gate) {}
+  master_impl(metadata& md, ha_gate& gate, const std::atomic<std::uint16_t>& publish_port)
+      : md_(md), gate_(gate), publish_port_(&publish_port) {}
 
   kj::Promise<void> registerClient(RegisterClientContext ctx) override {
     MC_MASTER_GATE();
@@ -71,6 +78,7 @@ class master_impl final : public Master::Server {
     if (r && gate_.on_register) gate_.on_register(info.client_id, info.own_membership);
     set_status(ctx.getResults().initStatus(), r);
     ctx.getResults().setTerm(gate_.term());
+    ctx.getResults().setPublishPort(publish_port_->load());
     return kj::READY_NOW;
   }
   kj::Promise<void> heartbeat(HeartbeatContext ctx) override {
@@ -303,6 +311,7 @@ class master_impl final : public Master::Server {
  private:
   metadata& md_;
   ha_gate& gate_;
+  const std::atomic<std::uint16_t>* publish_port_;  ///< 0 = no publish calls
 };
 
 metadata_options to_metadata_options(const master_options& o) {
@@ -332,12 +341,16 @@ struct master_server::impl {
   ha_gate gate;
   std::shared_ptr<struct ha_members> members;  ///< HA only
   std::unique_ptr<leader_elector> elector;     ///< HA only
+  /// Publish calls (master_options::publish_calls): their engine and port.
+  std::unique_ptr<mc::transfer::engine> calls;
+  std::atomic<std::uint16_t> publish_port{0};
 };
 
 master_server::master_server(mc::runtime::runtime& rt, const master_options& opts)
     : impl_(std::make_unique<impl>(rt, opts)) {
-  impl_->server.add_service("master", mc::rpc::service_factory([md = &impl_->md, g = &impl_->gate](mc::executor) {
-                              return capnp::Capability::Client(kj::heap<master_impl>(*md, *g));
+  impl_->server.add_service("master", mc::rpc::service_factory([md = &impl_->md, g = &impl_->gate,
+                                                                port = &impl_->publish_port](mc::executor) {
+                              return capnp::Capability::Client(kj::heap<master_impl>(*md, *g, *port));
                             }));
 }
 
@@ -354,6 +367,19 @@ std::string master_server::leader() const { return impl_->elector ? impl_->elect
 master_server::~master_server() { stop(); }
 
 namespace {
+/// One publish call: the same checks and outcomes as addReplicas.
+mc::task<result<std::vector<std::byte>>> serve_publish(metadata* md, const ha_gate* gate,
+                                                       mc::transfer::call_request q) {
+  if (!gate->serving()) co_return fail(errc::unavailable_in_current_status);
+  auto c = decode_publish_call(q.payload);
+  if (!c) co_return c.error();
+  std::vector<result<void>> out;
+  out.reserve(c->items.size());
+  for (const auto& it : c->items)
+    out.push_back(md->add_replica(it.key, c->client_id, it.size, it.version, c->kind, c->epoch, it.replication));
+  co_return encode_publish_answer(out);
+}
+
 mc::task<void> sweep_loop(std::shared_ptr<boost::asio::steady_timer> t, metadata* md, const ha_gate* gate,
                           mc::duration every) {
   // Keys a reset() set aside are freed a chunk per short tick (bounded time
@@ -391,12 +417,18 @@ result<void> master_server::start() {
     impl_->message = impl_->server.message();
     return r;
   }
+  if (auto r = start_publish_calls(); !r) {
+    impl_->server.stop();
+    return r;
+  }
   if (impl_->opts.ha_backend == "etcd") {
     bool tls = false;
     std::string why;
     auto eps = parse_etcd_endpoints(impl_->opts.etcd_endpoints, &why, &tls);
     auto sec = eps ? etcd_security::load(impl_->opts.etcd_security, tls, &why) : result<etcd_security>(eps.error());
     if (!sec) {
+      impl_->publish_port.store(0);
+      if (impl_->calls) impl_->calls->stop();
       impl_->server.stop();
       impl_->message = why.empty() ? "etcd_endpoints are invalid" : why;
       return fail(errc::invalid_params);
@@ -412,6 +444,43 @@ result<void> master_server::start() {
                         boost::asio::detached);
   return {};
 }
+
+result<void> master_server::start_publish_calls() {
+  auto& p = *impl_;
+  // Calls carry no credentials: with RPC authentication on, publishes stay
+  // on the (authenticated) RPC.
+  if (!p.opts.publish_calls || mc::rpc::auth_enabled()) return {};
+  mc::transfer::engine_options eo;
+  eo.bind_host = p.opts.rpc_address;
+  eo.port = p.opts.publish_call_port;
+  eo.enable_same_host = false;
+  eo.enable_in_process = false;
+  try {
+    p.calls = std::make_unique<mc::transfer::engine>(p.rt, eo);
+  } catch (const std::exception& e) {
+    p.message = std::string("publish calls: ") + e.what();
+    return fail(errc::invalid_params);
+  }
+  p.calls->set_call_handler(
+      [md = &p.md, g = &p.gate](mc::transfer::call_request q) { return serve_publish(md, g, std::move(q)); });
+  if (auto r = p.calls->start(); !r) {
+    p.calls.reset();
+    // A port asked for must be had (like the RPC port); any free port that
+    // cannot be bound only costs the speed-up.
+    if (p.opts.publish_call_port != 0) {
+      p.message = "publish calls: cannot listen on port " + std::to_string(p.opts.publish_call_port);
+      return r;
+    }
+    std::fprintf(stderr, "mooncake_master: publish calls off (no port: %s); publishes use the RPC\n",
+                 r.error().message().c_str());
+    return {};
+  }
+  const auto ep = mc::endpoint::parse(p.calls->endpoint());
+  p.publish_port.store(ep ? ep->port() : 0);
+  return {};
+}
+
+std::uint16_t master_server::publish_call_port() const noexcept { return impl_->publish_port.load(); }
 
 void master_server::start_ha(std::vector<std::string> endpoints, etcd_security security) {
   auto& p = *impl_;
@@ -479,6 +548,8 @@ void master_server::stop() {
     impl_->members->stopping.store(true);
     impl_->elector->stop();  // resigns: a standby takes over now
   }
+  impl_->publish_port.store(0);
+  if (impl_->calls) impl_->calls->stop();
   impl_->server.stop();
   std::promise<void> done;
   boost::asio::post(impl_->rt.executor(0), [&] {

@@ -17,6 +17,10 @@ mc::config::option_set make_option_set(master_options& o) {
       .add("max_key_bytes", &o.max_key_bytes, "longest accepted key", 1, 1 << 20)
       .add("http_host", &o.http_host, "bind host of the HTTP server (/metrics, /health, /clients, /keys, /key/)")
       .add("metrics_port", &o.metrics_port, "HTTP port of /metrics, /health and the admin JSON; 0 = HTTP off")
+      .add("publish_calls", &o.publish_calls,
+           "take publishes as TransferEngine calls on a port of rpc_address (told to clients at registration; "
+           "off while RPC authentication is on)")
+      .add("publish_call_port", &o.publish_call_port, "TCP port of the publish calls; 0 = any free port")
       .add("drain_grace", &o.drain_grace,
            "on SIGTERM, /health answers 503 (draining) this long before the server stops; a second signal "
            "skips the wait");

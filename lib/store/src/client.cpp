@@ -311,6 +311,7 @@ client_stats client::stats() const {
   out.inline_writes = s.inline_writes.load(r);
   out.remote_read_bytes = s.remote_read_bytes.load(r);
   out.publish_batches = s.publish_batches.load(r);
+  out.publish_calls = s.publish_calls.load(r);
   out.publishes = s.publishes.load(r);
   out.failed_publishes = s.failed_publishes.load(r);
   out.write_routes = s.write_routes.load(r);

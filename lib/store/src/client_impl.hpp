@@ -144,7 +144,7 @@ struct client::impl {
     std::atomic<std::uint64_t> local_hits{0}, remote_hits{0}, misses{0}, fallbacks{0}, route_cache_hits{0},
         master_errors{0};
     std::atomic<std::uint64_t> batch_calls{0}, batch_keys{0}, batch_rpcs{0}, inline_reads{0}, inline_writes{0},
-        remote_read_bytes{0}, publish_batches{0}, publishes{0}, read_calls{0}, write_calls{0};
+        remote_read_bytes{0}, publish_batches{0}, publishes{0}, read_calls{0}, write_calls{0}, publish_calls{0};
     std::atomic<std::uint64_t> notices_sent{0}, notice_batches{0}, notice_overflows{0}, resyncs{0}, superseded_drops{0},
         stale_publishes{0}, failed_publishes{0};
     std::atomic<std::uint64_t> write_routes{0}, write_route_lease_hits{0}, write_route_lease_drops{0};
@@ -216,6 +216,16 @@ struct client::impl {
 
   /// Sends one flush of queued publishes (under publish_flush).
   task<void> flush_publishes();
+  /// One batch of put publishes: as a publish call to the master when it
+  /// offers them (mc/master/publish_call.hpp), else - and after any failure
+  /// of the call as a whole - over the RPC (a publish is idempotent per key,
+  /// holder and version, so a call that reached the master before failing
+  /// may be sent again). Flusher only (under publish_flush).
+  task<result<std::vector<result<void>>>> publish_items(std::vector<mc::master::publish_item> items);
+  /// A publish call endpoint whose call failed as a whole (unreachable,
+  /// refused, timed out) is not tried again before this time. Flusher only.
+  std::string publish_call_failed;
+  std::chrono::steady_clock::time_point publish_call_retry_at{};
 
   // The batch data path (client_batch.cpp).
   struct get_item;

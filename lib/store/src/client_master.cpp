@@ -2,6 +2,8 @@
 // versioned publishes, batched removal notices, superseded-copy drops and
 // full re-publishes (resync). See "Consistency model" in the README.
 #include "client_impl.hpp"
+#include "mc/master/publish_call.hpp"
+#include "mc/rpc/auth.hpp"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/post.hpp>
@@ -12,6 +14,8 @@ namespace mc::store {
 namespace {
 constexpr auto relaxed = std::memory_order_relaxed;
 constexpr std::size_t republish_batch = 1024;
+/// How long a master's publish call port that failed is left alone.
+constexpr std::chrono::seconds publish_call_backoff{30};
 }  // namespace
 
 task<result<void>> client::impl::publish(const std::string& key, std::uint64_t size, std::uint64_t version,
@@ -60,7 +64,7 @@ task<void> client::impl::flush_publishes() {
   for (auto& p : batch) items.push_back(p->item);
   stats.publish_batches.fetch_add(1, relaxed);
   stats.publishes.fetch_add(batch.size(), relaxed);
-  auto r = co_await master.add_replicas(id, std::move(items), mc::master::publish_kind::put, epoch.load());
+  auto r = co_await publish_items(std::move(items));
   std::vector<result<void>> outcomes(batch.size());
   if (!r || r->size() != batch.size()) {
     stats.master_errors.fetch_add(1, relaxed);
@@ -104,6 +108,33 @@ task<void> client::impl::flush_publishes() {
   }
   std::lock_guard lk(publish_mu);
   for (std::size_t k = 0; k < batch.size(); ++k) batch[k]->outcome = std::move(outcomes[k]);
+}
+
+task<result<std::vector<result<void>>>> client::impl::publish_items(std::vector<mc::master::publish_item> items) {
+  // Calls carry no credentials: with RPC authentication on, the RPC.
+  auto ep = engine && !mc::rpc::auth_enabled() ? master.publish_call_endpoint() : std::string{};
+  if (!ep.empty() && (ep != publish_call_failed || std::chrono::steady_clock::now() >= publish_call_retry_at)) {
+    auto req = mc::master::encode_publish_call(id, epoch.load(), mc::master::publish_kind::put, items);
+    if (req) {
+      std::vector<std::byte> reply(mc::master::publish_answer_size(items.size()));
+      auto n = co_await engine->call(ep, *req, reply, opts.rpc_timeout);
+      if (n) {
+        if (auto out = mc::master::decode_publish_answer(std::span(reply).first(*n), items.size())) {
+          stats.publish_calls.fetch_add(1, relaxed);
+          if (ep == publish_call_failed) publish_call_failed.clear();
+          co_return out;
+        }
+      } else if (mc::is(n.error(), errc::cancelled) || mc::is(n.error(), errc::shutting_down)) {
+        co_return n.error();
+      } else if (!mc::is(n.error(), errc::unavailable_in_current_status)) {
+        // Not "no longer the leader" (the RPC below finds the new one, and
+        // the next registration tells its port): the port itself failed.
+        publish_call_failed = ep;
+        publish_call_retry_at = std::chrono::steady_clock::now() + publish_call_backoff;
+      }
+    }
+  }
+  co_return co_await master.add_replicas(id, std::move(items), mc::master::publish_kind::put, epoch.load());
 }
 
 void client::impl::on_removed(const std::string& key, std::uint64_t version, tiered::removal_reason why) {

@@ -25,6 +25,7 @@
 #include "mc/runtime/task.hpp"
 
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <utility>
@@ -90,6 +91,13 @@ class master_client {
   /// it instead. The record lives while heartbeats renew it and goes with
   /// unregister_client (or when the lease lapses).
   task<result<void>> register_client(client_info info);
+  /// The endpoint of the current master's publish calls
+  /// (mc/master/publish_call.hpp): the host this client dials for it with
+  /// the port its last successful registration with that master told; ""
+  /// when that master offers none, or this client has not registered with
+  /// the master calls go to now (a new leader: until it re-registers).
+  /// Thread-safe.
+  std::string publish_call_endpoint() const;
   /// Heartbeat (the same rule for an older leader's reply); returns the
   /// holder's queued drop notices (at most max_drops_per_heartbeat), repair
   /// tasks (at most max_repairs_per_heartbeat; longer lists are rpc_fail)
@@ -169,6 +177,13 @@ class master_client {
   std::string address_;
   mc::duration timeout_;
   std::shared_ptr<locator> locator_;
+  /// What the last registration told about publish calls, and to which
+  /// master address it was sent (shared: the client stays movable).
+  struct publish_route {
+    mutable std::mutex m;
+    std::string master, endpoint;
+  };
+  std::shared_ptr<publish_route> publish_route_ = std::make_shared<publish_route>();
 };
 
 /// A master address a client accepts: "host:port" or "etcd://" followed by

@@ -25,7 +25,8 @@ class master_server {
   master_server(const master_server&) = delete;
   master_server& operator=(const master_server&) = delete;
 
-  /// Binds the RPC port and starts the TTL sweeper; with ha_backend "etcd",
+  /// Binds the RPC port (and the publish call port, see
+  /// publish_call_port()) and starts the TTL sweeper; with ha_backend "etcd",
   /// also campaigns for the leadership (mc/master/ha.hpp): until elected,
   /// and whenever its lease may have lapsed, every call is refused with
   /// unavailable_in_current_status ("not the leader"). Errors: the RPC
@@ -52,6 +53,10 @@ class master_server {
   /// HA: the leader's address as last seen in etcd ("" without HA).
   std::string leader() const;
   std::uint16_t port() const;
+  /// The TCP port of publish calls (master_options::publish_calls; told to
+  /// clients at registration), 0 when off: not asked for, RPC
+  /// authentication on, no free port, or stopped. Thread-safe.
+  std::uint16_t publish_call_port() const noexcept;
   const std::string& message() const;
   metadata& state() noexcept;
 
@@ -59,6 +64,7 @@ class master_server {
 
  private:
   void start_ha(std::vector<std::string> endpoints, etcd_security security);
+  result<void> start_publish_calls();
   std::unique_ptr<impl> impl_;
 };
 

@@ -21,7 +21,13 @@ struct master_options {
   std::string http_host = "0.0.0.0";         ///< bind host of the metrics/admin HTTP server
   std::uint16_t metrics_port = 9003;         ///< HTTP port: /metrics, /health, admin JSON (0 = off)
   std::chrono::milliseconds drain_grace{0};  ///< on SIGTERM: /health answers 503 this long before stopping
-  mc::config::auth_options auth = {};        ///< --auth_token / --auth_token_file (off when both empty)
+  /// Publishes as TransferEngine calls (mc/master/publish_call.hpp) on a
+  /// TCP port of rpc_address, told to clients at registration: one round
+  /// trip without Cap'n Proto. Off while RPC authentication is on (calls
+  /// carry no credentials).
+  bool publish_calls = true;
+  std::uint16_t publish_call_port = 0;  ///< that port; 0 = any free port
+  mc::config::auth_options auth = {};   ///< --auth_token / --auth_token_file (off when both empty)
   /// High availability (mc/master/ha.hpp): "" = off (one master), "etcd".
   std::string ha_backend;
   std::string etcd_endpoints;  ///< "h1:2379,h2:2379" (also etcd://...)

@@ -105,6 +105,9 @@ struct client_stats {
   std::uint64_t remote_read_bytes = 0;  ///< value bytes remote reads brought in (inline or transferred)
   std::uint64_t publish_batches = 0;    ///< addReplicas calls publishes went out in (group commit)
   std::uint64_t publishes = 0;          ///< keys those calls published
+  /// Of publish_batches, those the master took as TransferEngine calls
+  /// (mc/master/publish_call.hpp) rather than addReplicas RPCs.
+  std::uint64_t publish_calls = 0;
   /// Peer request items this node's ClientRpcService refused with OVERLOADED
   /// (over max_remote_write_bytes or an in-flight limit).
   std::uint64_t service_overloaded = 0;
