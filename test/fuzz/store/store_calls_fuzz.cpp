@@ -7,16 +7,21 @@
 //   2  read reply     (the requester's decode_reply, to a fixed request of
 //                      three keys with inline bounds 1, 7 and 300)
 //   3  write reply    (the requester's decode_reply, to a request of 3 values)
+//   4  publish call   (the master's decode_publish_call, mc/master/publish_call.hpp)
+//   5  publish answer (the owner's decode_publish_answer, to a call of 3 items)
 // Invariants (abort on violation): an accepted request re-encodes, with the
 // real encoder, to exactly the same bytes; an accepted read reply has one
 // answer per key, each found value within its key's bound and inside the
 // message, and entries plus values add up to the message; a write reply is
-// accepted exactly when it is one code per value.
+// accepted exactly when it is one code per value; an accepted publish call
+// re-encodes to the same bytes; a publish answer is accepted exactly when it
+// is the count 3 and three codes.
 // Seeds: MC_FUZZ_WRITE_SEEDS=DIR ./store_calls_fuzz writes the corpus
 // (test/fuzz/corpus/store_calls) from the real encoders.
 #include "../../../lib/store/src/small_read_wire.hpp"
 #include "../../../lib/store/src/small_write_wire.hpp"
 #include "fuzz_support.hpp"
+#include "mc/master/publish_call.hpp"
 
 #include <cstdint>
 #include <cstdlib>
@@ -96,12 +101,31 @@ void check_write_reply(std::span<const std::byte> in) {
   }
 }
 
+void check_publish_call(std::span<const std::byte> in) {
+  auto c = mc::master::decode_publish_call(in);
+  if (!c) return;
+  auto again = mc::master::encode_publish_call(c->client_id, c->epoch, c->kind, c->items);
+  require(again && again->size() == in.size() && std::memcmp(again->data(), in.data(), in.size()) == 0,
+          "an accepted publish call re-encodes to the same bytes");
+}
+
+constexpr std::size_t publish_answer_items = 3;
+
+void check_publish_answer(std::span<const std::byte> in) {
+  auto r = mc::master::decode_publish_answer(in, publish_answer_items);
+  const bool shaped = in.size() == mc::master::publish_answer_size(publish_answer_items) &&
+                      std::to_integer<std::uint8_t>(in[0]) == publish_answer_items && in[1] == std::byte{0} &&
+                      in[2] == std::byte{0} && in[3] == std::byte{0};
+  require(r.has_value() == shaped, "a publish answer is accepted exactly when it is the count and one code per item");
+  if (r) require(r->size() == publish_answer_items, "one outcome per item");
+}
+
 void run(const std::uint8_t* data, std::size_t size) {
   if (size == 0) return;
   guarded_memory m(size - 1);
   if (size > 1) std::memcpy(m.data(), data + 1, size - 1);
   const auto in = std::span<const std::byte>(m.data(), size - 1);
-  switch (data[0] % 4) {
+  switch (data[0] % 6) {
     case 0:
       check_read_request(in);
       break;
@@ -111,8 +135,14 @@ void run(const std::uint8_t* data, std::size_t size) {
     case 2:
       check_read_reply(in);
       break;
-    default:
+    case 3:
       check_write_reply(in);
+      break;
+    case 4:
+      check_publish_call(in);
+      break;
+    default:
+      check_publish_answer(in);
   }
 }
 
@@ -152,6 +182,14 @@ void write_seeds(const std::filesystem::path& dir) {
   sw::le::put<std::int32_t>(wr, static_cast<std::int32_t>(mc::errc::superseded));
   sw::le::put<std::int32_t>(wr, static_cast<std::int32_t>(mc::errc::overloaded));
   write_seed(dir / "write_reply", 3, wr);
+  std::vector<mc::master::publish_item> items{{"bench/4096/3", 4096, 1733000000000000001ull, 0},
+                                              {"p/two", 65536, 1733000000000000002ull, 0x0200000000000001}};
+  auto pc = mc::master::encode_publish_call("owner", 2, mc::master::publish_kind::put, items);
+  require(pc.has_value(), "publish call seed");
+  write_seed(dir / "publish_call", 4, *pc);
+  std::vector<mc::result<void>> outs{mc::result<void>{}, mc::fail(mc::errc::superseded),
+                                     mc::fail(mc::errc::client_not_found)};
+  write_seed(dir / "publish_answer", 5, mc::master::encode_publish_answer(outs));
 }
 
 }  // namespace
