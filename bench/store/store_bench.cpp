@@ -47,6 +47,7 @@ struct settings {
   double seconds = 0.4;
   std::string apps_dir;
   bool redis = true;
+  std::vector<std::string> master_flags;  // appended to the mooncake_master command line
   /// --curves: gets at every size of `sizes` with curve_inflight in flight,
   /// and at every count of `concurrency` with 4 KiB values (two sweeps, not
   /// their cross product); each size loaded by one unreported put run first.
@@ -277,7 +278,10 @@ int main(int argc, char** argv) {
       .add("no-cost", &no_cost,
            "skip the cost rows (CPU microseconds and system calls per operation over every process of each side, "
            "measured in separate runs of min(seconds, 0.3 s) after each case)")
-      .add("write-route-lease", &lease, "the bench client's --write_route_lease (0 = a master write route per put)");
+      .add("write-route-lease", &lease, "the bench client's --write_route_lease (0 = a master write route per put)")
+      .add_list("master-flags", &s.master_flags,
+                "extra flags for mooncake_master, comma-separated (e.g. --publish_calls=false: publishes over the "
+                "RPC)");
   mc::bench::parse_options(set, argc, argv);
   if (full) {
     if (!set.was_set("sizes")) s.sizes = {4096, 65536, 1 << 20, 4 << 20};
@@ -325,9 +329,10 @@ int main(int argc, char** argv) {
   int rc = 0;
   for (auto& config : s.configs) {
     std::string transport = config == "tcp" ? "tcp" : "auto";
-    pid_t master = spawn(
-        {s.apps_dir + "/mooncake_master", "--rpc_port", std::to_string(master_port), "--rpc_address", "127.0.0.1"},
-        (tmp / "master.log").string());
+    std::vector<std::string> master_cmd{s.apps_dir + "/mooncake_master", "--rpc_port", std::to_string(master_port),
+                                        "--rpc_address", "127.0.0.1"};
+    master_cmd.insert(master_cmd.end(), s.master_flags.begin(), s.master_flags.end());
+    pid_t master = spawn(master_cmd, (tmp / "master.log").string());
     wait_port(master_port, 10);
     pid_t owner =
         spawn({s.apps_dir + "/mooncake_client", "--master_server_address", "127.0.0.1:" + std::to_string(master_port),
