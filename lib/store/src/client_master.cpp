@@ -16,6 +16,8 @@ constexpr auto relaxed = std::memory_order_relaxed;
 constexpr std::size_t republish_batch = 1024;
 /// How long a master's publish call port that failed is left alone.
 constexpr std::chrono::seconds publish_call_backoff{30};
+/// The longest a publish call waits before the RPC takes over.
+constexpr std::chrono::seconds publish_call_timeout{1};
 }  // namespace
 
 task<result<void>> client::impl::publish(const std::string& key, std::uint64_t size, std::uint64_t version,
@@ -117,7 +119,10 @@ task<result<std::vector<result<void>>>> client::impl::publish_items(std::vector<
     auto req = mc::master::encode_publish_call(id, epoch.load(), mc::master::publish_kind::put, items);
     if (req) {
       std::vector<std::byte> reply(mc::master::publish_answer_size(items.size()));
-      auto n = co_await engine->call(ep, *req, reply, opts.rpc_timeout);
+      // At most publish_call_timeout: a port that does not answer (a
+      // partition, a firewall dropping it) delays the put by that much
+      // before the RPC, not by a whole rpc_timeout.
+      auto n = co_await engine->call(ep, *req, reply, std::min<mc::duration>(opts.rpc_timeout, publish_call_timeout));
       if (n) {
         if (auto out = mc::master::decode_publish_answer(std::span(reply).first(*n), items.size())) {
           stats.publish_calls.fetch_add(1, relaxed);
