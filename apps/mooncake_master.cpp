@@ -105,8 +105,11 @@ int main(int argc, char** argv) {
       rc = 1;
     } else {
       status.state = mc::http::node_state::serving;
-      std::fprintf(stderr, "mooncake_master: P2P mode, serving on %s:%u (%zu threads), http %s, auth %s\n",
+      const auto pport = server.publish_call_port();
+      std::fprintf(stderr,
+                   "mooncake_master: P2P mode, serving on %s:%u (%zu threads), publish calls %s, http %s, auth %s\n",
                    opts.rpc_address.c_str(), server.port(), static_cast<std::size_t>(opts.rpc_thread_num),
+                   pport ? ("on port " + std::to_string(pport)).c_str() : "off",
                    http ? (opts.http_host + ":" + std::to_string(http->port())).c_str() : "off",
                    tokens.empty() ? "off" : "on");
       int sig = mc::apps::wait_for_stop_signal();
