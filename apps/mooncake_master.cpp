@@ -106,12 +106,11 @@ int main(int argc, char** argv) {
     } else {
       status.state = mc::http::node_state::serving;
       const auto pport = server.publish_call_port();
-      std::fprintf(stderr,
-                   "mooncake_master: P2P mode, serving on %s:%u (%zu threads), publish calls %s, http %s, auth %s\n",
-                   opts.rpc_address.c_str(), server.port(), static_cast<std::size_t>(opts.rpc_thread_num),
-                   pport ? ("on port " + std::to_string(pport)).c_str() : "off",
-                   http ? (opts.http_host + ":" + std::to_string(http->port())).c_str() : "off",
-                   tokens.empty() ? "off" : "on");
+      std::fprintf(
+          stderr, "mooncake_master: P2P mode, serving on %s:%u (%zu threads), publish calls %s, http %s, auth %s\n",
+          opts.rpc_address.c_str(), server.port(), static_cast<std::size_t>(opts.rpc_thread_num),
+          pport ? ("on port " + std::to_string(pport)).c_str() : "off",
+          http ? (opts.http_host + ":" + std::to_string(http->port())).c_str() : "off", tokens.empty() ? "off" : "on");
       int sig = mc::apps::wait_for_stop_signal();
       std::fprintf(stderr, "mooncake_master: signal %d, shutting down\n", sig);
       status.state = mc::http::node_state::draining;
