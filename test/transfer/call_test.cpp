@@ -253,6 +253,46 @@ TEST_SUITE("transfer_call") {
     CHECK(*n == 100);
   }
 
+  TEST_CASE("on an idle pooled connection: the deadline, the caller's cancellation, then calls served again") {
+    // The first call opens the connection (the general path); the later ones
+    // find it idle and run under the thread's deadline queue.
+    two_engines t;
+    std::atomic<int> slow_ms{0};
+    std::atomic<int> served{0};
+    t.b->set_call_handler([&](call_request q) -> mc::task<mc::result<std::vector<std::byte>>> {
+      ++served;
+      if (int ms = slow_ms.load(); ms > 0) (void)co_await mc::sleep_for(std::chrono::milliseconds(ms));
+      co_return expected_reply(q.payload);
+    });
+    std::mt19937_64 rng(2);
+    auto req = make_request(24, 300, rng);
+    std::vector<std::byte> reply(512);
+    REQUIRE(do_call(t, req, reply));
+    const auto before = t.a->stats();
+    slow_ms = 500;
+    const auto t0 = std::chrono::steady_clock::now();
+    auto r = do_call(t, req, reply, 50ms);
+    const auto took = std::chrono::steady_clock::now() - t0;
+    REQUIRE_FALSE(r);
+    CHECK(mc::is(r.error(), mc::errc::timeout));
+    CHECK(took < 450ms);  // the deadline ended it, not the handler's answer
+    // The caller cancelled (its own shorter deadline): cancelled inside,
+    // timeout outside, never an exception.
+    auto outer = t.rt.block_on(mc::with_deadline(t.a->call(t.b->endpoint(), req, reply, 10s), 50ms));
+    REQUIRE_FALSE(outer);
+    CHECK(mc::is(outer.error(), mc::errc::timeout));
+    slow_ms = 0;
+    for (int i = 0; i < 20; ++i) {
+      std::fill(reply.begin(), reply.end(), std::byte{0});
+      auto n = do_call(t, req, reply);
+      REQUIRE(n);
+      REQUIRE(*n == 300);
+      auto want = expected_reply(req);
+      CHECK(std::equal(want.begin(), want.end(), reply.begin()));
+    }
+    CHECK(t.a->stats().initiated_call_errors >= before.initiated_call_errors + 2);
+  }
+
   TEST_CASE("a target that predates calls (closes on the op) reads as unsupported") {
     two_engines t;
     // A listener that reads a request and closes, like an older target

@@ -190,6 +190,7 @@ task<void> engine_impl::shutdown() {
     co_await mc::run_on(rt_.executor(i), [](thread_state* ts) -> task<void> {
       ts->tcp_pools = {};
       ts->shm_pools = {};
+      ts->deadlines.reset();
       rdma_release_thread(*ts);
       co_return;
     }(threads_[i].get()));

@@ -28,11 +28,17 @@ task<mc::result<std::size_t>> engine_impl::run_call(std::string endpoint, std::s
       endpoint.empty())
     co_return fail(errc::invalid_params);
   auto& ts = this_thread_state();
-  // timeout at the deadline; cancelled when the caller is cancelled
-  auto out = co_await mc::with_deadline(tcp_call(*this, ts, endpoint, request, reply), timeout);
-  if (!out && stopping_) out = fail(errc::shutting_down);
-  bump(out ? counters_.initiated_calls : counters_.initiated_call_errors);
-  co_return out;
+  const auto now = std::chrono::steady_clock::now();
+  const auto deadline = timeout >= mc::time_point::max() - now ? mc::time_point::max() : now + timeout;
+  // On an idle connection: bounded by the thread's deadline queue. Else (a
+  // connection to open or to wait for, or the idle one was stale): the
+  // general race against a timer. timeout at the deadline; cancelled when
+  // the caller is cancelled.
+  auto out = co_await tcp_call_idle(*this, ts, endpoint, request, reply, deadline);
+  if (!out) out = co_await mc::with_deadline_at(tcp_call(*this, ts, endpoint, request, reply), deadline);
+  if (!*out && stopping_) *out = fail(errc::shutting_down);
+  bump(*out ? counters_.initiated_calls : counters_.initiated_call_errors);
+  co_return std::move(*out);
 }
 
 }  // namespace detail

@@ -1,5 +1,6 @@
 #pragma once
 // Engine internals shared by the transports and the servers.
+#include "mc/runtime/deadline_queue.hpp"
 #include "mc/runtime/gate.hpp"
 #include "mc/runtime/runtime.hpp"
 #include "mc/transfer/engine.hpp"
@@ -89,6 +90,9 @@ struct thread_state {
   peer_verdicts not_same_host;
   /// Verbs objects of this thread (protocol "rdma"; created on first use).
   std::shared_ptr<rdma_thread> rdma;
+  /// Deadlines of calls on idle pooled connections (tcp_call_idle; created
+  /// on first use, released with the pools).
+  std::shared_ptr<mc::deadline_queue> deadlines;
 };
 
 struct atomic_counters {
@@ -187,6 +191,15 @@ std::unique_ptr<transport> make_tcp_transport(engine_impl& eng);
 /// this thread to `endpoint` (tcp_transport.cpp); no deadline of its own.
 task<mc::result<std::size_t>> tcp_call(engine_impl& eng, thread_state& ts, const std::string& endpoint,
                                        std::span<const std::byte> request, std::span<std::byte> reply);
+/// The same on an idle pooled connection, bounded by `deadline` through the
+/// thread's deadline queue (no timer or spawned coroutine of its own);
+/// nullopt when no connection is idle, or the idle one turned out stale
+/// (then tcp_call, under with_deadline_at, takes over). Errors as tcp_call,
+/// plus timeout (the deadline passed) and cancelled (the caller was).
+task<std::optional<mc::result<std::size_t>>> tcp_call_idle(engine_impl& eng, thread_state& ts,
+                                                           const std::string& endpoint,
+                                                           std::span<const std::byte> request,
+                                                           std::span<std::byte> reply, mc::time_point deadline);
 std::unique_ptr<transport> make_shm_transport(engine_impl& eng);
 std::unique_ptr<transport> make_inproc_transport(engine_impl& eng);
 

@@ -1,15 +1,18 @@
 #pragma once
 // Reactive socket I/O on native handles: try the non-blocking system call,
-// await readiness on EAGAIN. No kernel operation ever holds a pointer into a
-// user buffer between our own system calls, so a cancelled transfer or a
-// revoked region can never be written after the fact, and no composed asio
-// operation splits large buffers (DESIGN.md §3).
+// await readiness on EAGAIN. Region memory is only ever moved by our own
+// system calls (no kernel or Asio operation holds a pointer into it between
+// them), so a cancelled transfer or a revoked region can never be written
+// after the fact, and no composed asio operation splits large buffers
+// (DESIGN.md §3). The one Asio receive operation used (recv_and_wait) gets
+// only buffers its caller owns until that operation has completed.
 #include "peer_memory.hpp"
 #include "mc/runtime/error.hpp"
 #include "mc/runtime/task.hpp"
 #include "registry.hpp"
 
 #include <boost/asio/as_tuple.hpp>
+#include <boost/asio/buffer.hpp>
 #include <boost/asio/error.hpp>
 
 #include <sys/socket.h>
@@ -87,6 +90,35 @@ inline ssize_t recv_once(int fd, void* p, std::size_t n, errc& err) noexcept {
     err = errno_to_errc(errno);
     return -1;
   }
+}
+
+/// Receives at least one byte into the ranges of `bufs` (a buffer sequence),
+/// waiting for them when none has arrived: Asio's receive operation, which
+/// tries the receive at once and otherwise waits for readability. Returns
+/// the bytes received; cancelled (the operation was cancelled: stop, a
+/// deadline), transfer_fail (the peer closed, or an I/O error).
+///
+/// Why not wait_ready() + a receive: on the epoll reactor (Boost < 1.83) a
+/// readiness wait re-arms the descriptor with epoll_ctl on every wait, and a
+/// descriptor that ever waited to write (every connected socket: the connect
+/// itself) then reports EPOLLOUT at once, a wake-up for nothing; a receive
+/// operation only queues itself. Two system calls and one wake-up fewer per
+/// small exchange. The ranges are written by that operation only until it
+/// completes, and the coroutine resumes only then (also when cancelled), so
+/// only buffers the caller owns for that long are passed: a connection's
+/// own input buffer, a call's answer buffer (never region memory: region
+/// bytes are moved by our own system calls under their access locks).
+template <class Socket, class Buffers>
+task<result<std::size_t>> recv_and_wait(Socket& s, const Buffers& bufs) {
+  auto [ec, n] = co_await s.async_receive(bufs, boost::asio::as_tuple(boost::asio::use_awaitable));
+  if (ec) co_return fail(ec == boost::asio::error::operation_aborted ? errc::cancelled : errc::transfer_fail);
+  if (n == 0) co_return fail(errc::transfer_fail);  // empty ranges are the caller's bug; never wait on them
+  co_return n;
+}
+
+template <class Socket>
+task<result<std::size_t>> recv_and_wait(Socket& s, void* p, std::size_t n) {
+  co_return co_await recv_and_wait(s, boost::asio::mutable_buffer(p, n));
 }
 
 /// While a large payload is outstanding, ask the kernel to report readability

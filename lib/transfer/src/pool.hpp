@@ -190,6 +190,15 @@ class peer_pool {
     }
   }
 
+  /// An idle connection now, or an empty lease (none idle, or stopping):
+  /// never waits, never connects.
+  conn_lease<Socket> try_idle() {
+    if (*stopping_ || idle_.empty()) return {};
+    auto c = std::move(idle_.back());
+    idle_.pop_back();
+    return conn_lease<Socket>(this, std::move(c), true);
+  }
+
   /// Closes idle connections (they are likely stale after a failure).
   void drop_idle() noexcept {
     total_ -= idle_.size();

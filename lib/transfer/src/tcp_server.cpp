@@ -66,10 +66,11 @@ struct served_conn final : closable {
   std::string peer_ip;            // the peer's address as the kernel reports it (for call handlers; "" unknown)
   answer_queue out;
   /// Received and not consumed yet: in[pos, end). Requests are received up
-  /// to this many bytes at a time (a window of pipelined READ requests is
+  /// to this many bytes at a time (a window of pipelined READ requests, or a
+  /// call carrying a 4 KiB value - a small remote put - with its header, is
   /// one system call); a WRITE's payload is received straight into region
   /// memory together with whatever follows it, up to this much.
-  static constexpr std::size_t in_size = 16 * header_size;
+  static constexpr std::size_t in_size = 8192;
   std::array<std::byte, in_size> in;
   std::size_t pos = 0, end = 0;
   std::size_t buffered() const noexcept { return end - pos; }
@@ -279,6 +280,15 @@ task<bool> next_header(served_conn& c, header_bytes& out) {
       std::memmove(c.in.data(), c.in.data() + c.pos, c.buffered());
       c.end -= c.pos;
       c.pos = 0;
+    }
+    if (c.out.n == 0) {
+      // Nothing to send first: one receive that waits when it finds nothing
+      // (recv_and_wait). Otherwise the try below lets answers of pipelined
+      // requests leave together.
+      auto got = co_await recv_and_wait(c.sock, c.in.data() + c.end, c.in.size() - c.end);
+      if (!got) co_return false;
+      c.end += *got;
+      continue;
     }
     errc err{};
     ssize_t r = recv_once(c.sock.native_handle(), c.in.data() + c.end, c.in.size() - c.end, err);
