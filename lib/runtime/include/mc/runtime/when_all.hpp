@@ -8,6 +8,7 @@
 #include <boost/system/system_error.hpp>
 
 #include <exception>
+#include <type_traits>
 #include <vector>
 
 namespace mc {
@@ -34,9 +35,39 @@ task<T> child_without_cancel_throw(task<T> t) {
 /// the children could start, every item is errc::cancelled (T constructible
 /// from an error_code, e.g. `result<...>`; other T: the cancellation
 /// exception propagates). T must be default-constructible and movable.
+///
+/// One task (T constructible from an error_code) is awaited in place, with
+/// the same semantics and no spawned coroutine or parallel group (the common
+/// case of a batch whose keys all go to one owner, in one call).
 template <class T>
 task<std::vector<T>> when_all(std::vector<task<T>> tasks) {
   if (tasks.empty()) co_return std::vector<T>{};
+  if constexpr (std::is_constructible_v<T, boost::system::error_code>) {
+    if (tasks.size() == 1) {
+      std::vector<T> values;
+      auto cs = co_await boost::asio::this_coro::cancellation_state;
+      if (cs.cancelled() != boost::asio::cancellation_type::none) {
+        values.emplace_back(make_error_code(errc::cancelled));
+        co_return values;
+      }
+      const bool throws = co_await boost::asio::this_coro::throw_if_cancelled();
+      co_await boost::asio::this_coro::throw_if_cancelled(false);
+      std::exception_ptr error;
+      try {
+        values.push_back(co_await std::move(tasks.front()));
+      } catch (const boost::system::system_error& e) {
+        if (e.code() == boost::asio::error::operation_aborted)
+          values.emplace_back(make_error_code(errc::cancelled));
+        else
+          error = std::current_exception();
+      } catch (...) {
+        error = std::current_exception();
+      }
+      co_await boost::asio::this_coro::throw_if_cancelled(throws);
+      if (error) std::rethrow_exception(error);
+      co_return values;
+    }
+  }
   auto ex = co_await boost::asio::this_coro::executor;
   using op_t = decltype(boost::asio::co_spawn(ex, detail::child_without_cancel_throw(std::move(tasks.front())),
                                               boost::asio::deferred));
