@@ -25,15 +25,28 @@ void record(void* p) noexcept {
   t->l->fired.push_back(t->id);
 }
 
+/// Runs `body(queue, log)` on a one-thread runtime with a fresh queue of
+/// that thread; returns what fired, in order.
+using queue_ptr = std::shared_ptr<mc::deadline_queue>;
+template <class Body>
+std::vector<int> run_with_queue(Body body) {
+  mc::runtime::runtime rt(1);
+  rt.start();
+  fire_log l;
+  auto out = rt.block_on([](Body& body, fire_log& l) -> mc::task<mc::result<std::vector<int>>> {
+    auto q = mc::deadline_queue::make(co_await boost::asio::this_coro::executor);
+    co_await body(q, l);
+    co_return l.fired;
+  }(body, l));
+  REQUIRE(out.has_value());
+  return *out;
+}
+
 }  // namespace
 
 TEST_SUITE("deadline_queue") {
   TEST_CASE("entries fire in deadline order, whatever the order they were added in; removed ones never") {
-    mc::runtime::runtime rt(1);
-    rt.start();
-    fire_log l;
-    auto out = rt.block_on([](fire_log& l) -> mc::task<mc::result<std::vector<int>>> {
-      auto q = mc::deadline_queue::make(co_await boost::asio::this_coro::executor);
+    auto fired = run_with_queue([](queue_ptr& q, fire_log& l) -> mc::task<void> {
       const auto t0 = std::chrono::steady_clock::now();
       std::array<mc::deadline_queue::entry, 5> e;
       std::array<tag, 5> tags{{{&l, 0}, {&l, 1}, {&l, 2}, {&l, 3}, {&l, 4}}};
@@ -51,18 +64,12 @@ TEST_SUITE("deadline_queue") {
       CHECK(q->size() == 0);
       for (int i : {0, 1, 2, 4}) CHECK(e[static_cast<std::size_t>(i)].fired());
       CHECK_FALSE(e[3].fired());
-      co_return l.fired;
-    }(l));
-    REQUIRE(out.has_value());
-    CHECK(*out == std::vector<int>{1, 2, 4, 0});
+    });
+    CHECK(fired == std::vector<int>{1, 2, 4, 0});
   }
 
   TEST_CASE("an entry removed as the earliest leaves the later ones on time; the queue re-arms after firing") {
-    mc::runtime::runtime rt(1);
-    rt.start();
-    fire_log l;
-    auto out = rt.block_on([](fire_log& l) -> mc::task<mc::result<std::vector<int>>> {
-      auto q = mc::deadline_queue::make(co_await boost::asio::this_coro::executor);
+    auto fired = run_with_queue([](queue_ptr& q, fire_log& l) -> mc::task<void> {
       const auto t0 = std::chrono::steady_clock::now();
       tag a{&l, 1}, b{&l, 2}, c{&l, 3};
       mc::deadline_queue::entry ea, eb, ec;
@@ -75,36 +82,24 @@ TEST_SUITE("deadline_queue") {
       q->add(ec, std::chrono::steady_clock::now() + 10ms, record, &c);
       (void)co_await mc::sleep_for(60ms);
       CHECK(ec.fired());
-      co_return l.fired;
-    }(l));
-    REQUIRE(out.has_value());
-    CHECK(*out == std::vector<int>{2, 3});
+    });
+    CHECK(fired == std::vector<int>{2, 3});
   }
 
   TEST_CASE("a deadline already passed fires at the timer's next run, not inside add; equal deadlines all fire") {
-    mc::runtime::runtime rt(1);
-    rt.start();
-    fire_log l;
-    auto out = rt.block_on([](fire_log& l) -> mc::task<mc::result<std::vector<int>>> {
-      auto q = mc::deadline_queue::make(co_await boost::asio::this_coro::executor);
+    auto fired = run_with_queue([](queue_ptr& q, fire_log& l) -> mc::task<void> {
       const auto when = std::chrono::steady_clock::now() - 1ms;
       std::array<tag, 3> tags{{{&l, 7}, {&l, 8}, {&l, 9}}};
       std::array<mc::deadline_queue::entry, 3> e;
       for (std::size_t i = 0; i < 3; ++i) q->add(e[i], when, record, &tags[i]);
       CHECK(l.fired.empty());
       (void)co_await mc::sleep_for(20ms);
-      co_return l.fired;
-    }(l));
-    REQUIRE(out.has_value());
-    CHECK(*out == std::vector<int>{7, 8, 9});  // equal deadlines: in the order added
+    });
+    CHECK(fired == std::vector<int>{7, 8, 9});  // equal deadlines: in the order added
   }
 
   TEST_CASE("re-adding an entry moves it; entries destroyed early leave; a queue destroyed first detaches them") {
-    mc::runtime::runtime rt(1);
-    rt.start();
-    fire_log l;
-    auto out = rt.block_on([](fire_log& l) -> mc::task<mc::result<std::vector<int>>> {
-      auto q = mc::deadline_queue::make(co_await boost::asio::this_coro::executor);
+    auto fired = run_with_queue([](queue_ptr& q, fire_log& l) -> mc::task<void> {
       const auto t0 = std::chrono::steady_clock::now();
       tag a{&l, 1}, b{&l, 2};
       mc::deadline_queue::entry ea;
@@ -128,9 +123,7 @@ TEST_SUITE("deadline_queue") {
       q.reset();
       (void)co_await mc::sleep_for(40ms);
       CHECK_FALSE(late.fired());
-      co_return l.fired;
-    }(l));
-    REQUIRE(out.has_value());
-    CHECK(*out == std::vector<int>{1});
+    });
+    CHECK(fired == std::vector<int>{1});
   }
 }
