@@ -453,10 +453,6 @@ boost::system::error_code call_status_error(std::int32_t s) noexcept {
   return make_error_code(e && *e != errc::ok ? *e : errc::transfer_fail);
 }
 
-}  // namespace
-
-namespace {
-
 /// What one call exchange on a leased connection gave: the reply's size or
 /// the error; `stale`: it failed before any byte of an answer on a reused
 /// connection (the peer probably restarted; worth once more on a fresh one).
