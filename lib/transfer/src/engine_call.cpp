@@ -1,6 +1,6 @@
 // TransferEngine calls (engine::call / set_call_handler): the handler
 // registry and the initiator's entry point; the wire exchange is tcp_call
-// (tcp_transport.cpp), the target's side serve_call (tcp_server.cpp).
+// (tcp_call.cpp), the target's side serve_call (tcp_server.cpp).
 #include "engine_impl.hpp"
 #include "mc/runtime/deadline.hpp"
 #include "wire.hpp"

@@ -188,7 +188,7 @@ class engine_impl : public std::enable_shared_from_this<engine_impl> {
 // Factories (one .cpp each).
 std::unique_ptr<transport> make_tcp_transport(engine_impl& eng);
 /// One call (wire ops call_req / call_resp) over a pooled TCP connection of
-/// this thread to `endpoint` (tcp_transport.cpp); no deadline of its own.
+/// this thread to `endpoint` (tcp_call.cpp); no deadline of its own.
 task<mc::result<std::size_t>> tcp_call(engine_impl& eng, thread_state& ts, const std::string& endpoint,
                                        std::span<const std::byte> request, std::span<std::byte> reply);
 /// The same on an idle pooled connection, bounded by `deadline` through the
