@@ -400,6 +400,71 @@ TEST_SUITE("store batch") {
     CHECK(b.engine().stats().registered_regions == regions0);  // the child is gone again
   }
 
+  TEST_CASE("scattered gets and gathered puts inside one registered buffer take one derived token per key") {
+    // The vLLM shape: a value's pieces strided through a registered pool
+    // (one per layer), here of unequal sizes with gaps, in a shuffled order.
+    cluster cl;
+    auto& a = cl.add("a");
+    auto& b = cl.add("b", {}, "tcp");
+    auto v = random_bytes(300'007, 18);
+    REQUIRE(cl.on(0, put(a, "sg-reg/k", v)));
+    std::vector<std::uint8_t> mem(1 << 20, 0xAB);
+    auto reg = b.register_buffer(writable(mem));
+    REQUIRE(reg.has_value());
+    auto* base = reinterpret_cast<std::byte*>(mem.data());
+    mut_pieces into;
+    std::size_t left = v.size(), at = 100;
+    for (std::size_t i = 0; left > 0; ++i) {
+      const auto n = std::min<std::size_t>(left, 4000 + (i * 7919) % 9000);
+      into.emplace_back(base + at, n);
+      left -= n;
+      at += n + 1 + (i * 131) % 3000;  // a gap of 1 .. 3000 bytes
+    }
+    REQUIRE(at < mem.size());
+    REQUIRE(into.size() > 20);
+    std::rotate(into.begin(), into.begin() + 7, into.end());  // pieces need not be in address order
+    const auto regions0 = b.engine().stats().registered_regions;
+    const auto derived0 = b.engine().stats().derived_registrations;
+    auto r = cl.on(1, batch_get(b, {"sg-reg/k"}, {into}));
+    REQUIRE(r[0].has_value());
+    CHECK(*r[0] == v.size());
+    CHECK(gather(into, v.size()) == v);
+    CHECK(b.engine().stats().derived_registrations == derived0 + 1);  // not one per piece
+    CHECK(b.engine().stats().registered_regions == regions0);
+    // The gaps are untouched.
+    std::vector<bool> inside(mem.size(), false);
+    for (auto& p : into)
+      for (std::size_t k = 0; k < p.size(); ++k) inside[static_cast<std::size_t>(p.data() - base) + k] = true;
+    std::size_t touched = 0;
+    for (std::size_t k = 0; k < mem.size(); ++k)
+      if (!inside[k] && mem[k] != 0xAB) ++touched;
+    CHECK(touched == 0);
+    // Gathered from the same pieces into a new key stored on a (a pulls
+    // them with one token), read back there.
+    mc::store::put_options remote;
+    remote.where = mc::store::placement::remote;
+    remote.target = a.rpc_endpoint();
+    auto w = cl.on(1, batch_put(b, {"sg-reg/k2"}, {to_const(into)}, remote));
+    REQUIRE(w[0].has_value());
+    CHECK(b.engine().stats().derived_registrations == derived0 + 2);
+    CHECK(b.engine().stats().registered_regions == regions0);
+    std::vector<std::uint8_t> back(v.size());
+    auto g = cl.on(0, batch_get(a, {"sg-reg/k2"}, {one_piece(back)}));
+    REQUIRE(g[0].has_value());
+    CHECK(back == v);
+    // Pieces in two registrations: one derived token per piece, still exact.
+    std::vector<std::uint8_t> mem2(1 << 19, 0);
+    auto reg2 = b.register_buffer(writable(mem2));
+    REQUIRE(reg2.has_value());
+    mut_pieces split{std::span<std::byte>(base + 50, 1000),
+                     std::span<std::byte>(reinterpret_cast<std::byte*>(mem2.data()) + 3, v.size() - 1000)};
+    const auto derived1 = b.engine().stats().derived_registrations;
+    auto r2 = cl.on(1, batch_get(b, {"sg-reg/k"}, {split}));
+    REQUIRE(r2[0].has_value());
+    CHECK(gather(split, v.size()) == v);
+    CHECK(b.engine().stats().derived_registrations == derived1 + 2);
+  }
+
   TEST_CASE("a batch of more keys than an owner admits per connection is sent in waves, never refused") {
     cluster cl;
     auto& a = cl.add("a");

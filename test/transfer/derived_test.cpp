@@ -158,6 +158,121 @@ TEST_SUITE("transfer_derived") {
     }
   }
 
+  TEST_CASE("a scatter registration serves its pieces (one batch, random sizes and order) and nothing between them") {
+    for (auto force : all_targets) {
+      CAPTURE(to_string(force));
+      two_engines t(loopback_options(force), loopback_options(force));
+      std::vector<std::uint8_t> target((5u << 20) + 777, 0x33);
+      auto parent = t.b->register_memory(target.data(), target.size());
+      REQUIRE(parent);
+      // 97 pieces of random sizes (1 B .. ~100 KiB) with random gaps (0 B,
+      // i.e. adjacent and merged, or 1 .. 4 KiB), handed over in a shuffled
+      // order; a piece's bytes are the value's, in the shuffled order.
+      std::uint64_t x = 0x9e3779b97f4a7c15ull;
+      auto next = [&x](std::uint64_t m) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        return x % m;
+      };
+      std::vector<std::span<std::byte>> pieces;
+      std::vector<std::pair<std::size_t, std::size_t>> gaps;  // (offset, length) of the bytes between pieces
+      std::size_t at = 5;
+      for (int i = 0; i < 97; ++i) {
+        const auto n = static_cast<std::size_t>(1 + (i % 7 == 0 ? 0 : next(100000)));
+        pieces.push_back(std::as_writable_bytes(std::span(target)).subspan(at, n));
+        at += n;
+        const auto gap = static_cast<std::size_t>(next(3) == 0 ? 0 : 1 + next(4096));
+        if (gap > 0) gaps.emplace_back(at, gap);
+        at += gap;
+      }
+      REQUIRE(at < target.size());
+      for (std::size_t i = pieces.size(); i > 1; --i) std::swap(pieces[i - 1], pieces[next(i)]);
+      auto sc = t.b->register_pieces_within(pieces, region_access::remote_read_write);
+      REQUIRE(sc);
+      CHECK(sc->token() != parent->token());
+      std::size_t total = 0;
+      for (auto& p : pieces) total += p.size();
+      auto src = mc::test::random_bytes(total, 41);
+      std::vector<request> writes, reads;
+      std::vector<std::uint8_t> back(total, 0);
+      std::size_t off = 0;
+      for (auto& p : pieces) {
+        auto d = sc->describe(static_cast<std::uint64_t>(p.data() - sc->data()), p.size());
+        writes.push_back(request::make_write(cbytes(src).subspan(off, p.size()), d));
+        reads.push_back(request::make_read(bytes(back).subspan(off, p.size()), d));
+        off += p.size();
+      }
+      for (auto& r : t.rt.block_on(t.a->batch(writes))) REQUIRE(r.has_value());
+      off = 0;
+      for (auto& p : pieces) {
+        REQUIRE(std::memcmp(p.data(), src.data() + off, p.size()) == 0);
+        off += p.size();
+      }
+      for (auto& r : t.rt.block_on(t.a->batch(reads))) REQUIRE(r.has_value());
+      CHECK(mc::test::checksum(back.data(), total) == mc::test::checksum(src.data(), total));
+      // Nothing between the pieces: into a gap, across a gap's first or last
+      // byte, before the first piece, past the last one.
+      const std::byte one[2]{};
+      auto at_addr = [&](std::size_t o, std::size_t n) {
+        auto d = sc->describe(0, 1);
+        d.address = reinterpret_cast<std::uintptr_t>(target.data()) + o;
+        d.length = n;
+        return d;
+      };
+      for (auto [g, n] : gaps) {
+        CHECK(denied(t.rt.block_on(t.a->write(std::span(one, 1), at_addr(g, 1)))));
+        CHECK(denied(t.rt.block_on(t.a->write(std::span(one, 2), at_addr(g - 1, 2)))));
+        CHECK(denied(t.rt.block_on(t.a->write(std::span(one, 2), at_addr(g + n - 1, 2)))));
+      }
+      CHECK(denied(t.rt.block_on(t.a->write(std::span(one, 1), at_addr(4, 1)))));
+      CHECK(denied(t.rt.block_on(t.a->write(std::span(one, 1), at_addr(at, 1)))));
+      for (auto [g, n] : gaps)
+        CHECK(std::all_of(target.begin() + static_cast<std::ptrdiff_t>(g),
+                          target.begin() + static_cast<std::ptrdiff_t>(g + n), [](auto b) { return b == 0x33; }));
+      // Revoked as a whole: every piece refused; the parent still works.
+      const auto d0 = sc->describe(static_cast<std::uint64_t>(pieces[0].data() - sc->data()), pieces[0].size());
+      sc->reset();
+      CHECK(denied(t.rt.block_on(t.a->write(cbytes(src).first(pieces[0].size()), d0))));
+      REQUIRE(t.rt.block_on(t.a->read(bytes(back).first(1000), parent->describe(0, 1000))).has_value());
+    }
+  }
+
+  TEST_CASE("a scatter registration refuses bad pieces and pieces outside one registration") {
+    mc::runtime::runtime rt(1);
+    engine e(rt, loopback_options(transport_kind::tcp));
+    std::vector<std::byte> a(65536), b(65536);
+    auto ra = e.register_memory(a.data(), a.size());
+    auto rb = e.register_memory(b.data(), b.size(), region_access::remote_read);
+    REQUIRE(ra);
+    REQUIRE(rb);
+    auto err = [](const mc::result<region>& r, mc::errc c) { return !r && mc::is(r.error(), c); };
+    using pieces = std::vector<std::span<std::byte>>;
+    const auto rw = region_access::remote_read_write;
+    CHECK(err(e.register_pieces_within(pieces{}, rw), mc::errc::invalid_params));
+    CHECK(err(e.register_pieces_within(pieces{std::span(a).first(0)}, rw), mc::errc::invalid_params));
+    CHECK(err(e.register_pieces_within(pieces{std::span(a).first(8), std::span<std::byte>()}, rw),
+              mc::errc::invalid_params));
+    CHECK(err(e.register_pieces_within(pieces{std::span(a).first(8)}, static_cast<region_access>(9)),
+              mc::errc::invalid_params));
+    CHECK(err(e.register_pieces_within(pieces(4097, std::span(a).first(8)), rw), mc::errc::invalid_params));
+    // Pieces in two registrations, or past the end of the first one's.
+    CHECK(err(e.register_pieces_within(pieces{std::span(a).first(8), std::span(b).first(8)}, rw),
+              mc::errc::out_of_range));
+    CHECK(err(e.register_pieces_within(pieces{std::span(a).first(8), std::span(a.data() + 65530, 16)}, rw),
+              mc::errc::out_of_range));
+    // More access than the registration grants: none holds them with it.
+    CHECK(
+        err(e.register_pieces_within(pieces{std::span(b).first(8), std::span(b).last(8)}, rw), mc::errc::out_of_range));
+    auto ok = e.register_pieces_within(pieces{std::span(b).last(8), std::span(b).first(8)}, region_access::remote_read);
+    REQUIRE(ok);
+    CHECK(ok->data() == b.data());
+    CHECK(ok->size() == b.size());
+    CHECK(e.register_pieces_within(pieces(4096, std::span(a).first(8)), rw).has_value());  // the same piece: merged
+    rb->reset();  // the parent's end revokes the scatter registration too
+    CHECK(e.stats().registered_regions == 1);
+  }
+
   TEST_CASE("a derived registration cannot exceed its parent's access or range") {
     two_engines t;
     std::vector<std::uint8_t> target(65536);

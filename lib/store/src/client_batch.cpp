@@ -93,6 +93,19 @@ result<client::impl::exposure> client::impl::expose(const std::vector<std::span<
   // Inside a long-lived registration (the caller's, or the bounce arena):
   // a derived token, no registration cost.
   if (allow_derived) {
+    // Many pieces inside one registration (a vLLM block's layers): one
+    // scatter registration, one token, instead of one per piece.
+    if (cut.size() > 1) {
+      auto r = engine->register_pieces_within(cut, access);
+      if (r) {
+        e.regions.push_back(std::move(*r));
+        e.pieces = std::move(cut);
+        e.derived = true;
+        return e;
+      }
+      if (!mc::is(r.error(), errc::out_of_range)) return r.error();
+      // Pieces in several registrations (or none): one by one below.
+    }
     for (auto& p : cut) {
       auto r = engine->register_within(p.data(), p.size(), access);
       if (!r) {
@@ -362,7 +375,7 @@ task<void> client::impl::read_wave(std::string endpoint, std::vector<get_item*> 
         continue;
       }
       derived = derived || e->derived;
-      for (auto& g : e->regions) r.dest.push_back(g.describe());
+      e->describe(r.dest);
       exposed.push_back(std::move(*e));
       transfer_bytes += size;
     }

@@ -266,8 +266,21 @@ struct client::impl {
   /// (the caller's register_buffer or the bounce arena: no registration
   /// cost) or, failing that, a registration of their own.
   struct exposure {
+    /// One registration per piece, or one scatter registration
+    /// (engine::register_pieces_within) for all of `pieces`.
     std::vector<mc::transfer::region> regions;
+    /// With a scatter registration: the pieces it covers, in value order.
+    std::vector<std::span<std::byte>> pieces;
     bool derived = false;  ///< shares a long-lived MR: on RDMA giving up needs a fence
+    /// Appends one descriptor per piece, in value order.
+    void describe(mc::store::remote_pieces& out) const {
+      if (pieces.empty()) {
+        for (auto& g : regions) out.push_back(g.describe());
+        return;
+      }
+      const auto& g = regions.front();
+      for (auto& p : pieces) out.push_back(g.describe(static_cast<std::uint64_t>(p.data() - g.data()), p.size()));
+    }
   };
   /// Exposes `pieces` trimmed to `size` (or `slots`, bounce slots standing
   /// in for them, when not empty). `allow_derived` false: a registration of

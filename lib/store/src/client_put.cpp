@@ -391,7 +391,7 @@ task<void> client::impl::write_wave(std::string endpoint, std::string transfer_e
         continue;
       }
       derived = derived || e->derived;
-      for (auto& g : e->regions) w.src.push_back(g.describe());
+      e->describe(w.src);
       exposed.push_back(std::move(*e));
       transfer_bytes += it->size;
     }

@@ -500,6 +500,37 @@ mc::result<region> engine::register_within(const void* addr, std::size_t len, re
   return fail(errc::out_of_range);
 }
 
+mc::result<region> engine::register_pieces_within(std::span<const std::span<std::byte>> pieces, region_access access) {
+  if (impl_->stopping_) return fail(errc::shutting_down);
+  if (static_cast<std::uint8_t>(access) > 3 || pieces.empty() || pieces.size() > detail::registry::max_child_ranges)
+    return fail(errc::invalid_params);
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> ranges;
+  ranges.reserve(pieces.size());
+  std::uint64_t lo = ~0ull, hi = 0;
+  for (auto& p : pieces) {
+    const auto a = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(p.data()));
+    if (p.data() == nullptr || p.empty() || a + p.size() < a) return fail(errc::invalid_params);
+    ranges.emplace_back(a, p.size());
+    lo = std::min(lo, a);
+    hi = std::max(hi, a + p.size());
+  }
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    auto parent = impl_->registry_->find_containing(ranges.front().first, ranges.front().second, access);
+    if (!parent) return fail(errc::out_of_range);
+    if (lo < parent->base || hi - parent->base > parent->length) return fail(errc::out_of_range);
+    // The parent may be unregistered between the lookup and the insert
+    // (out_of_range): look again, a bounded number of times.
+    auto t = impl_->registry_->add_child_ranges(parent->token, parent->id, ranges, access);
+    if (t) {
+      detail::bump(impl_->counters_.derived);
+      return region(impl_->registry_, t->token, t->id, reinterpret_cast<std::byte*>(static_cast<std::uintptr_t>(lo)),
+                    static_cast<std::size_t>(hi - lo), impl_->endpoint_);
+    }
+    if (!mc::is(t.error(), errc::out_of_range)) return t.error();
+  }
+  return fail(errc::out_of_range);
+}
+
 std::optional<registration_info> engine::find_registration(const void* addr, std::size_t len,
                                                            region_access need) const {
   auto p = impl_->registry_->find_containing(reinterpret_cast<std::uintptr_t>(addr), len, need);

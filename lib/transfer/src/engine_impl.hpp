@@ -176,9 +176,18 @@ class engine_impl : public std::enable_shared_from_this<engine_impl> {
   /// run_group, with a large group cut into parts moved concurrently on
   /// several runtime threads (this one moves the first).
   task<void> run_group_spread(thread_state& ts, std::string endpoint, std::vector<transfer_item*> items);
-  /// One part of run_group_spread on runtime thread `thread`, bounded by
-  /// the items' deadline there; not cancellable from the caller.
-  task<int> run_part_on(std::size_t thread, std::string endpoint, std::vector<transfer_item*> part);
+  /// The chunks of a spread group and the threads' claims on them.
+  struct spread_claims {
+    std::vector<std::vector<transfer_item*>> chunks;  // not empty, read-only once claimed
+    std::atomic<std::size_t> next{0};                 // the next chunk to claim
+    std::atomic<bool> stop{false};                    // a chunk was left unfinished: claim no more
+  };
+  /// Claims chunks of `c` and moves each with run_group on this thread until
+  /// none is left or `stop` (`current`: the chunk being moved, may be null).
+  task<void> run_claims(thread_state& ts, const std::string& endpoint, spread_claims& c, std::size_t* current);
+  /// run_claims on runtime thread `thread`, bounded by the items' deadline
+  /// there; not cancellable from the caller.
+  task<int> run_part_on(std::size_t thread, std::string endpoint, spread_claims* claims);
   task<void> close_thread(std::size_t i);
   /// Waits until every gate holder left, at most `limit`; false on timeout.
   /// Runs on thread 0 (the gate's waiter and the timer share it).

@@ -11,6 +11,7 @@
 #include <boost/asio/use_awaitable.hpp>
 
 #include <algorithm>
+#include <atomic>
 
 namespace mc::transfer::detail {
 
@@ -43,24 +44,28 @@ task<void> engine_impl::run_group_spread(thread_state& ts, std::string endpoint,
     co_await run_group(ts, endpoint, std::move(items));
     co_return;
   }
-  // The group's bytes in order, cut into n ranges of about total / n bytes;
-  // an item across a cut becomes two sub-items (copies with the offsets
-  // moved). origin[k][j]: the item part k's j-th sub-item belongs to.
+  // The group's bytes in order, cut into chunks of about chunk bytes (about
+  // four per thread, at least spread_bytes); an item across a cut becomes
+  // two sub-items (copies with the offsets moved). origin[k][j]: the item
+  // chunk k's j-th sub-item belongs to. The n threads claim chunks in order
+  // until none is left, so a thread slowed down (a core shared with the
+  // target's grant thread, a preemption) takes fewer: all end together.
   std::uint64_t total = 0;
   for (auto* it : items) total += it->length;
-  const std::uint64_t per = (total + n - 1) / n;
-  std::vector<std::vector<transfer_item>> parts(n);
-  std::vector<std::vector<std::size_t>> origin(n);
+  const std::uint64_t chunk = std::max<std::uint64_t>(opts_.spread_bytes, total / (4 * n));
+  const std::size_t count = static_cast<std::size_t>((total + chunk - 1) / chunk);
+  std::vector<std::vector<transfer_item>> parts(count);
+  std::vector<std::vector<std::size_t>> origin(count);
   std::size_t k = 0;
   std::uint64_t in_part = 0;
   for (std::size_t i = 0; i < items.size(); ++i) {
     const auto* it = items[i];
     for (std::uint64_t off = 0; off < it->length;) {
-      if (in_part >= per && k + 1 < n) {
+      if (in_part >= chunk && k + 1 < count) {
         ++k;
         in_part = 0;
       }
-      const auto take = k + 1 < n ? std::min(it->length - off, per - in_part) : it->length - off;
+      const auto take = k + 1 < count ? std::min(it->length - off, chunk - in_part) : it->length - off;
       transfer_item sub = *it;
       sub.local = it->local + off;
       sub.address = it->address + off;
@@ -71,28 +76,26 @@ task<void> engine_impl::run_group_spread(thread_state& ts, std::string endpoint,
       in_part += take;
     }
   }
+  spread_claims claims;
+  for (auto& part : parts) {
+    if (part.empty()) continue;  // (not with chunks of >= spread_bytes >= 64 KiB; kept safe)
+    auto& ptrs = claims.chunks.emplace_back();
+    for (auto& sub : part) ptrs.push_back(&sub);
+  }
   const auto here = static_cast<std::size_t>(mc::runtime::runtime::current_index());
   std::vector<task<int>> work;
-  for (std::size_t p = 0; p < n; ++p) {
-    if (parts[p].empty()) continue;  // (not with parts of >= spread_bytes >= 64 KiB; kept safe)
-    std::vector<transfer_item*> ptrs;
-    for (auto& sub : parts[p]) ptrs.push_back(&sub);
-    if (p == 0)
-      work.push_back(
-          [](engine_impl* self, thread_state* t, std::string e, std::vector<transfer_item*> its) -> task<int> {
-            co_await self->run_group(*t, e, std::move(its));
-            co_return 0;
-          }(this, &ts, endpoint, std::move(ptrs)));
-    else
-      work.push_back(run_part_on((here + p) % threads_.size(), endpoint, std::move(ptrs)));
-  }
+  work.push_back([](engine_impl* self, thread_state* t, std::string e, spread_claims* c) -> task<int> {
+    co_await self->run_claims(*t, e, *c, nullptr);
+    co_return 0;
+  }(this, &ts, endpoint, &claims));
+  for (std::size_t p = 1; p < n; ++p) work.push_back(run_part_on((here + p) % threads_.size(), endpoint, &claims));
   co_await mc::when_all(std::move(work));
   // An item succeeded when all its sub-items did; the first error of one
   // fails it; a sub-item left unfinished leaves it unfinished (the batch
   // then reports timeout / cancelled / shutting_down for it).
   enum : std::uint8_t { ok, unfinished, failed };
   std::vector<std::uint8_t> state(items.size(), ok);
-  for (std::size_t p = 0; p < n; ++p)
+  for (std::size_t p = 0; p < count; ++p)
     for (std::size_t j = 0; j < parts[p].size(); ++j) {
       const auto& sub = parts[p][j];
       auto* whole = items[origin[p][j]];
@@ -111,26 +114,48 @@ task<void> engine_impl::run_group_spread(thread_state& ts, std::string endpoint,
   }
 }
 
-task<int> engine_impl::run_part_on(std::size_t thread, std::string endpoint, std::vector<transfer_item*> part) {
-  // On its own thread the part is bounded by the batch's deadline: the
+task<void> engine_impl::run_claims(thread_state& ts, const std::string& endpoint, spread_claims& c,
+                                   std::size_t* current) {
+  for (;;) {
+    if (c.stop.load(std::memory_order_acquire)) co_return;
+    const auto k = c.next.fetch_add(1, std::memory_order_relaxed);
+    if (k >= c.chunks.size()) co_return;
+    if (current) *current = k;
+    co_await run_group(ts, endpoint, c.chunks[k]);
+    // A chunk left unfinished (cancelled, the deadline, shutting down): no
+    // thread claims another one.
+    for (auto* it : c.chunks[k])
+      if (!it->done) {
+        c.stop.store(true, std::memory_order_release);
+        co_return;
+      }
+  }
+}
+
+task<int> engine_impl::run_part_on(std::size_t thread, std::string endpoint, spread_claims* claims) {
+  // On its own thread the claims are bounded by the batch's deadline: the
   // caller's cancellation is not forwarded across threads (the wait below
   // is bound to an empty cancellation slot), so the caller waits for it,
-  // and the sub-items it points to stay alive until the part has ended.
-  auto body = [](engine_impl* self, std::size_t t, std::string e, std::vector<transfer_item*> its) -> task<int> {
-    const auto deadline = its.front()->deadline;
-    auto run = [](engine_impl* s, thread_state* ts, std::string ep,
-                  std::vector<transfer_item*> v) -> task<mc::result<void>> {
-      co_await s->run_group(*ts, ep, std::move(v));
+  // and the sub-items it points to stay alive until it has ended. The
+  // caller's thread stops the others' claiming when it is cancelled.
+  auto body = [](engine_impl* self, std::size_t t, std::string e, spread_claims* c) -> task<int> {
+    const auto deadline = c->chunks.front().front()->deadline;
+    std::size_t current = c->chunks.size();  // the chunk this thread is moving
+    auto run = [](engine_impl* s, thread_state* ts, std::string ep, spread_claims* cl,
+                  std::size_t* cur) -> task<mc::result<void>> {
+      co_await s->run_claims(*ts, ep, *cl, cur);
       co_return mc::result<void>{};
     };
-    std::vector<transfer_item*> keep = its;
-    auto r = co_await mc::with_deadline_at(run(self, self->threads_[t].get(), std::move(e), std::move(its)), deadline);
-    if (!r && mc::is(r.error(), errc::timeout))
-      for (auto* it : keep) it->finish(make_error_code(errc::timeout));
+    auto r = co_await mc::with_deadline_at(run(self, self->threads_[t].get(), std::move(e), c, &current), deadline);
+    if (!r && mc::is(r.error(), errc::timeout)) {
+      c->stop.store(true, std::memory_order_release);
+      if (current < c->chunks.size())
+        for (auto* it : c->chunks[current]) it->finish(make_error_code(errc::timeout));
+    }
     co_return 0;
   };
   const int done = co_await boost::asio::co_spawn(
-      rt_.executor(thread), body(this, thread, std::move(endpoint), std::move(part)),
+      rt_.executor(thread), body(this, thread, std::move(endpoint), claims),
       boost::asio::bind_cancellation_slot(boost::asio::cancellation_slot(), boost::asio::use_awaitable));
   co_return done;
 }

@@ -70,14 +70,51 @@ mc::result<added_region> registry::add_child(std::uint64_t parent_token, std::ui
   e->base = addr;
   e->length = len;
   e->rights = rights;
+  return publish_child(p, std::move(e));
+}
+
+mc::result<added_region> registry::add_child_ranges(std::uint64_t parent_token, std::uint64_t parent_id,
+                                                    std::vector<std::pair<std::uint64_t, std::uint64_t>> ranges,
+                                                    region_access rights) {
+  if (ranges.empty() || ranges.size() > max_child_ranges) return fail(errc::invalid_params);
+  for (auto& [a, n] : ranges)
+    if (n == 0 || a + n < a) return fail(errc::invalid_params);
+  // Sorted and merged outside the lock.
+  std::sort(ranges.begin(), ranges.end());
+  std::size_t k = 0;
+  for (std::size_t i = 1; i < ranges.size(); ++i) {
+    auto& last = ranges[k];
+    if (ranges[i].first <= last.first + last.second) {
+      last.second = std::max(last.first + last.second, ranges[i].first + ranges[i].second) - last.first;
+    } else {
+      ranges[++k] = ranges[i];
+    }
+  }
+  ranges.resize(k + 1);
+  auto e = std::make_shared<region_entry>();
+  e->base = ranges.front().first;
+  e->length = ranges.back().first + ranges.back().second - e->base;
+  e->rights = rights;
+  if (ranges.size() > 1) e->ranges = std::move(ranges);  // one range: a plain child
+  std::unique_lock lk(m_);
+  auto it = by_token_.find(parent_token);
+  if (it == by_token_.end() || (parent_id != 0 && it->second->id != parent_id)) return fail(errc::out_of_range);
+  region_entry& p = *it->second;
+  // The span inside the parent holds every range.
+  if (!p.contains(e->base, e->length) || !grants(p.rights, rights)) return fail(errc::invalid_params);
+  return publish_child(p, std::move(e));
+}
+
+added_region registry::publish_child(region_entry& p, std::shared_ptr<region_entry> e) {
   e->parent = p.token;
   e->root = p.root;
   e->token =
       rdma_tokens ? fresh_token(~0xffffffffull, derived_token_bit | (p.token & 0xffffffffull)) : fresh_token(~0ull, 0);
   e->id = next_id_++;
   p.children.insert(e->token);
-  by_token_.emplace(e->token, e);
-  return added_region{e->token, e->id};
+  const added_region out{e->token, e->id};
+  by_token_.emplace(e->token, std::move(e));
+  return out;
 }
 
 void registry::revoke(region_entry& e) {

@@ -3,6 +3,7 @@
 #include "mc/runtime/error.hpp"
 #include "mc/transfer/types.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -14,6 +15,8 @@
 #include <shared_mutex>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
+#include <vector>
 
 namespace mc::transfer::detail {
 
@@ -37,6 +40,12 @@ struct region_entry {
   std::uint64_t root = 0;
   /// Tokens of live derived registrations (guarded by the registry's mutex).
   std::unordered_set<std::uint64_t> children;
+  /// A scatter registration (registry::add_child_ranges): the only ranges
+  /// [start, start + length) peers may touch, sorted by start, disjoint and
+  /// not adjacent (merged); [base, base + length) is then their span. Empty:
+  /// the whole of [base, base + length). Set before the entry is published,
+  /// never changed after.
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> ranges;
 
   mutable std::shared_mutex access;
   bool revoked = false;  // guarded by access
@@ -46,8 +55,16 @@ struct region_entry {
   bool grants_closed = false;   // guarded by grant_m
   std::uint64_t lease_end = 0;  // latest grant lease (CLOCK_MONOTONIC ns), guarded by grant_m
 
+  /// [addr, addr + len) lies inside the region (inside one of `ranges`
+  /// when it has them: never across a gap). O(log ranges).
   bool contains(std::uint64_t addr, std::uint64_t len) const noexcept {
-    return addr >= base && len <= length && addr - base <= length - len;
+    if (!(addr >= base && len <= length && addr - base <= length - len)) return false;
+    if (ranges.empty()) return true;
+    auto it = std::upper_bound(ranges.begin(), ranges.end(), addr,
+                               [](std::uint64_t a, const auto& r) { return a < r.first; });
+    if (it == ranges.begin()) return false;
+    --it;
+    return len <= it->second && addr - it->first <= it->second - len;
   }
   std::byte* ptr(std::uint64_t addr) const noexcept {
     return reinterpret_cast<std::byte*>(static_cast<std::uintptr_t>(addr));
@@ -119,6 +136,21 @@ class registry {
   /// the parent, rights the parent does not grant).
   mc::result<added_region> add_child(std::uint64_t parent_token, std::uint64_t parent_id, std::uint64_t addr,
                                      std::uint64_t len, region_access rights);
+  /// The most ranges one scatter registration takes (add_child_ranges).
+  static constexpr std::size_t max_child_ranges = 4096;
+  /// A derived registration of several ranges of the live region
+  /// `parent_token` (exactly the entry `parent_id` when != 0) under ONE
+  /// fresh token: peers may touch bytes inside any one of the ranges and
+  /// nothing between them (a request across a gap is refused like one
+  /// outside). `ranges` are (address, length) in any order; overlapping or
+  /// adjacent ones are merged. Token, revocation and access as add_child.
+  /// Errors: out_of_range (parent unknown or unregistered), invalid_params
+  /// (no ranges or more than max_child_ranges, an empty range, a range not
+  /// inside the parent or overflowing, rights the parent does not grant).
+  /// One exclusive lock and one entry for all the ranges.
+  mc::result<added_region> add_child_ranges(std::uint64_t parent_token, std::uint64_t parent_id,
+                                            std::vector<std::pair<std::uint64_t, std::uint64_t>> ranges,
+                                            region_access rights);
   /// Revokes and forgets the region and every registration derived from it
   /// (recursively). Never waits for same-host grants (see
   /// engine::unregister_memory); waits only for a copy chunk in progress on
@@ -154,6 +186,9 @@ class registry {
 
  private:
   std::uint64_t fresh_token(std::uint64_t mask, std::uint64_t set) const;  // m_ held
+  /// Makes `e` (base, length, rights and ranges set) a child of `p` and
+  /// publishes it. m_ held exclusively.
+  added_region publish_child(region_entry& p, std::shared_ptr<region_entry> e);
   void revoke(region_entry& e);
 
   mutable std::shared_mutex m_;

@@ -341,6 +341,24 @@ class engine {
   /// caller registers or stages instead), invalid_params (null / empty /
   /// overflowing range, bad access), shutting_down.
   mc::result<region> register_within(const void* addr, std::size_t len, region_access access);
+  /// A scatter registration: ONE derived registration (one token, one
+  /// registry entry) of all of `pieces`, which must lie inside the same
+  /// top-level registration of this engine granting `access` (the one
+  /// find_registration gives for the first piece). Peers may touch bytes
+  /// inside any one piece and nothing between them: a request across a gap
+  /// or into one is refused with access_denied, exactly like a range outside
+  /// a region. The region's data() / size() are the span from the lowest
+  /// piece to the end of the highest; describe(p.data() - data(), p.size())
+  /// names piece p (describe does not know the gaps: a descriptor of a gap
+  /// is refused by this engine when used). Pieces may come in any order and
+  /// overlap. Revoked as a whole (its handle, unregister_memory(token), its
+  /// parent's unregistration). For a request whose value is gathered from /
+  /// scattered into many pieces: one lock and one entry instead of one per
+  /// piece. Thread-safe. Errors: invalid_params (no pieces, more than 4096,
+  /// a null, empty or overflowing piece, bad access), out_of_range (no
+  /// registration holds the first piece with that access, or a piece lies
+  /// outside the one that does), shutting_down.
+  mc::result<region> register_pieces_within(std::span<const std::span<std::byte>> pieces, region_access access);
 
   /// The top-level registration (register_memory, not derived) that contains
   /// [addr, addr + len) and grants `need`: among regions starting at or
