@@ -116,21 +116,36 @@ struct held_grant {
   std::uint64_t lease_end = 0;          // CLOCK_MONOTONIC ns
 };
 
-/// Answers a grant request `h` (its lease payload already read).
+/// Answers a grant request `h` (its lease payload already read). `last`:
+/// the entry this connection's previous grant found (the pieces of a
+/// scatter registration share a token: one registry lookup per run of
+/// them). Reusing it is safe: a revoked entry refuses new grants
+/// (try_grant), and range and access are checked here as find() does.
 header grant(shm_server::state* st, const header& h, std::uint64_t requested_end,
-             std::unordered_map<std::uint64_t, held_grant>& grants) {
+             std::unordered_map<std::uint64_t, held_grant>& grants, std::shared_ptr<region_entry>& last) {
   auto& ctr = st->eng.counters_;
   header resp;
   resp.op = wire_op::shm_grant_resp;
   resp.request_id = h.request_id;
   const bool w = h.flags & grant_write;
-  auto e = st->eng.registry_->find(h.address, h.length, h.token,
-                                   w ? region_access::remote_write : region_access::remote_read);
+  const auto need = w ? region_access::remote_write : region_access::remote_read;
   const auto now = monotonic_ns();
   // The lease: at most max_lease_ns_ (1 s), never after the initiator's deadline.
   const auto lease_end = std::max(now, std::min(now + st->eng.max_lease_ns_, requested_end));
-  if (e && !grants.count(h.request_id) && grants.size() < max_grants_per_conn && (*e)->try_grant(lease_end)) {
-    grants.emplace(h.request_id, held_grant{*e, lease_end});
+  bool granted = false;
+  for (bool reuse = last && last->token == h.token && h.token != 0;; reuse = false) {
+    if (!reuse) {
+      auto found = st->eng.registry_->find(h.address, h.length, h.token, need);
+      last = found ? std::move(*found) : nullptr;
+    }
+    granted = last && h.length != 0 && last->contains(h.address, h.length) && transfer::grants(last->rights, need) &&
+              !grants.count(h.request_id) && grants.size() < max_grants_per_conn && last->try_grant(lease_end);
+    // Refused with the entry of an earlier grant: it may have been revoked
+    // since (its token even reused): look the token up once.
+    if (granted || !reuse) break;
+  }
+  if (granted) {
+    grants.emplace(h.request_id, held_grant{last, lease_end});
     bump(ctr.grants_held);
     resp.token = lease_end;
     bump(w ? ctr.served_write_ops : ctr.served_read_ops);
@@ -171,6 +186,7 @@ task<void> serve_unix(shm_server::state* st, unix_socket sock) {
   boost::system::error_code ig;
   c.sock.non_blocking(true, ig);
   std::unordered_map<std::uint64_t, held_grant> grants;
+  std::shared_ptr<region_entry> last;  // the entry the previous grant found
   // Requests are read in bulk (whatever has arrived, up to `in`) and
   // answered in bulk: the answers to every complete request read so far go
   // out in one send before we wait for more. A window of 16 grants then
@@ -210,7 +226,7 @@ task<void> serve_unix(shm_server::state* st, unix_socket sock) {
         } else if (h->op == wire_op::shm_grant) {
           // Older initiators send no lease: the longest we give.
           const std::uint64_t requested = leased ? get_u64(payload) : monotonic_ns() + st->eng.max_lease_ns_;
-          resp = grant(st, *h, requested, grants);
+          resp = grant(st, *h, requested, grants, last);
         } else if (h->op == wire_op::shm_release) {
           if (auto it = grants.find(h->request_id); it != grants.end()) {  // unknown / expired: nothing to do
             end_grant(st, it->second);
