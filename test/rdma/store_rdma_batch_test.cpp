@@ -5,8 +5,10 @@
 #include "mc/store/client.hpp"
 #include "store_fixture.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 using mc::test::bytes_of;
 using mc::test::cluster;
@@ -77,6 +79,30 @@ TEST_SUITE("store rdma batch") {
     }
     CHECK(a.stats().batch_rpcs - rpcs == 1);        // one owner, one RPC
     CHECK(rdma_bytes(b) >= before + 2 * n * size);  // both directions went over RDMA
+
+    // Scattered into strided pieces of the registered buffer, gaps between
+    // them: one derived token for the key (a scatter registration), each
+    // piece's range validated by the owner with us (rdma_check) before its
+    // WRITE; nothing lands in the gaps.
+    std::fill(mem.begin(), mem.end(), std::uint8_t{0xEE});
+    const auto derived0 = a.engine().stats().derived_registrations;
+    mut_pieces strided;
+    for (std::size_t p = 0, at = 0; at < size; ++p) {
+      const auto len = std::min<std::size_t>(size - at, 8192 + p * 3);
+      strided.emplace_back(reinterpret_cast<std::byte*>(mem.data()) + p * 20000, len);
+      at += len;
+    }
+    REQUIRE(strided.size() * 20000 < mem.size());
+    auto sg = cl.on(0, a.batch_get_parts({keys[0]}, {strided}));
+    REQUIRE_MESSAGE(sg[0].has_value(), sg[0].error().message());
+    std::size_t at = 0, outside = 0;
+    for (std::size_t p = 0; p < strided.size(); ++p) {
+      CHECK(std::memcmp(strided[p].data(), vals[0].data() + at, strided[p].size()) == 0);
+      at += strided[p].size();
+      for (std::size_t k = p * 20000 + strided[p].size(); k < (p + 1) * 20000; ++k) outside += mem[k] != 0xEE;
+    }
+    CHECK(outside == 0);
+    CHECK(a.engine().stats().derived_registrations == derived0 + 1);
 
     // vLLM shape, scaled: 4 keys, each gathered from / scattered into 16
     // pieces of ~8 KiB, plus two small values answered inline, to one owner.
