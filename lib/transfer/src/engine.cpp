@@ -479,25 +479,42 @@ mc::result<region> engine::register_within(const region& parent, std::uint64_t o
   return region(impl_->registry_, t->token, t->id, parent.data() + offset, length, impl_->endpoint_);
 }
 
+namespace {
+
+/// Inserts a derived registration (`insert(parent token, parent id)`) into
+/// the top-level registration that find_containing gives for [at, at +
+/// len) with `access`, when it also holds [lo, hi). The parent may be
+/// unregistered between the lookup and the insert (out_of_range): looks
+/// again, a bounded number of times. out_of_range when none holds them.
+template <class Insert>
+mc::result<detail::added_region> derive_in_containing(const detail::registry& reg, std::uint64_t at, std::uint64_t len,
+                                                      std::uint64_t lo, std::uint64_t hi, region_access access,
+                                                      Insert insert) {
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    auto parent = reg.find_containing(at, len, access);
+    if (!parent) return fail(errc::out_of_range);
+    if (lo < parent->base || hi - parent->base > parent->length) return fail(errc::out_of_range);
+    auto t = insert(parent->token, parent->id);
+    if (t || !mc::is(t.error(), errc::out_of_range)) return t;
+  }
+  return fail(errc::out_of_range);
+}
+
+}  // namespace
+
 mc::result<region> engine::register_within(const void* addr, std::size_t len, region_access access) {
   if (impl_->stopping_) return fail(errc::shutting_down);
   const auto a = reinterpret_cast<std::uintptr_t>(addr);
   if (static_cast<std::uint8_t>(access) > 3 || addr == nullptr || len == 0 || a + len < a)
     return fail(errc::invalid_params);
-  for (int attempt = 0; attempt < 4; ++attempt) {
-    auto p = impl_->registry_->find_containing(a, len, access);
-    if (!p) return fail(errc::out_of_range);
-    // The parent may be unregistered between the lookup and add_child
-    // (out_of_range): look again, a bounded number of times.
-    auto t = impl_->registry_->add_child(p->token, p->id, a, len, access);
-    if (t) {
-      detail::bump(impl_->counters_.derived);
-      return region(impl_->registry_, t->token, t->id, static_cast<std::byte*>(const_cast<void*>(addr)), len,
-                    impl_->endpoint_);
-    }
-    if (!mc::is(t.error(), errc::out_of_range)) return t.error();
-  }
-  return fail(errc::out_of_range);
+  auto& reg = *impl_->registry_;
+  auto t = derive_in_containing(reg, a, len, a, a + len, access, [&](std::uint64_t token, std::uint64_t id) {
+    return reg.add_child(token, id, a, len, access);
+  });
+  if (!t) return t.error();
+  detail::bump(impl_->counters_.derived);
+  return region(impl_->registry_, t->token, t->id, static_cast<std::byte*>(const_cast<void*>(addr)), len,
+                impl_->endpoint_);
 }
 
 mc::result<region> engine::register_pieces_within(std::span<const std::span<std::byte>> pieces, region_access access) {
@@ -514,21 +531,14 @@ mc::result<region> engine::register_pieces_within(std::span<const std::span<std:
     lo = std::min(lo, a);
     hi = std::max(hi, a + p.size());
   }
-  for (int attempt = 0; attempt < 4; ++attempt) {
-    auto parent = impl_->registry_->find_containing(ranges.front().first, ranges.front().second, access);
-    if (!parent) return fail(errc::out_of_range);
-    if (lo < parent->base || hi - parent->base > parent->length) return fail(errc::out_of_range);
-    // The parent may be unregistered between the lookup and the insert
-    // (out_of_range): look again, a bounded number of times.
-    auto t = impl_->registry_->add_child_ranges(parent->token, parent->id, ranges, access);
-    if (t) {
-      detail::bump(impl_->counters_.derived);
-      return region(impl_->registry_, t->token, t->id, reinterpret_cast<std::byte*>(static_cast<std::uintptr_t>(lo)),
-                    static_cast<std::size_t>(hi - lo), impl_->endpoint_);
-    }
-    if (!mc::is(t.error(), errc::out_of_range)) return t.error();
-  }
-  return fail(errc::out_of_range);
+  auto& reg = *impl_->registry_;
+  auto t = derive_in_containing(
+      reg, ranges.front().first, ranges.front().second, lo, hi, access,
+      [&](std::uint64_t token, std::uint64_t id) { return reg.add_child_ranges(token, id, ranges, access); });
+  if (!t) return t.error();
+  detail::bump(impl_->counters_.derived);
+  return region(impl_->registry_, t->token, t->id, reinterpret_cast<std::byte*>(static_cast<std::uintptr_t>(lo)),
+                static_cast<std::size_t>(hi - lo), impl_->endpoint_);
 }
 
 std::optional<registration_info> engine::find_registration(const void* addr, std::size_t len,
