@@ -24,6 +24,8 @@
 #include <functional>
 #include <future>
 #include <memory>
+#include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -39,6 +41,12 @@ concept has_parts = requires(C& c, std::vector<std::string> k, std::vector<std::
   c.batch_get_parts(k, p);
 };
 constexpr bool parts_api = has_parts<mc::store::client>;
+/// client::allocate_buffer (shared-memory registered buffers) exists in this build.
+template <class C>
+concept has_allocate_buffer = requires(C& c) {
+  c.allocate_buffer(std::size_t{1});
+};
+constexpr bool shared_api = has_allocate_buffer<mc::store::client>;
 
 struct settings {
   std::vector<std::string> configs{"tcp", "shm"};
@@ -216,11 +224,30 @@ void warm_up_and_verify(env& e, work::data& d, bool one_at_a_time, std::vector<b
   if (long k = d.first_mismatch(); k >= 0) fail("redis: wrong bytes for " + d.keys()[static_cast<std::size_t>(k)]);
 }
 
-void run_big(env& e, const big_case& bc) {
-  work::data d(e.config + "/" + bc.name, bc.shape, !e.s.small_pages);
-  auto r1 = e.c.register_buffer(d.src());
-  auto r2 = e.c.register_buffer(d.dst());
-  if (!r1 || !r2) fail("register_buffer: " + (r1 ? r2.error() : r1.error()).message());
+/// `shared`: the caller's buffers come from client::allocate_buffer (shared
+/// memory: same-host peers map them and copy with memcpy) instead of being
+/// the caller's own huge-page memory passed to register_buffer; cases named
+/// *_shared.
+template <class C>
+void run_big(env& e, C& c, const big_case& bc, bool shared) {
+  std::optional<work::data> held;
+  mc::result<mc::transfer::region> r1 = mc::fail(mc::errc::invalid_params), r2 = mc::fail(mc::errc::invalid_params);
+  if constexpr (has_allocate_buffer<C>) {
+    if (shared) {
+      r1 = c.allocate_buffer(bc.shape.bytes());
+      r2 = c.allocate_buffer(bc.shape.bytes());
+      if (!r1 || !r2) fail("allocate_buffer: " + (r1 ? r2.error() : r1.error()).message());
+      held.emplace(e.config + "/" + bc.name, bc.shape, std::span(r1->data(), r1->size()),
+                   std::span(r2->data(), r2->size()));
+    }
+  }
+  if (!held) {
+    held.emplace(e.config + "/" + bc.name, bc.shape, !e.s.small_pages);
+    r1 = c.register_buffer(held->src());
+    r2 = c.register_buffer(held->dst());
+    if (!r1 || !r2) fail("register_buffer: " + (r1 ? r2.error() : r1.error()).message());
+  }
+  work::data& d = *held;
   e.rt.block_on(ours_put(e.c, e, d, bc.put_one_at_a_time));  // opens the connections
   // Streams the baselines get: tcp: our engine's TCP connections; shm: our
   // runtime's threads (the same-host copies run on them; memcpy gets as many).
@@ -249,7 +276,7 @@ void run_big(env& e, const big_case& bc) {
                           base::copy_batch(dst, src, e.rt.size());
                         }
                       }));
-      if (!e.tcp()) {
+      if (!e.tcp() && !shared) {
         // Same-host: the kernel's cross-process copy of the same pieces (what
         // any process_vm_* transport can reach) out of a child process's own
         // buffer (huge pages unless --small-pages, like ours), the child
@@ -267,19 +294,21 @@ void run_big(env& e, const big_case& bc) {
                     }));
     }
     std::string name = e.config + "_" + bc.name + (put ? "_put" : "_get") + (contig ? "_contig" : "") +
-                       (e.s.small_pages ? "_4kpages" : "");
+                       (shared            ? "_shared"
+                        : e.s.small_pages ? "_4kpages"
+                                          : "");
     std::string floor_name = e.tcp() ? "raw_tcp_x" + std::to_string(streams) : "memcpy_t" + std::to_string(e.rt.size());
     const mc::bench::row vs_floor{"inference", name, "throughput", "MiB/s", ours, floor_name, floor};
     const mc::bench::row vs_redis{
         "inference", name, "throughput", "MiB/s", ours, e.redis_name() + "_x" + std::to_string(conns.size()), red};
-    if (e.s.small_pages) {  // a comparison of page sizes, not a row the targets are judged by
+    if (e.s.small_pages && !shared) {  // a comparison of page sizes, not a row the targets are judged by
       mc::bench::report(vs_floor);
       mc::bench::report(vs_redis);
     } else {
       mc::bench::report_target(vs_floor, {e.tcp() ? 0.8 : 0.5, false});
       mc::bench::report_target(vs_redis, {e.tcp() ? 1.5 : 4.0, false});
     }
-    if (!e.tcp())  // no target: where the kernel's process_vm_* copy of these pieces stands
+    if (!e.tcp() && !shared)  // no target: where the kernel's process_vm_* copy of these pieces stands
       mc::bench::report(
           {"inference", name, "throughput", "MiB/s", ours, "process_vm_t" + std::to_string(e.rt.size()), ceiling});
   }
@@ -440,7 +469,12 @@ void run_config(env& e) {
     run_single_gets(e);
   }
   for (auto& bc : big)
-    if (wanted(e.s, bc.name.substr(0, bc.name.find('_')))) run_big(e, bc);
+    if (wanted(e.s, bc.name.substr(0, bc.name.find('_')))) run_big(e, e.c, bc, false);
+  // Same-host again with buffers allocated by the store in shared memory
+  // (client::allocate_buffer): the owner maps them and copies with memcpy.
+  if (shared_api && !e.tcp())
+    for (auto& bc : big)
+      if (wanted(e.s, bc.name.substr(0, bc.name.find('_')))) run_big(e, e.c, bc, true);
 }
 
 }  // namespace

@@ -8,8 +8,9 @@
 
 #include <cstddef>
 #include <cstring>
-#include <functional>
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -48,7 +49,24 @@ inline std::uint64_t checksum(const base::pieces& ps) {
 class data {
  public:
   data(const std::string& prefix, shape s, bool huge_pages)
-      : shape_(s), src_(s.bytes(), huge_pages), dst_(s.bytes(), huge_pages) {
+      : shape_(s),
+        own_src_(std::in_place, s.bytes(), huge_pages),
+        own_dst_(std::in_place, s.bytes(), huge_pages),
+        src_(*own_src_),
+        dst_(*own_dst_) {
+    fill(prefix);
+  }
+  /// The same over buffers the caller provides (each at least shape.bytes()).
+  data(const std::string& prefix, shape s, std::span<std::byte> src, std::span<std::byte> dst)
+      : shape_(s), src_(src.first(s.bytes())), dst_(dst.first(s.bytes())) {
+    fill(prefix);
+  }
+  data(const data&) = delete;
+  data& operator=(const data&) = delete;
+
+ private:
+  void fill(const std::string& prefix) {
+    const shape s = shape_;
     std::uint64_t x = 0x9e3779b97f4a7c15ull ^ std::hash<std::string>{}(prefix);
     for (std::size_t i = 0; i + 8 <= src_.size(); i += 8) {  // xorshift64: random, fast
       x ^= x << 13;
@@ -63,6 +81,7 @@ class data {
     }
   }
 
+ public:
   const shape& dims() const { return shape_; }
   std::vector<std::string>& keys() { return keys_; }
   std::span<std::byte> src() { return src_; }
@@ -89,7 +108,7 @@ class data {
   }
 
  private:
-  base::pieces layout(page_buffer& buf, std::size_t k) const {
+  base::pieces layout(std::span<std::byte> buf, std::size_t k) const {
     base::pieces ps;
     std::size_t piece = shape_.piece();
     for (std::size_t l = 0; l < shape_.pieces; ++l)
@@ -98,7 +117,8 @@ class data {
   }
 
   shape shape_;
-  page_buffer src_, dst_;
+  std::optional<page_buffer> own_src_, own_dst_;
+  std::span<std::byte> src_, dst_;
   std::vector<std::string> keys_;
   std::vector<base::pieces> src_pieces_, dst_pieces_;
 };

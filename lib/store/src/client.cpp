@@ -332,4 +332,6 @@ result<mc::transfer::region> client::register_buffer(std::span<std::byte> buf) {
   return impl_->engine->register_memory(buf.data(), buf.size());
 }
 
+result<mc::transfer::region> client::allocate_buffer(std::size_t size) { return impl_->engine->allocate_shared(size); }
+
 }  // namespace mc::store

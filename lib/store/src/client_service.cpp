@@ -150,37 +150,45 @@ class client_service_impl final : public mc::rpc::service<ClientService> {
   /// Counts one item against the connection's and the peer's limits.
   admission admit(std::uint64_t bytes) { return admit_on(*s_, load_, conn_.remote_address, bytes); }
 
-  /// Where the transfer of one buffer may go (see client_service.hpp).
-  task<result<mc::transfer::remote_buffer>> resolve(const std::string& client_id, mc::transfer::remote_buffer b) {
-    if (b.endpoint.empty()) co_return fail(errc::invalid_params);
-    if (client_id.empty()) {
-      // Only the port is the requester's; the host is the connection's own peer address.
-      auto claimed = mc::endpoint::parse(b.endpoint);
-      if (!claimed) co_return fail(errc::invalid_params);
-      auto target = mc::endpoint::make(conn_.remote_address, claimed->port());
-      if (!target) co_return fail(errc::access_denied);  // no (usable) peer address
-      b.endpoint = target->str();
-      b.instance = 0;
-      co_return b;
-    }
-    auto reg = co_await s_->registrations.get(client_id);
-    if (!reg) co_return reg.error();
-    if (reg->transfer_endpoint != b.endpoint) co_return fail(errc::access_denied);
-    b.instance = reg->transfer_instance;
-    co_return b;
-  }
-
-  /// Resolves every piece of an item (each must pass; the registration is
-  /// cached, so pieces after the first cost no master call).
+  /// Where the transfers of an item's pieces may go (see client_service.hpp).
+  /// Each piece must pass. With a client id the registration is looked up
+  /// once per item (cached, so items after the first cost no master call)
+  /// and every piece checked against it; without one, each piece's port is
+  /// joined to the connection's own peer address (pieces naming the same
+  /// endpoint as the one before reuse its answer).
   task<result<void>> resolve_all(item_request& item) {
-    for (auto& p : item.pieces) {
-      auto where = co_await resolve(item.client_id, std::move(p));
-      if (!where) {
-        if (mc::is(where.error(), errc::access_denied))
-          s_->counters->access_denied.fetch_add(1, std::memory_order_relaxed);
-        co_return where.error();
+    if (item.pieces.empty()) co_return result<void>{};
+    auto denied = [&]() -> result<void> {
+      s_->counters->access_denied.fetch_add(1, std::memory_order_relaxed);
+      return fail(errc::access_denied);
+    };
+    for (auto& p : item.pieces)
+      if (p.endpoint.empty()) co_return fail(errc::invalid_params);
+    if (!item.client_id.empty()) {
+      auto reg = co_await s_->registrations.get(item.client_id);
+      if (!reg) {
+        if (mc::is(reg.error(), errc::access_denied)) co_return denied();
+        co_return reg.error();
       }
-      p = std::move(*where);
+      for (auto& p : item.pieces) {
+        if (p.endpoint != reg->transfer_endpoint) co_return denied();
+        p.instance = reg->transfer_instance;
+      }
+      co_return result<void>{};
+    }
+    // Only the port is the requester's; the host is the connection's own peer address.
+    std::string claimed_before, target_before;
+    for (auto& p : item.pieces) {
+      if (target_before.empty() || p.endpoint != claimed_before) {
+        auto claimed = mc::endpoint::parse(p.endpoint);
+        if (!claimed) co_return fail(errc::invalid_params);
+        auto target = mc::endpoint::make(conn_.remote_address, claimed->port());
+        if (!target) co_return denied();  // no (usable) peer address
+        claimed_before = p.endpoint;
+        target_before = target->str();
+      }
+      p.endpoint = target_before;
+      p.instance = 0;
     }
     co_return result<void>{};
   }

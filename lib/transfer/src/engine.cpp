@@ -190,6 +190,7 @@ task<void> engine_impl::shutdown() {
     co_await mc::run_on(rt_.executor(i), [](thread_state* ts) -> task<void> {
       ts->tcp_pools = {};
       ts->shm_pools = {};
+      ts->mappings.clear();
       ts->deadlines.reset();
       rdma_release_thread(*ts);
       co_return;
@@ -379,7 +380,8 @@ region::region(region&& o) noexcept
       id_(std::exchange(o.id_, 0)),
       base_(std::exchange(o.base_, nullptr)),
       length_(std::exchange(o.length_, 0)),
-      endpoint_(std::move(o.endpoint_)) {}
+      endpoint_(std::move(o.endpoint_)),
+      memory_(std::move(o.memory_)) {}
 
 region& region::operator=(region&& o) noexcept {
   if (this != &o) {
@@ -390,6 +392,7 @@ region& region::operator=(region&& o) noexcept {
     base_ = std::exchange(o.base_, nullptr);
     length_ = std::exchange(o.length_, 0);
     endpoint_ = std::move(o.endpoint_);
+    memory_ = std::move(o.memory_);
   }
   return *this;
 }
@@ -405,6 +408,7 @@ void region::reset() noexcept {
   id_ = 0;
   base_ = nullptr;
   length_ = 0;
+  memory_.reset();  // after the unregistration: no new access starts on it
 }
 
 remote_buffer region::describe(std::uint64_t offset, std::uint64_t length) const {
@@ -622,6 +626,9 @@ engine_stats engine::stats() const {
   s.registered_regions = impl_->registry_->size();
   s.derived_registrations = ld(c.derived);
   s.rdma_memory_registrations = ld(c.rdma_regs);
+  s.shared_mappings = ld(c.shared_mappings);
+  s.shared_maps_served = ld(c.shared_maps_served);
+  s.shared_copies = ld(c.shared_copies);
   s.served_calls = ld(c.served_calls);
   s.served_call_errors = ld(c.served_call_errors);
   s.initiated_calls = ld(c.initiated_calls);

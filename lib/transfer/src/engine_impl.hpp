@@ -78,6 +78,35 @@ class peer_verdicts {
   std::unordered_map<std::string, entry> m_;
 };
 
+struct thread_state;
+
+/// A peer's shared memory (engine::allocate_shared there) mapped into this
+/// process by the same-host transport. Unmapped when its last holder (the
+/// thread's cache, a copy in progress) lets go; the cache drops it
+/// shared_map_ttl after its last use.
+struct peer_mapping {
+  std::uint64_t instance = 0;     // the peer engine's instance id
+  std::uint64_t id = 0;           // the peer's shared_memory id
+  std::uint64_t remote_base = 0;  // where the memory starts in the peer
+  std::byte* local = nullptr;     // where it is mapped here
+  std::size_t len = 0;
+  mc::deadline_queue::entry expiry;               // drops it from the thread's cache
+  std::chrono::steady_clock::time_point until{};  // when `expiry` fires
+  thread_state* owner = nullptr;                  // whose cache holds it
+
+  peer_mapping() = default;
+  peer_mapping(const peer_mapping&) = delete;
+  peer_mapping& operator=(const peer_mapping&) = delete;
+  ~peer_mapping();
+  /// Where the peer's [addr, addr + n) lies here; null when not inside.
+  std::byte* at(std::uint64_t addr, std::uint64_t n) const noexcept {
+    if (addr < remote_base || n > len || addr - remote_base > len - n) return nullptr;
+    return local + (addr - remote_base);
+  }
+};
+inline constexpr std::size_t max_peer_mappings = 16;
+inline constexpr auto shared_map_ttl = std::chrono::seconds(5);
+
 /// State owned by one runtime thread (touched only there).
 struct thread_state {
   std::size_t index = 0;
@@ -93,6 +122,13 @@ struct thread_state {
   /// Deadlines of calls on idle pooled connections (tcp_call_idle; created
   /// on first use, released with the pools).
   std::shared_ptr<mc::deadline_queue> deadlines;
+  /// Peers' shared memory mapped here by the same-host transport (at most
+  /// max_peer_mappings, each dropped shared_map_ttl after its last use; see
+  /// shm_transport.cpp). After `deadlines`: destroyed before it.
+  std::vector<std::shared_ptr<peer_mapping>> mappings;
+  /// Peers' shared memory we could not map (refused, mmap failed): (peer
+  /// instance, id) and until when we do not ask again. Bounded.
+  std::vector<std::pair<std::pair<std::uint64_t, std::uint64_t>, std::chrono::steady_clock::time_point>> unmappable;
 };
 
 struct atomic_counters {
@@ -103,7 +139,8 @@ struct engine_counters {
   std::array<atomic_counters, transport_kind_count> initiated;
   std::atomic<std::uint64_t> served_read_ops{0}, served_read_bytes{0}, served_write_ops{0}, served_write_bytes{0},
       served_rejects{0}, outbound{0}, inbound{0}, same_host_fallbacks{0}, grants_held{0}, derived{0}, rdma_regs{0},
-      fences{0}, fenced_qps{0}, served_calls{0}, served_call_errors{0}, initiated_calls{0}, initiated_call_errors{0};
+      fences{0}, fenced_qps{0}, served_calls{0}, served_call_errors{0}, initiated_calls{0}, initiated_call_errors{0},
+      shared_mappings{0}, shared_maps_served{0}, shared_copies{0};
 };
 
 inline void bump(std::atomic<std::uint64_t>& c, std::uint64_t v = 1) noexcept {

@@ -60,7 +60,7 @@ std::unique_ptr<transport> make_rdma_transport(engine_impl& eng);
 /// remote_read adds REMOTE_READ; remote_write adds REMOTE_WRITE) and adds the
 /// region to the registry with device 0's rkey in the low 32 bits of its token.
 mc::result<added_region> rdma_register(engine_impl& eng, void* addr, std::size_t len, region_access rights,
-                                       bool derivable);
+                                       bool derivable, std::shared_ptr<const shared_memory> shared = nullptr);
 /// Deregisters the MR of `token` (the registry calls it after revocation).
 void rdma_deregister(rdma_context& ctx, std::uint64_t token) noexcept;
 

@@ -166,7 +166,7 @@ std::shared_ptr<rdma_context> make_rdma_context(const engine_options& opts) {
 }
 
 mc::result<added_region> rdma_register(engine_impl& eng, void* addr, std::size_t len, region_access rights,
-                                       bool derivable) {
+                                       bool derivable, std::shared_ptr<const shared_memory> shared) {
   auto base = reinterpret_cast<std::uintptr_t>(addr);
   if (addr == nullptr || len == 0 || base + len < base) return fail(errc::invalid_params);
   auto mrs = eng.rdma_ctx_->reg_all(addr, len, mr_access_of(rights));
@@ -174,7 +174,7 @@ mc::result<added_region> rdma_register(engine_impl& eng, void* addr, std::size_t
   // The token keeps device 0's rkey: TCP and single-device peers see no change.
   // attach before the token is visible to anyone: the registry's add publishes it.
   bump(eng.counters_.rdma_regs, mrs->size());
-  auto t = eng.registry_->add(addr, len, rights, mrs->front()->rkey, derivable);
+  auto t = eng.registry_->add(addr, len, rights, mrs->front()->rkey, derivable, std::move(shared));
   if (!t) {
     for (auto* m : *mrs) ibv_dereg_mr(m);
     return t.error();

@@ -19,7 +19,8 @@ std::shared_ptr<rdma_context> make_rdma_context(const engine_options&) {
   throw std::invalid_argument("transfer: protocol 'rdma': this build has no verbs support");
 }
 std::unique_ptr<transport> make_rdma_transport(engine_impl&) { return nullptr; }
-mc::result<added_region> rdma_register(engine_impl&, void*, std::size_t, region_access, bool) {
+mc::result<added_region> rdma_register(engine_impl&, void*, std::size_t, region_access, bool,
+                                       std::shared_ptr<const shared_memory>) {
   return fail(errc::unsupported);
 }
 std::size_t rdma_fence_served(rdma_context&, const std::string&) noexcept { return 0; }

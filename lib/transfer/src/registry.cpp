@@ -42,13 +42,15 @@ std::uint64_t registry::fresh_token(std::uint64_t mask, std::uint64_t set) const
 }
 
 mc::result<added_region> registry::add(void* addr, std::size_t len, region_access rights,
-                                       std::optional<std::uint32_t> low32, bool derivable) {
+                                       std::optional<std::uint32_t> low32, bool derivable,
+                                       std::shared_ptr<const shared_memory> shared) {
   auto base = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(addr));
   if (addr == nullptr || len == 0 || base + len < base) return fail(errc::invalid_params);
   auto e = std::make_shared<region_entry>();
   e->base = base;
   e->length = len;
   e->rights = rights;
+  e->shared = std::move(shared);
   std::unique_lock lk(m_);
   // RDMA: (random 31 bits << 32) | rkey, bit 63 clear (derived_token_bit).
   e->token = low32 ? fresh_token(~derived_token_bit & ~0xffffffffull, *low32) : fresh_token(~0ull, 0);
@@ -108,6 +110,7 @@ mc::result<added_region> registry::add_child_ranges(std::uint64_t parent_token, 
 added_region registry::publish_child(region_entry& p, std::shared_ptr<region_entry> e) {
   e->parent = p.token;
   e->root = p.root;
+  e->shared = p.shared;
   e->token =
       rdma_tokens ? fresh_token(~0xffffffffull, derived_token_bit | (p.token & 0xffffffffull)) : fresh_token(~0ull, 0);
   e->id = next_id_++;

@@ -20,6 +20,26 @@
 
 namespace mc::transfer::detail {
 
+/// Memory a registration owns that same-host peers may map
+/// (engine::allocate_shared): a memfd, mapped once in this process. Unmapped
+/// and closed when its last holder (the region handle, a registry entry, a
+/// grant) lets go. Immutable after create().
+struct shared_memory {
+  int fd = -1;
+  std::byte* addr = nullptr;
+  std::size_t len = 0;
+  std::uint64_t id = 0;  // random nonzero: names it to peers (grant answers, map requests)
+
+  shared_memory() = default;
+  shared_memory(const shared_memory&) = delete;
+  shared_memory& operator=(const shared_memory&) = delete;
+  ~shared_memory();
+  /// A memfd of `len` bytes mapped read-write (MAP_SHARED). Errors:
+  /// invalid_params (len 0), no_available_handle (memfd_create, ftruncate or
+  /// mmap failed: out of memory, fd limit).
+  static mc::result<std::shared_ptr<const shared_memory>> create(std::size_t len);
+};
+
 /// One registration. Bytes move into / out of it only while `access` is held
 /// shared and `revoked` is false; unregistration takes it exclusively, so it
 /// waits for at most one system call / memcpy chunk (<= 1 MiB) in progress.
@@ -46,6 +66,10 @@ struct region_entry {
   /// the whole of [base, base + length). Set before the entry is published,
   /// never changed after.
   std::vector<std::pair<std::uint64_t, std::uint64_t>> ranges;
+  /// The shared memory the root registration owns (engine::allocate_shared),
+  /// else null; derived registrations share their root's. Set before the
+  /// entry is published, never changed after.
+  std::shared_ptr<const shared_memory> shared;
 
   mutable std::shared_mutex access;
   bool revoked = false;  // guarded by access
@@ -124,9 +148,11 @@ class registry {
   /// clear: see derived_token_bit).
   /// `derivable` false: a registration for one request, never returned by
   /// find_containing (so never the parent of another request's derived
-  /// registration, which its revocation would revoke too).
+  /// registration, which its revocation would revoke too). `shared`: the
+  /// memory it owns (engine::allocate_shared), kept by the entry.
   mc::result<added_region> add(void* addr, std::size_t len, region_access rights = region_access::remote_read_write,
-                               std::optional<std::uint32_t> low32 = {}, bool derivable = true);
+                               std::optional<std::uint32_t> low32 = {}, bool derivable = true,
+                               std::shared_ptr<const shared_memory> shared = nullptr);
   /// Adds a derived registration of [addr, addr+len) inside the live region
   /// `parent_token` (and, when `parent_id` != 0, exactly that entry) with
   /// `rights` <= the parent's. Its token is fresh; when the registry makes

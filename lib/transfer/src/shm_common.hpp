@@ -8,8 +8,12 @@
 #include <boost/asio/local/stream_protocol.hpp>
 
 #include <sys/socket.h>
+#include <unistd.h>
 
+#include <array>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <optional>
 #include <string>
 
@@ -57,6 +61,98 @@ inline task<result<header>> recv_header(unix_socket& s) {
   header_bytes hb;
   auto r = co_await recv_all(s, hb.data(), hb.size());
   if (!r) co_return r.error();
+  co_return decode(hb);
+}
+
+/// A file descriptor owned by one scope.
+class unique_fd {
+ public:
+  unique_fd() = default;
+  explicit unique_fd(int fd) noexcept : fd_(fd) {}
+  unique_fd(const unique_fd&) = delete;
+  unique_fd& operator=(const unique_fd&) = delete;
+  ~unique_fd() { reset(); }
+  int get() const noexcept { return fd_; }
+  void reset(int fd = -1) noexcept {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = fd;
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+/// Sends `h` with `fd` attached to its first byte (SCM_RIGHTS).
+inline task<result<void>> send_header_fd(unix_socket& s, const header& h, int fd) {
+  header_bytes hb;
+  encode(h, hb);
+  for (;;) {
+    iovec iov{hb.data(), hb.size()};
+    alignas(cmsghdr) std::array<char, CMSG_SPACE(sizeof(int))> cbuf{};
+    msghdr m{};
+    m.msg_iov = &iov;
+    m.msg_iovlen = 1;
+    m.msg_control = cbuf.data();
+    m.msg_controllen = cbuf.size();
+    cmsghdr* c = CMSG_FIRSTHDR(&m);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
+    const ssize_t r = ::sendmsg(s.native_handle(), &m, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (r > 0) {
+      if (static_cast<std::size_t>(r) == hb.size()) co_return result<void>{};
+      co_return co_await send_all(s, hb.data() + r, hb.size() - static_cast<std::size_t>(r));
+    }
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      if (auto w = co_await wait_ready(s, unix_socket::wait_write); !w) co_return w;
+      continue;
+    }
+    co_return fail(errc::transfer_fail);
+  }
+}
+
+/// Receives one header and the descriptors that ride on its bytes: the
+/// first one goes to `fd` (closed and replaced if one was there), any
+/// further ones are closed. A header without a descriptor leaves `fd` empty.
+inline task<result<header>> recv_header_fd(unix_socket& s, unique_fd& fd) {
+  header_bytes hb;
+  std::size_t got = 0;
+  fd.reset();
+  while (got < hb.size()) {
+    iovec iov{hb.data() + got, hb.size() - got};
+    alignas(cmsghdr) std::array<char, CMSG_SPACE(4 * sizeof(int))> cbuf{};
+    msghdr m{};
+    m.msg_iov = &iov;
+    m.msg_iovlen = 1;
+    m.msg_control = cbuf.data();
+    m.msg_controllen = cbuf.size();
+    const ssize_t r = ::recvmsg(s.native_handle(), &m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+    if (r > 0) {
+      for (cmsghdr* c = CMSG_FIRSTHDR(&m); c != nullptr; c = CMSG_NXTHDR(&m, c)) {
+        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+        const std::size_t n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (std::size_t i = 0; i < n; ++i) {
+          int one = -1;
+          std::memcpy(&one, CMSG_DATA(c) + i * sizeof(int), sizeof one);
+          if (fd.get() < 0)
+            fd.reset(one);
+          else
+            ::close(one);
+        }
+      }
+      got += static_cast<std::size_t>(r);
+      continue;
+    }
+    if (r == 0) co_return fail(errc::transfer_fail);
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      if (auto w = co_await wait_ready(s, unix_socket::wait_read); !w) co_return w.error();
+      continue;
+    }
+    co_return fail(errc::transfer_fail);
+  }
   co_return decode(hb);
 }
 

@@ -10,7 +10,8 @@
 #include <cstdio>
 #include <cstring>
 #include <thread>
-#include <unordered_map>
+#include <algorithm>
+#include <vector>
 
 namespace mc::transfer::detail {
 namespace {
@@ -112,17 +113,27 @@ void shm_server::stop() noexcept {
 namespace {
 
 struct held_grant {
+  std::uint64_t request_id = 0;
   std::shared_ptr<region_entry> entry;  // keeps a revoked entry alive until the grant ends
   std::uint64_t lease_end = 0;          // CLOCK_MONOTONIC ns
 };
+
+/// A connection's live grants: at most max_grants_per_conn, in the order
+/// they were given (releases usually come in that order), in storage
+/// reserved once per connection (no allocation per grant).
+using grant_list = std::vector<held_grant>;
+
+grant_list::iterator find_grant(grant_list& grants, std::uint64_t request_id) {
+  return std::find_if(grants.begin(), grants.end(), [&](const held_grant& g) { return g.request_id == request_id; });
+}
 
 /// Answers a grant request `h` (its lease payload already read). `last`:
 /// the entry this connection's previous grant found (the pieces of a
 /// scatter registration share a token: one registry lookup per run of
 /// them). Reusing it is safe: a revoked entry refuses new grants
 /// (try_grant), and range and access are checked here as find() does.
-header grant(shm_server::state* st, const header& h, std::uint64_t requested_end,
-             std::unordered_map<std::uint64_t, held_grant>& grants, std::shared_ptr<region_entry>& last) {
+header grant(shm_server::state* st, const header& h, std::uint64_t requested_end, grant_list& grants,
+             std::shared_ptr<region_entry>& last) {
   auto& ctr = st->eng.counters_;
   header resp;
   resp.op = wire_op::shm_grant_resp;
@@ -139,15 +150,20 @@ header grant(shm_server::state* st, const header& h, std::uint64_t requested_end
       last = found ? std::move(*found) : nullptr;
     }
     granted = last && h.length != 0 && last->contains(h.address, h.length) && transfer::grants(last->rights, need) &&
-              !grants.count(h.request_id) && grants.size() < max_grants_per_conn && last->try_grant(lease_end);
+              grants.size() < max_grants_per_conn && find_grant(grants, h.request_id) == grants.end() &&
+              last->try_grant(lease_end);
     // Refused with the entry of an earlier grant: it may have been revoked
     // since (its token even reused): look the token up once.
     if (granted || !reuse) break;
   }
   if (granted) {
-    grants.emplace(h.request_id, held_grant{last, lease_end});
+    grants.push_back(held_grant{h.request_id, last, lease_end});
     bump(ctr.grants_held);
     resp.token = lease_end;
+    if (last->shared) {  // the initiator may map it (shm_map) instead of process_vm_*
+      resp.address = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(last->shared->addr));
+      resp.length = last->shared->id;
+    }
     bump(w ? ctr.served_write_ops : ctr.served_read_ops);
     bump(w ? ctr.served_write_bytes : ctr.served_read_bytes, h.length);
   } else {
@@ -164,11 +180,12 @@ void end_grant(shm_server::state* st, const held_grant& g) {
 }
 
 /// Forgets grants whose lease ended (the initiator stops copying at its end).
-void forget_expired(shm_server::state* st, std::unordered_map<std::uint64_t, held_grant>& grants) {
+void forget_expired(shm_server::state* st, grant_list& grants) {
+  if (grants.empty()) return;
   const auto now = monotonic_ns();
-  std::erase_if(grants, [&](auto& kv) {
-    if (now < kv.second.lease_end) return false;
-    end_grant(st, kv.second);
+  std::erase_if(grants, [&](const held_grant& g) {
+    if (now < g.lease_end) return false;
+    end_grant(st, g);
     return true;
   });
 }
@@ -185,7 +202,8 @@ task<void> serve_unix(shm_server::state* st, unix_socket sock) {
   }
   boost::system::error_code ig;
   c.sock.non_blocking(true, ig);
-  std::unordered_map<std::uint64_t, held_grant> grants;
+  grant_list grants;
+  grants.reserve(max_grants_per_conn);
   std::shared_ptr<region_entry> last;  // the entry the previous grant found
   // Requests are read in bulk (whatever has arrived, up to `in`) and
   // answered in bulk: the answers to every complete request read so far go
@@ -209,7 +227,6 @@ task<void> serve_unix(shm_server::state* st, unix_socket sock) {
       if (end - begin >= need) {
         const std::byte* payload = in.data() + begin + header_size;
         begin += need;
-        forget_expired(st, grants);
         std::byte* o = out.data() + out_len;
         std::size_t extra = 0;
         header resp;
@@ -227,9 +244,32 @@ task<void> serve_unix(shm_server::state* st, unix_socket sock) {
           // Older initiators send no lease: the longest we give.
           const std::uint64_t requested = leased ? get_u64(payload) : monotonic_ns() + st->eng.max_lease_ns_;
           resp = grant(st, *h, requested, grants, last);
+        } else if (h->op == wire_op::shm_map) {
+          // The memfd of the shared memory a live grant of this connection
+          // lies in: only what the peer was granted a range of. The answers
+          // queued before it go first (the descriptor rides on this one).
+          resp.op = wire_op::shm_map_resp;
+          auto g = find_grant(grants, h->address);
+          const shared_memory* m = g != grants.end() ? g->entry->shared.get() : nullptr;
+          if (m == nullptr || m->id != h->token) {
+            bump(st->eng.counters_.served_rejects);
+            resp.status = static_cast<std::int32_t>(errc::access_denied);
+          } else {
+            if (out_len > 0) {
+              if (!co_await send_all(c.sock, out.data(), out_len)) break;
+              out_len = 0;
+            }
+            resp.address = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(m->addr));
+            resp.length = m->len;
+            resp.token = m->id;
+            auto keep = g->entry->shared;  // alive while the descriptor is sent
+            if (!co_await send_header_fd(c.sock, resp, keep->fd)) break;
+            bump(st->eng.counters_.shared_maps_served);
+            continue;
+          }
         } else if (h->op == wire_op::shm_release) {
-          if (auto it = grants.find(h->request_id); it != grants.end()) {  // unknown / expired: nothing to do
-            end_grant(st, it->second);
+          if (auto it = find_grant(grants, h->request_id); it != grants.end()) {  // unknown / expired: nothing to do
+            end_grant(st, *it);
             grants.erase(it);
           }
           continue;  // no response
@@ -261,8 +301,9 @@ task<void> serve_unix(shm_server::state* st, unix_socket sock) {
       continue;
     }
     end += static_cast<std::size_t>(r);
+    forget_expired(st, grants);  // once per read: the requests it brought may need the room
   }
-  for (auto& [id, g] : grants) end_grant(st, g);  // peer gone: its copies are over
+  for (auto& g : grants) end_grant(st, g);  // peer gone: its copies are over
 }
 
 }  // namespace

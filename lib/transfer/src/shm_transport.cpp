@@ -29,6 +29,9 @@
 // The target's control server runs on a private service thread.
 #include "shm_common.hpp"
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -201,9 +204,11 @@ class shm_transport final : public transport {
         it.finish(status_to_error(resp->status));
         co_return result<void>{};
       }
+      auto mapped = co_await mapping_for(ts, c, *resp);
+      if (!mapped) co_return mapped.error();
       const auto before = done;
-      auto copied =
-          co_await copy(static_cast<pid_t>(c.peer_pid), it, done, std::min(resp->token, to_monotonic_ns(it.deadline)));
+      auto copied = co_await copy(static_cast<pid_t>(c.peer_pid), it, done,
+                                  std::min(resp->token, to_monotonic_ns(it.deadline)), mapped->get());
       if (done != before) idle_grants = 0;
       header rel;
       rel.op = wire_op::shm_release;
@@ -228,8 +233,8 @@ class shm_transport final : public transport {
   /// per connection), the largest item it takes, and its bytes at most (one
   /// round trip for this many; copied max_copy_chunk per system call).
   static constexpr std::size_t window_items = max_grants_per_conn;
-  static constexpr std::uint64_t window_item_max = 256u << 10;
-  static constexpr std::uint64_t window_bytes = 4u << 20;
+  static constexpr std::uint64_t window_item_max = 1u << 20;
+  static constexpr std::uint64_t window_bytes = 8u << 20;
 
   /// The next items of one direction that are small enough for a window.
   static void take_window(std::span<transfer_item*> items, std::size_t& next, std::vector<transfer_item*>& win) {
@@ -276,8 +281,7 @@ class shm_transport final : public transport {
     std::array<std::byte, window_items * header_size> answers;
     if (auto a = co_await recv_all(c.sock, answers.data(), n * header_size); !a) co_return a.error();
     std::array<transfer_item*, window_items> granted{};
-    std::array<std::uint64_t, window_items> granted_ids{};
-    std::array<iovec, window_items> l{}, r{};
+    std::array<header, window_items> answer{};  // the granted items' answers
     std::size_t g = 0, k = 0;
     std::uint64_t lease_end = UINT64_MAX, total = 0;
     for (auto* it : win) {
@@ -293,24 +297,50 @@ class shm_transport final : public transport {
         continue;
       }
       granted[g] = it;
-      granted_ids[g] = resp->request_id;
-      l[g] = {it->local, static_cast<std::size_t>(it->length)};
-      r[g] = {reinterpret_cast<void*>(static_cast<std::uintptr_t>(it->address)), static_cast<std::size_t>(it->length)};
+      answer[g] = *resp;
       lease_end = std::min({lease_end, resp->token, to_monotonic_ns(it->deadline)});
       total += it->length;
       ++g;
     }
-    // Gathered copies of at most max_copy_chunk each, in item order; the
-    // lease is checked before each (see copy()). `whole`: the items wholly
-    // copied; a short copy or a fault ends the copies.
-    std::size_t whole = 0;
+    // Items inside the peer's shared memory (mapped here): memcpy, the lease
+    // checked before each and the runtime thread yielded after every ~1 MiB.
+    // The others: gathered process_vm_* calls of at most max_copy_chunk each,
+    // in item order, the lease checked before each. `whole`: the items of
+    // `rest` wholly copied; a short copy or a fault ends the copies.
     bool stopped = false;  // cancelled while yielding between copies
+    std::array<bool, window_items> copied_mapped{};
+    std::array<std::size_t, window_items> rest{};
+    std::array<iovec, window_items> l{}, r{};
+    std::size_t nrest = 0, since_yield = 0;
+    for (std::size_t i = 0; i < g && !stopped; ++i) {
+      auto* it = granted[i];
+      auto mapped = co_await mapping_for(ts, c, answer[i]);
+      if (!mapped) co_return mapped.error();
+      std::byte* p = *mapped ? (*mapped)->at(it->address, it->length) : nullptr;
+      if (p != nullptr && monotonic_ns() < lease_end) {
+        copy_mapped(it->op, it->local, p, static_cast<std::size_t>(it->length));
+        copied_mapped[i] = true;
+        since_yield += it->length;
+        if (since_yield >= max_copy_chunk) {
+          since_yield = 0;
+          if (!co_await yield_to_runtime()) stopped = true;
+        }
+        continue;
+      }
+      if (p != nullptr) continue;  // the lease is over: move_one below asks again
+      rest[nrest] = i;
+      l[nrest] = {it->local, static_cast<std::size_t>(it->length)};
+      r[nrest] = {reinterpret_cast<void*>(static_cast<std::uintptr_t>(it->address)),
+                  static_cast<std::size_t>(it->length)};
+      ++nrest;
+    }
+    std::size_t whole = 0;
     const auto pid = static_cast<pid_t>(c.peer_pid);
-    while (whole < g && !eng_.refuse_cma_for_tests_) {
+    while (!stopped && whole < nrest && !eng_.refuse_cma_for_tests_) {
       if (monotonic_ns() >= lease_end) break;
       std::size_t e = whole;
       std::uint64_t bytes = 0;
-      while (e < g && (e == whole || bytes + l[e].iov_len <= max_copy_chunk)) bytes += l[e++].iov_len;
+      while (e < nrest && (e == whole || bytes + l[e].iov_len <= max_copy_chunk)) bytes += l[e++].iov_len;
       const auto cnt = static_cast<unsigned long>(e - whole);
       ssize_t copied;
       do {
@@ -321,7 +351,7 @@ class shm_transport final : public transport {
       auto left = copied > 0 ? static_cast<std::uint64_t>(copied) : 0;
       while (whole < e && left >= l[whole].iov_len) left -= l[whole++].iov_len;
       if (whole < e) break;  // short: the rest one by one below
-      if (whole < g && !co_await yield_to_runtime()) {
+      if (whole < nrest && !co_await yield_to_runtime()) {
         stopped = true;
         break;
       }
@@ -331,33 +361,139 @@ class shm_transport final : public transport {
     for (std::size_t i = 0; i < g; ++i) {
       header h;
       h.op = wire_op::shm_release;
-      h.request_id = granted_ids[i];
+      h.request_id = answer[i].request_id;
       header_bytes hb;
       encode(h, hb);
       std::memcpy(rel.data() + i * header_size, hb.data(), header_size);
     }
     if (g > 0)
       if (auto s = co_await send_all(c.sock, rel.data(), g * header_size); !s) co_return s.error();
-    for (std::size_t i = 0; i < whole; ++i) granted[i]->finish({});
+    std::array<bool, window_items> finished{};
+    for (std::size_t i = 0; i < g; ++i)
+      if (copied_mapped[i]) finished[i] = true;
+    for (std::size_t j = 0; j < whole; ++j) finished[rest[j]] = true;
+    for (std::size_t i = 0; i < g; ++i)
+      if (finished[i]) granted[i]->finish({});
     if (stopped) co_return fail(errc::cancelled);  // the rest stays unfinished
     // Not (wholly) copied: again one by one (grant, chunked copy, release),
     // which tells their errors apart.
-    for (std::size_t i = whole; i < g; ++i)
-      if (auto one = co_await move_one(ts, endpoint, c, *granted[i]); !one) co_return one;
+    for (std::size_t i = 0; i < g; ++i)
+      if (!finished[i])
+        if (auto one = co_await move_one(ts, endpoint, c, *granted[i]); !one) co_return one;
     if (total > 0 && !co_await yield_to_runtime()) co_return fail(errc::cancelled);
     co_return result<void>{};
+  }
+
+  /// One chunk through a mapping of the peer's shared memory.
+  void copy_mapped(op_kind op, std::byte* local, std::byte* peer, std::size_t n) {
+    if (op == op_kind::read)
+      std::memcpy(local, peer, n);
+    else
+      std::memcpy(peer, local, n);
+    bump(eng_.counters_.shared_copies);
+  }
+
+  /// The mapping of the peer's shared memory a grant answer names (address
+  /// = its start there, length = its id; 0: none), from this thread's cache
+  /// or fetched now: shm_map on this connection (the grant is live), the
+  /// memfd it returns checked (sealed against shrinking, as large as
+  /// announced) and mapped. Null: copy with process_vm_* (no shared memory,
+  /// or the peer refused / the mapping failed: not asked again for 30 s).
+  /// An error: the connection is unusable.
+  task<result<std::shared_ptr<peer_mapping>>> mapping_for(thread_state& ts, pooled_conn<unix_socket>& c,
+                                                          const header& grant) {
+    using ptr = std::shared_ptr<peer_mapping>;
+    const std::uint64_t id = grant.length, base = grant.address;
+    if (id == 0 || base == 0 || eng_.refuse_cma_for_tests_) co_return ptr{};
+    const auto now = std::chrono::steady_clock::now();
+    for (auto& m : ts.mappings)
+      if (m->instance == c.peer_instance && m->id == id && m->remote_base == base) {
+        // In use: kept for shared_map_ttl after its last use (re-armed at
+        // most every ttl / 2).
+        if (now + shared_map_ttl / 2 > m->until) arm_expiry(ts, *m, now);
+        co_return m;
+      }
+    std::erase_if(ts.unmappable, [&](const auto& u) { return u.second <= now; });
+    for (auto& u : ts.unmappable)
+      if (u.first == std::pair{c.peer_instance, id}) co_return ptr{};
+    auto give_up = [&] {
+      if (ts.unmappable.size() >= max_peer_mappings) ts.unmappable.erase(ts.unmappable.begin());
+      ts.unmappable.emplace_back(std::pair{c.peer_instance, id}, now + std::chrono::seconds(30));
+      return ptr{};
+    };
+    header req;
+    req.op = wire_op::shm_map;
+    req.request_id = c.next_id++;
+    req.address = grant.request_id;
+    req.token = id;
+    if (auto s = co_await send_header(c.sock, req); !s) co_return s.error();
+    unique_fd fd;
+    auto resp = co_await recv_header_fd(c.sock, fd);
+    if (!resp) co_return resp.error();
+    if (resp->op != wire_op::shm_map_resp || resp->request_id != req.request_id) co_return fail(errc::transfer_fail);
+    if (resp->status != 0 || fd.get() < 0 || resp->token != id || resp->address != base || resp->length == 0)
+      co_return give_up();
+    // Sealed against shrinking (no SIGBUS for a copy through the mapping)
+    // and as large as announced.
+    struct stat st {};
+    const int seals = ::fcntl(fd.get(), F_GET_SEALS);
+    if (seals < 0 || !(seals & F_SEAL_SHRINK) || ::fstat(fd.get(), &st) != 0 ||
+        static_cast<std::uint64_t>(st.st_size) < resp->length)
+      co_return give_up();
+    void* p = ::mmap(nullptr, static_cast<std::size_t>(resp->length), PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
+    if (p == MAP_FAILED) co_return give_up();
+    auto m = std::make_shared<peer_mapping>();
+    m->instance = c.peer_instance;
+    m->id = id;
+    m->remote_base = base;
+    m->local = static_cast<std::byte*>(p);
+    m->len = static_cast<std::size_t>(resp->length);
+    m->owner = &ts;
+    bump(eng_.counters_.shared_mappings);
+    if (ts.mappings.size() >= max_peer_mappings) {
+      ts.mappings.front()->expiry.remove();
+      ts.mappings.erase(ts.mappings.begin());
+    }
+    ts.mappings.push_back(m);
+    arm_expiry(ts, *m, now);
+    co_return m;
+  }
+
+  /// Drops `m` from the thread's cache shared_map_ttl after `now` (unless
+  /// re-armed by a later use): a peer's memory that it freed is not kept
+  /// alive by us for longer (a copy in progress holds its mapping).
+  static void arm_expiry(thread_state& ts, peer_mapping& m, std::chrono::steady_clock::time_point now) {
+    if (!ts.deadlines) ts.deadlines = mc::deadline_queue::make(ts.ex);
+    m.expiry.remove();
+    m.until = now + shared_map_ttl;
+    ts.deadlines->add(
+        m.expiry, m.until,
+        [](void* arg) noexcept {
+          auto* mp = static_cast<peer_mapping*>(arg);
+          std::erase_if(mp->owner->mappings, [&](const std::shared_ptr<peer_mapping>& x) { return x.get() == mp; });
+        },
+        &m);
   }
 
   enum class copy_end { complete, lease_over, refused, failed, cancelled };
 
   /// Copies [done, length) of `it` in chunks of at most 1 MiB while the
   /// lease (CLOCK_MONOTONIC ns) lasts, yielding to the runtime between chunks.
-  task<copy_end> copy(pid_t pid, const transfer_item& it, std::uint64_t& done, std::uint64_t lease_end_ns) {
+  /// With `m` (the peer's shared memory holding the range, mapped here) the
+  /// chunks are memcpy through the mapping instead.
+  task<copy_end> copy(pid_t pid, const transfer_item& it, std::uint64_t& done, std::uint64_t lease_end_ns,
+                      const peer_mapping* m) {
     while (done < it.length) {
       // The lease is checked right before each chunk: a peer frozen between
       // this check and the system call is the documented residual window.
       if (monotonic_ns() >= lease_end_ns) co_return copy_end::lease_over;
       const auto want = static_cast<std::size_t>(std::min<std::uint64_t>(max_copy_chunk, it.length - done));
+      if (std::byte* p = m != nullptr ? m->at(it.address + done, want) : nullptr) {
+        copy_mapped(it.op, it.local + done, p, want);
+        done += want;
+        if (done < it.length && !co_await yield_to_runtime()) co_return copy_end::cancelled;
+        continue;
+      }
       iovec l{it.local + done, want};
       iovec r{reinterpret_cast<void*>(static_cast<std::uintptr_t>(it.address + done)), want};
       ssize_t n = -1;

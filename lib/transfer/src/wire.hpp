@@ -67,6 +67,17 @@
 //                  the initiator copies only before it; every refusal is
 //                  access_denied
 //   shm_release    request_id of the grant (unknown / expired ids are ignored)
+//   shm_grant_resp of a range inside a shared-memory registration
+//                  (engine::allocate_shared) also carries address = where
+//                  that memory starts in the target, length = its id
+//                  (nonzero); 0 / 0 otherwise. Older initiators ignore both.
+//   shm_map        address = the request_id of a live grant of this
+//                  connection, token = the id its answer carried: asks for
+//                  the memfd (sent only to targets that sent an id)
+//   shm_map_resp   status 0: address = where the memory starts in the
+//                  target, length = its size, token = the id, and the memfd
+//                  rides on the message (SCM_RIGHTS, attached to its first
+//                  byte); else access_denied and no descriptor
 #include "mc/runtime/error.hpp"
 #include "mc/transfer/engine.hpp"
 
@@ -112,6 +123,8 @@ enum class wire_op : std::uint8_t {
   read_sg_req = 17,      // scatter-gather READ (table follows; answered by read_resp)
   call_req = 18,         // an upper layer's request (payload follows; see "Calls" above)
   call_resp = 19,        // its answer
+  shm_map = 20,          // same-host: the memfd of a granted shared-memory registration (see above)
+  shm_map_resp = 21,     // its answer (the descriptor rides on it)
 };
 
 /// Calls: bytes of a call_req's payload and of a call_resp's at most.
@@ -182,7 +195,7 @@ inline mc::result<header> decode(const header_bytes& in) noexcept {
   if (wire_le::load<std::uint8_t>(p + 4) != wire_version) return fail(errc::transfer_fail);
   header h;
   auto op = wire_le::load<std::uint8_t>(p + 5);
-  if (op < 1 || op > 19) return fail(errc::transfer_fail);
+  if (op < 1 || op > 21) return fail(errc::transfer_fail);
   h.op = static_cast<wire_op>(op);
   h.flags = wire_le::load<std::uint16_t>(p + 6);
   h.status = static_cast<std::int32_t>(wire_le::load<std::uint32_t>(p + 8));
@@ -194,7 +207,8 @@ inline mc::result<header> decode(const header_bytes& in) noexcept {
   if (h.flags & ~(grant_write | grant_lease)) return fail(errc::transfer_fail);
   if (h.flags != 0 && h.op != wire_op::shm_grant && !(h.op == wire_op::rdma_check && h.flags == grant_write))
     return fail(errc::transfer_fail);
-  if (h.length > max_wire_length && h.op != wire_op::shm_grant && h.op != wire_op::shm_grant_resp)
+  if (h.length > max_wire_length && h.op != wire_op::shm_grant && h.op != wire_op::shm_grant_resp &&
+      h.op != wire_op::shm_map_resp)
     return fail(errc::transfer_fail);
   if (h.status > 0) return fail(errc::transfer_fail);
   return h;

@@ -264,6 +264,18 @@ class client {
   /// buffer's pages are left as the caller made them.
   result<mc::transfer::region> register_buffer(std::span<std::byte> buf);
 
+  /// Allocates a registered buffer of `size` bytes in shared memory
+  /// (mc::transfer::engine::allocate_shared: a memfd, zero-filled): use it
+  /// like a register_buffer() registration (region::data(), size()); it is
+  /// freed when the handle is reset or destroyed. Same-host peers that are
+  /// granted a range of it map it once and copy with memcpy instead of
+  /// process_vm_*: a KV pool allocated here moves between processes on one
+  /// host at memcpy speed (README "Same-host shared buffers"). TCP and RDMA
+  /// peers see an ordinary registration. Thread-safe. Errors:
+  /// invalid_params (size 0), no_available_handle (memfd / mmap failed),
+  /// shutting_down.
+  result<mc::transfer::region> allocate_buffer(std::size_t size);
+
   const std::string& id() const noexcept;
   const std::string& rpc_endpoint() const noexcept;
   const std::string& transfer_endpoint() const noexcept;

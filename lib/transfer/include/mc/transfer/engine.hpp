@@ -175,6 +175,15 @@ struct engine_stats {
   /// ibv_reg_mr calls for register_memory), ever. Derived registrations add
   /// none. 0 with protocol "tcp".
   std::uint64_t rdma_memory_registrations = 0;
+  /// Same-host shared memory (engine::allocate_shared): peers' memfds this
+  /// engine mapped as initiator (ever; one per runtime thread and peer
+  /// memory, dropped 5 s after its last use), and memfds it passed to peers
+  /// as target (ever).
+  std::uint64_t shared_mappings = 0;
+  std::uint64_t shared_maps_served = 0;
+  /// Same-host copies (chunks of <= 1 MiB) made with memcpy through such a
+  /// mapping instead of process_vm_readv/writev, as initiator (ever).
+  std::uint64_t shared_copies = 0;
   /// engine::fence calls, and the RDMA queue pairs they moved to the error
   /// state (served ones from the peer plus ours to the peer).
   std::uint64_t fences = 0;
@@ -256,6 +265,7 @@ class region {
   std::byte* base_ = nullptr;
   std::size_t length_ = 0;
   std::string endpoint_;
+  std::shared_ptr<const void> memory_;  // engine::allocate_shared: the memory the handle owns
 };
 
 /// The transfer engine. One per process is typical; several work (each with
@@ -312,6 +322,23 @@ class engine {
   /// another request's derived token over the same memory too).
   mc::result<region> register_memory(void* addr, std::size_t len,
                                      region_access access = region_access::remote_read_write, bool derivable = true);
+
+  /// Allocates `len` bytes of shared memory (a memfd mapped MAP_SHARED,
+  /// zero-filled, page-aligned) and registers them like register_memory.
+  /// The difference is for same-host peers: a peer granted a range of it
+  /// (or of a registration derived from it) may map the whole memfd once
+  /// (passed over the control socket) and then copy with memcpy instead of
+  /// process_vm_readv/writev - no page pinning per copy, the speed of a
+  /// plain memcpy (lib/transfer/README.md "Shared-memory registrations").
+  /// Grants, leases and token checks are unchanged: a well-behaved peer
+  /// touches only granted ranges while their lease lasts. The memory
+  /// belongs to the handle: it stays mapped here until the handle is reset
+  /// or destroyed (and after that only while a grant or a peer's mapping
+  /// holds the memfd; a peer drops its mapping 5 s after its last use).
+  /// Thread-safe. Errors: invalid_params (len 0,
+  /// bad access), no_available_handle (memfd_create, ftruncate or mmap
+  /// failed), shutting_down; with "rdma" those of register_memory.
+  mc::result<region> allocate_shared(std::size_t len, region_access access = region_access::remote_read_write);
 
   /// Derived registration (a "child"): registers [parent.data() + offset,
   /// + length) inside the live registration `parent` of this engine with a

@@ -1,0 +1,56 @@
+// Shared-memory registrations (engine::allocate_shared): a memfd this
+// process maps once; same-host peers granted a range of it may map it too
+// (see shm_server.cpp / shm_transport.cpp).
+#include "engine_impl.hpp"
+#include "registry.hpp"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+namespace mc::transfer {
+namespace detail {
+
+shared_memory::~shared_memory() {
+  if (addr != nullptr) ::munmap(addr, len);
+  if (fd >= 0) ::close(fd);
+}
+
+mc::result<std::shared_ptr<const shared_memory>> shared_memory::create(std::size_t len) {
+  if (len == 0) return fail(errc::invalid_params);
+  auto m = std::make_shared<shared_memory>();
+  m->fd = ::memfd_create("mooncake-p2p.shared", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (m->fd < 0) return fail(errc::no_available_handle);
+  // Its size is fixed for good: a peer mapping it never faults past the end.
+  if (::ftruncate(m->fd, static_cast<off_t>(len)) != 0 ||
+      ::fcntl(m->fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0)
+    return fail(errc::no_available_handle);
+  void* p = ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, m->fd, 0);
+  if (p == MAP_FAILED) return fail(errc::no_available_handle);
+  m->addr = static_cast<std::byte*>(p);
+  m->len = len;
+  m->id = random_nonzero_u64();
+  return std::shared_ptr<const shared_memory>(std::move(m));
+}
+
+peer_mapping::~peer_mapping() {
+  if (local != nullptr) ::munmap(local, len);
+}
+
+}  // namespace detail
+
+mc::result<region> engine::allocate_shared(std::size_t len, region_access access) {
+  if (impl_->stopping_) return fail(errc::shutting_down);
+  if (static_cast<std::uint8_t>(access) > 3) return fail(errc::invalid_params);
+  auto m = detail::shared_memory::create(len);
+  if (!m) return m.error();
+  auto* addr = (*m)->addr;
+  auto t = impl_->rdma_ctx_ ? detail::rdma_register(*impl_, addr, len, access, true, *m)
+                            : impl_->registry_->add(addr, len, access, std::nullopt, true, *m);
+  if (!t) return t.error();
+  region r(impl_->registry_, t->token, t->id, addr, len, impl_->endpoint_);
+  r.memory_ = std::move(*m);
+  return r;
+}
+
+}  // namespace mc::transfer

@@ -1,0 +1,321 @@
+// Shared-memory registrations (engine::allocate_shared): every local
+// transport moves their bytes; a same-host initiator maps the target's memfd
+// once and copies with memcpy, only under a grant; the control server passes
+// the memfd only for a live grant of the asking connection.
+#include "transfer_fixture.hpp"
+
+#include "wire.hpp"
+
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <sys/un.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <numeric>
+#include <random>
+
+using namespace mc::transfer;
+using mc::transfer::test::bytes;
+using mc::transfer::test::cbytes;
+using mc::transfer::test::loopback_options;
+using mc::transfer::test::two_engines;
+
+namespace {
+
+constexpr transport_kind all_targets[] = {transport_kind::tcp, transport_kind::same_host, transport_kind::in_process};
+
+bool denied(const mc::result<void>& r) { return !r && mc::is(r.error(), mc::errc::access_denied); }
+
+namespace wire = mc::transfer::detail;
+
+/// A blocking client of an engine's same-host control socket, speaking the
+/// protocol by hand (plain POSIX, receive timeout).
+class raw_unix {
+ public:
+  explicit raw_unix(const std::string& endpoint) {
+    fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    REQUIRE(fd_ >= 0);
+    const std::string name = "mooncake-p2p.transfer/" + endpoint;
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    a.sun_path[0] = '\0';
+    std::memcpy(a.sun_path + 1, name.data(), name.size());
+    const auto len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
+    REQUIRE(::connect(fd_, reinterpret_cast<sockaddr*>(&a), len) == 0);
+    timeval tv{10, 0};
+    ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  }
+  ~raw_unix() { ::close(fd_); }
+  raw_unix(const raw_unix&) = delete;
+  raw_unix& operator=(const raw_unix&) = delete;
+
+  void send(const wire::header& h, const void* extra = nullptr, std::size_t n = 0) {
+    wire::header_bytes hb;
+    wire::encode(h, hb);
+    std::vector<std::byte> out(hb.begin(), hb.end());
+    if (n > 0) out.insert(out.end(), static_cast<const std::byte*>(extra), static_cast<const std::byte*>(extra) + n);
+    REQUIRE(::send(fd_, out.data(), out.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(out.size()));
+  }
+  /// One header and the descriptor riding on it (-1: none).
+  wire::header recv(int& fd) {
+    fd = -1;
+    wire::header_bytes hb;
+    std::size_t got = 0;
+    while (got < hb.size()) {
+      iovec iov{hb.data() + got, hb.size() - got};
+      alignas(cmsghdr) std::array<char, CMSG_SPACE(sizeof(int))> cbuf{};
+      msghdr m{};
+      m.msg_iov = &iov;
+      m.msg_iovlen = 1;
+      m.msg_control = cbuf.data();
+      m.msg_controllen = cbuf.size();
+      const ssize_t r = ::recvmsg(fd_, &m, MSG_CMSG_CLOEXEC);
+      REQUIRE(r > 0);
+      for (cmsghdr* c = CMSG_FIRSTHDR(&m); c != nullptr; c = CMSG_NXTHDR(&m, c))
+        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) std::memcpy(&fd, CMSG_DATA(c), sizeof fd);
+      got += static_cast<std::size_t>(r);
+    }
+    auto h = wire::decode(hb);
+    REQUIRE(h);
+    return *h;
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+/// A leased grant request for [addr, addr + len) under `token`.
+void send_grant(raw_unix& c, std::uint64_t id, std::uint64_t addr, std::uint64_t len, std::uint64_t token) {
+  wire::header g;
+  g.op = wire::wire_op::shm_grant;
+  g.flags = wire::grant_lease;
+  g.request_id = id;
+  g.address = addr;
+  g.length = len;
+  g.token = token;
+  std::array<std::byte, 8> lease{};
+  wire::wire_le::store<std::uint64_t>(lease.data(), ~0ull);  // the target caps it (<= 1 s)
+  c.send(g, lease.data(), lease.size());
+}
+
+std::uint64_t addr_of(const void* p) { return static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(p)); }
+
+}  // namespace
+
+TEST_SUITE("transfer_shared") {
+  TEST_CASE("shared-memory registrations round-trip random payloads over every local transport; same-host maps once") {
+    for (auto force : all_targets) {
+      CAPTURE(to_string(force));
+      two_engines t(loopback_options(force), loopback_options(force));
+      const std::size_t size = (3u << 20) + 333;
+      auto shared = t.b->allocate_shared(size);
+      REQUIRE(shared);
+      REQUIRE(shared->size() == size);
+      CHECK(reinterpret_cast<std::uintptr_t>(shared->data()) % 4096 == 0);
+      CHECK(std::all_of(shared->data(), shared->data() + size, [](std::byte b) { return b == std::byte{0}; }));
+      std::uint64_t seed = 11;
+      std::size_t off = 5;
+      for (std::size_t n : {std::size_t(1), std::size_t(4095), std::size_t(65537), std::size_t((1u << 20) + 1),
+                            std::size_t((2u << 20) - 7)}) {
+        CAPTURE(n);
+        // The whole registration and a derived one (the store's per-call tokens).
+        auto child = t.b->register_within(*shared, off, n, region_access::remote_read_write);
+        REQUIRE(child);
+        for (const region* r : {&*shared, &*child}) {
+          const auto at = r == &*shared ? off : 0;
+          auto payload = mc::test::random_bytes(n, seed++);
+          REQUIRE(t.rt.block_on(t.a->write(cbytes(payload), r->describe(at, n))).has_value());
+          CHECK(mc::test::checksum(shared->data() + off, n) == mc::test::checksum(payload.data(), n));
+          std::vector<std::uint8_t> back(n);
+          REQUIRE(t.rt.block_on(t.a->read(bytes(back), r->describe(at, n))).has_value());
+          CHECK(mc::test::checksum(back.data(), n) == mc::test::checksum(payload.data(), n));
+        }
+        off = (off + n + 11) % (size - (2u << 20));
+      }
+      auto sa = t.a->stats();
+      auto sb = t.b->stats();
+      if (force == transport_kind::same_host) {
+        // One mapping per runtime thread that moved bytes (two here), reused
+        // by every later grant on that thread, derived tokens included.
+        CHECK(sa.shared_mappings >= 1);
+        CHECK(sa.shared_mappings <= 2);
+        CHECK(sb.shared_maps_served == sa.shared_mappings);
+        CHECK(sa.shared_copies > 0);
+      } else {
+        CHECK(sa.shared_mappings == 0);
+        CHECK(sb.shared_maps_served == 0);
+        CHECK(sa.shared_copies == 0);
+      }
+    }
+  }
+
+  TEST_CASE("a batch of small pieces of a shared registration moves through the mapping, gaps untouched") {
+    two_engines t(loopback_options(transport_kind::same_host), loopback_options(transport_kind::same_host));
+    const std::size_t size = (4u << 20) + 77;
+    auto shared = t.b->allocate_shared(size);
+    REQUIRE(shared);
+    std::mt19937_64 rng(5);
+    std::vector<std::span<std::byte>> pieces;
+    for (std::size_t at = 1; pieces.size() < 150;) {
+      const std::size_t n = 1 + rng() % (40u << 10);
+      if (at + n > size) break;
+      pieces.push_back({shared->data() + at, n});
+      at += n + 1 + rng() % 3000;  // a gap of at least one byte
+    }
+    auto scatter = t.b->register_pieces_within(pieces, region_access::remote_read_write);
+    REQUIRE(scatter);
+    std::shuffle(pieces.begin(), pieces.end(), rng);
+    std::vector<std::vector<std::uint8_t>> payloads;
+    std::vector<request> reqs;
+    for (std::size_t i = 0; i < pieces.size(); ++i) {
+      payloads.push_back(mc::test::random_bytes(pieces[i].size(), 100 + i));
+      reqs.push_back(request::make_write(
+          cbytes(payloads.back()),
+          scatter->describe(static_cast<std::uint64_t>(pieces[i].data() - scatter->data()), pieces[i].size())));
+    }
+    auto rs = t.rt.block_on(t.a->batch(std::move(reqs)));
+    for (auto& r : rs) REQUIRE(r.has_value());
+    std::vector<char> inside(size, 0);
+    for (std::size_t i = 0; i < pieces.size(); ++i) {
+      CHECK(mc::test::checksum(pieces[i].data(), pieces[i].size()) ==
+            mc::test::checksum(payloads[i].data(), payloads[i].size()));
+      std::fill_n(inside.begin() + (pieces[i].data() - shared->data()), pieces[i].size(), 1);
+    }
+    for (std::size_t i = 0; i < size; ++i)
+      if (!inside[i]) REQUIRE(shared->data()[i] == std::byte{0});
+    // Read back in one batch.
+    std::vector<std::vector<std::uint8_t>> back;
+    std::vector<request> reads;
+    for (auto& p : pieces) {
+      back.emplace_back(p.size());
+      reads.push_back(request::make_read(
+          bytes(back.back()), scatter->describe(static_cast<std::uint64_t>(p.data() - scatter->data()), p.size())));
+    }
+    rs = t.rt.block_on(t.a->batch(std::move(reads)));
+    for (auto& r : rs) REQUIRE(r.has_value());
+    for (std::size_t i = 0; i < pieces.size(); ++i)
+      CHECK(mc::test::checksum(back[i].data(), back[i].size()) ==
+            mc::test::checksum(payloads[i].data(), payloads[i].size()));
+    CHECK(t.a->stats().shared_copies > 0);
+    // A gap is refused although the initiator has the memory mapped.
+    const auto* gap = pieces.front().data() + pieces.front().size();
+    std::vector<std::uint8_t> one{0xAB};
+    CHECK(denied(
+        t.rt.block_on(t.a->write(cbytes(one), remote_buffer{t.b->endpoint(), addr_of(gap), 1, scatter->token()}))));
+    CHECK(*gap == std::byte{0});
+  }
+
+  TEST_CASE("a revoked shared registration refuses late WRITEs although the initiator keeps it mapped") {
+    two_engines t(loopback_options(transport_kind::same_host), loopback_options(transport_kind::same_host));
+    auto shared = t.b->allocate_shared(1u << 20);
+    REQUIRE(shared);
+    auto child = t.b->register_within(*shared, 4096, 8192, region_access::remote_read_write);
+    REQUIRE(child);
+    auto payload = mc::test::random_bytes(8192, 3);
+    REQUIRE(t.rt.block_on(t.a->write(cbytes(payload), child->describe())).has_value());
+    CHECK(t.a->stats().shared_mappings >= 1);
+    const auto desc = child->describe();
+    child->reset();
+    auto other = mc::test::random_bytes(8192, 4);
+    CHECK(denied(t.rt.block_on(t.a->write(cbytes(other), desc))));
+    CHECK(mc::test::checksum(shared->data() + 4096, 8192) == mc::test::checksum(payload.data(), payload.size()));
+    // The parent still works, through the same mapping.
+    REQUIRE(t.rt.block_on(t.a->write(cbytes(other), shared->describe(4096, 8192))).has_value());
+    CHECK(mc::test::checksum(shared->data() + 4096, 8192) == mc::test::checksum(other.data(), other.size()));
+  }
+
+  TEST_CASE("the control server passes a memfd only for a live grant of the asking connection") {
+    two_engines t(loopback_options(transport_kind::same_host), loopback_options(transport_kind::same_host));
+    const std::size_t size = 256u << 10;
+    auto shared = t.b->allocate_shared(size);
+    REQUIRE(shared);
+    std::vector<std::uint8_t> plain_mem(4096);
+    auto plain = t.b->register_memory(plain_mem.data(), plain_mem.size());
+    REQUIRE(plain);
+    raw_unix c(t.b->endpoint());
+    int fd = -1;
+    auto ask_map = [&](std::uint64_t id, std::uint64_t grant, std::uint64_t shared_id) {
+      wire::header m;
+      m.op = wire::wire_op::shm_map;
+      m.request_id = id;
+      m.address = grant;
+      m.token = shared_id;
+      c.send(m);
+      return c.recv(fd);
+    };
+    // A grant inside the shared registration names it (address, id).
+    send_grant(c, 1, addr_of(shared->data()) + 100, 1000, shared->token());
+    auto g = c.recv(fd);
+    REQUIRE(g.op == wire::wire_op::shm_grant_resp);
+    REQUIRE(g.status == 0);
+    CHECK(fd == -1);
+    CHECK(g.address == addr_of(shared->data()));
+    const std::uint64_t shared_id = g.length;
+    CHECK(shared_id != 0);
+    // A plain registration's grant names nothing.
+    send_grant(c, 2, addr_of(plain_mem.data()), 10, plain->token());
+    auto p = c.recv(fd);
+    REQUIRE(p.status == 0);
+    CHECK(p.address == 0);
+    CHECK(p.length == 0);
+    // Refused: no such grant, the plain registration's grant, a wrong id.
+    for (auto [grant, sid] :
+         {std::pair<std::uint64_t, std::uint64_t>{99, shared_id}, {2, shared_id}, {1, shared_id ^ 1}}) {
+      auto r = ask_map(10 + grant, grant, sid);
+      CHECK(r.op == wire::wire_op::shm_map_resp);
+      CHECK(r.status == static_cast<std::int32_t>(mc::errc::access_denied));
+      CHECK(fd == -1);
+    }
+    // Granted: the memfd, sealed, its size, and it is the registration's memory.
+    auto ok = ask_map(20, 1, shared_id);
+    REQUIRE(ok.status == 0);
+    REQUIRE(fd >= 0);
+    CHECK(ok.address == addr_of(shared->data()));
+    CHECK(ok.length == size);
+    CHECK(ok.token == shared_id);
+    struct stat st {};
+    REQUIRE(::fstat(fd, &st) == 0);
+    CHECK(static_cast<std::size_t>(st.st_size) == size);
+    CHECK((::fcntl(fd, F_GET_SEALS) & F_SEAL_SHRINK) != 0);
+    CHECK(::ftruncate(fd, 0) != 0);  // sealed: nobody can shrink it under a mapping
+    std::array<std::byte, 3> probe{std::byte{1}, std::byte{2}, std::byte{3}};
+    std::memcpy(shared->data() + 7, probe.data(), probe.size());
+    std::array<std::byte, 3> seen{};
+    REQUIRE(::pread(fd, seen.data(), seen.size(), 7) == 3);
+    CHECK(seen == probe);
+    ::close(fd);
+    // Released: the memfd is no longer handed out for that grant.
+    wire::header rel;
+    rel.op = wire::wire_op::shm_release;
+    rel.request_id = 1;
+    c.send(rel);
+    auto after = ask_map(30, 1, shared_id);
+    CHECK(after.status == static_cast<std::int32_t>(mc::errc::access_denied));
+    CHECK(fd == -1);
+    CHECK(t.b->stats().shared_maps_served == 1);
+  }
+
+  TEST_CASE("allocate_shared refuses bad sizes and access") {
+    two_engines t;
+    auto zero = t.b->allocate_shared(0);
+    REQUIRE(!zero);
+    CHECK(mc::is(zero.error(), mc::errc::invalid_params));
+    auto bad = t.b->allocate_shared(4096, static_cast<region_access>(9));
+    REQUIRE(!bad);
+    CHECK(mc::is(bad.error(), mc::errc::invalid_params));
+    auto huge = t.b->allocate_shared(std::size_t(1) << 62);
+    REQUIRE(!huge);
+    CHECK(mc::is(huge.error(), mc::errc::no_available_handle));
+    // Over TCP a shared registration is an ordinary one.
+    auto ok = t.b->allocate_shared(10000);
+    REQUIRE(ok);
+    auto payload = mc::test::random_bytes(9999, 8);
+    REQUIRE(t.rt.block_on(t.a->write(cbytes(payload), ok->describe(1, 9999))).has_value());
+    CHECK(mc::test::checksum(ok->data() + 1, 9999) == mc::test::checksum(payload.data(), payload.size()));
+  }
+}
