@@ -81,18 +81,19 @@ class peer_verdicts {
 struct thread_state;
 
 /// A peer's shared memory (engine::allocate_shared there) mapped into this
-/// process by the same-host transport. Unmapped when its last holder (the
-/// thread's cache, a copy in progress) lets go; the cache drops it
-/// shared_map_ttl after its last use.
+/// process by the same-host transport, once per process (engine_impl::
+/// shared_maps_). Unmapped when its last holder (a thread's cache entry, a
+/// copy in progress) lets go.
 struct peer_mapping {
+  static constexpr std::size_t block = 1u << 20;  // populated in blocks of this size
+
   std::uint64_t instance = 0;     // the peer engine's instance id
   std::uint64_t id = 0;           // the peer's shared_memory id
   std::uint64_t remote_base = 0;  // where the memory starts in the peer
   std::byte* local = nullptr;     // where it is mapped here
   std::size_t len = 0;
-  mc::deadline_queue::entry expiry;               // drops it from the thread's cache
-  std::chrono::steady_clock::time_point until{};  // when `expiry` fires
-  thread_state* owner = nullptr;                  // whose cache holds it
+  /// Blocks whose page tables were filled (prepare()).
+  std::unique_ptr<std::atomic<bool>[]> ready;
 
   peer_mapping() = default;
   peer_mapping(const peer_mapping&) = delete;
@@ -103,6 +104,19 @@ struct peer_mapping {
     if (addr < remote_base || n > len || addr - remote_base > len - n) return nullptr;
     return local + (addr - remote_base);
   }
+  /// Fills the page tables of the blocks [p, p + n) lies in that were not
+  /// filled yet (MADV_POPULATE_WRITE, one block per call: a first copy
+  /// through a fresh mapping then costs no page fault per 4 KiB page).
+  void prepare(const std::byte* p, std::size_t n) const noexcept;
+};
+
+/// One runtime thread's use of a peer_mapping: dropped shared_map_ttl after
+/// its last use on that thread.
+struct mapping_use {
+  std::shared_ptr<peer_mapping> m;
+  mc::deadline_queue::entry expiry;
+  std::chrono::steady_clock::time_point until{};  // when `expiry` fires
+  thread_state* owner = nullptr;                  // whose cache holds it
 };
 inline constexpr std::size_t max_peer_mappings = 16;
 inline constexpr auto shared_map_ttl = std::chrono::seconds(5);
@@ -122,10 +136,10 @@ struct thread_state {
   /// Deadlines of calls on idle pooled connections (tcp_call_idle; created
   /// on first use, released with the pools).
   std::shared_ptr<mc::deadline_queue> deadlines;
-  /// Peers' shared memory mapped here by the same-host transport (at most
-  /// max_peer_mappings, each dropped shared_map_ttl after its last use; see
+  /// Peers' shared memory this thread uses (at most max_peer_mappings, each
+  /// dropped shared_map_ttl after its last use here; see
   /// shm_transport.cpp). After `deadlines`: destroyed before it.
-  std::vector<std::shared_ptr<peer_mapping>> mappings;
+  std::vector<std::unique_ptr<mapping_use>> mappings;
   /// Peers' shared memory we could not map (refused, mmap failed): (peer
   /// instance, id) and until when we do not ask again. Bounded.
   std::vector<std::pair<std::pair<std::uint64_t, std::uint64_t>, std::chrono::steady_clock::time_point>> unmappable;
@@ -188,6 +202,12 @@ class engine_impl : public std::enable_shared_from_this<engine_impl> {
   /// Our pid namespace (st_dev, st_ino of /proc/self/ns/pid); {0, 0} unknown.
   std::pair<std::uint64_t, std::uint64_t> pid_ns_{0, 0};
   bool refuse_cma_for_tests_ = false;  // MC_TRANSFER_TEST_REFUSE_CMA=1
+  /// Peers' shared memory mapped in this process (same-host transport): one
+  /// mapping per peer memory, found by every runtime thread; alive while a
+  /// thread's cache (thread_state::mappings) or a copy holds it. Bounded by
+  /// what the threads hold (expired entries are purged on insert).
+  std::mutex shared_maps_m_;
+  std::vector<std::weak_ptr<peer_mapping>> shared_maps_;
   /// Longest same-host grant lease this engine gives (1 s; tests shorten it
   /// with MC_TRANSFER_TEST_MAX_LEASE_US at construction).
   std::uint64_t max_lease_ns_ = 1'000'000'000ull;

@@ -8,6 +8,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
+
 namespace mc::transfer {
 namespace detail {
 
@@ -35,6 +37,19 @@ mc::result<std::shared_ptr<const shared_memory>> shared_memory::create(std::size
 
 peer_mapping::~peer_mapping() {
   if (local != nullptr) ::munmap(local, len);
+}
+
+void peer_mapping::prepare(const std::byte* p, std::size_t n) const noexcept {
+  if (n == 0 || !ready) return;
+  const auto first = static_cast<std::size_t>(p - local) / block;
+  const auto last = static_cast<std::size_t>(p - local + n - 1) / block;
+  for (auto b = first; b <= last; ++b) {
+    if (ready[b].load(std::memory_order_relaxed)) continue;
+    const auto at = b * block;
+    // Best effort (older kernels: EINVAL; the copy then faults the pages in).
+    ::madvise(local + at, std::min(block, len - at), MADV_POPULATE_WRITE);
+    ready[b].store(true, std::memory_order_relaxed);
+  }
 }
 
 }  // namespace detail

@@ -318,7 +318,7 @@ class shm_transport final : public transport {
       if (!mapped) co_return mapped.error();
       std::byte* p = *mapped ? (*mapped)->at(it->address, it->length) : nullptr;
       if (p != nullptr && monotonic_ns() < lease_end) {
-        copy_mapped(it->op, it->local, p, static_cast<std::size_t>(it->length));
+        copy_mapped(**mapped, it->op, it->local, p, static_cast<std::size_t>(it->length));
         copied_mapped[i] = true;
         since_yield += it->length;
         if (since_yield >= max_copy_chunk) {
@@ -385,7 +385,8 @@ class shm_transport final : public transport {
   }
 
   /// One chunk through a mapping of the peer's shared memory.
-  void copy_mapped(op_kind op, std::byte* local, std::byte* peer, std::size_t n) {
+  void copy_mapped(const peer_mapping& m, op_kind op, std::byte* local, std::byte* peer, std::size_t n) {
+    m.prepare(peer, n);
     if (op == op_kind::read)
       std::memcpy(local, peer, n);
     else
@@ -394,25 +395,34 @@ class shm_transport final : public transport {
   }
 
   /// The mapping of the peer's shared memory a grant answer names (address
-  /// = its start there, length = its id; 0: none), from this thread's cache
-  /// or fetched now: shm_map on this connection (the grant is live), the
-  /// memfd it returns checked (sealed against shrinking, as large as
-  /// announced) and mapped. Null: copy with process_vm_* (no shared memory,
-  /// or the peer refused / the mapping failed: not asked again for 30 s).
-  /// An error: the connection is unusable.
+  /// = its start there, length = its id; 0: none): from this thread's cache,
+  /// from another thread's (one mapping per process), or fetched now:
+  /// shm_map on this connection (the grant is live), the memfd it returns
+  /// checked (sealed against shrinking, as large as announced) and mapped.
+  /// Null: copy with process_vm_* (no shared memory, or the peer refused /
+  /// the mapping failed: not asked again for 30 s). An error: the
+  /// connection is unusable.
   task<result<std::shared_ptr<peer_mapping>>> mapping_for(thread_state& ts, pooled_conn<unix_socket>& c,
                                                           const header& grant) {
     using ptr = std::shared_ptr<peer_mapping>;
     const std::uint64_t id = grant.length, base = grant.address;
     if (id == 0 || base == 0 || eng_.refuse_cma_for_tests_) co_return ptr{};
     const auto now = std::chrono::steady_clock::now();
-    for (auto& m : ts.mappings)
-      if (m->instance == c.peer_instance && m->id == id && m->remote_base == base) {
+    auto same = [&](const peer_mapping& m) {
+      return m.instance == c.peer_instance && m.id == id && m.remote_base == base;
+    };
+    for (auto& u : ts.mappings)
+      if (same(*u->m)) {
         // In use: kept for shared_map_ttl after its last use (re-armed at
         // most every ttl / 2).
-        if (now + shared_map_ttl / 2 > m->until) arm_expiry(ts, *m, now);
-        co_return m;
+        if (now + shared_map_ttl / 2 > u->until) arm_expiry(ts, *u, now);
+        co_return u->m;
       }
+    {  // mapped by another thread
+      std::lock_guard lk(eng_.shared_maps_m_);
+      for (auto& w : eng_.shared_maps_)
+        if (auto m = w.lock(); m && same(*m)) co_return use(ts, std::move(m), now);
+    }
     std::erase_if(ts.unmappable, [&](const auto& u) { return u.second <= now; });
     for (auto& u : ts.unmappable)
       if (u.first == std::pair{c.peer_instance, id}) co_return ptr{};
@@ -440,39 +450,50 @@ class shm_transport final : public transport {
     if (seals < 0 || !(seals & F_SEAL_SHRINK) || ::fstat(fd.get(), &st) != 0 ||
         static_cast<std::uint64_t>(st.st_size) < resp->length)
       co_return give_up();
-    void* p = ::mmap(nullptr, static_cast<std::size_t>(resp->length), PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
+    const auto len = static_cast<std::size_t>(resp->length);
+    void* p = ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
     if (p == MAP_FAILED) co_return give_up();
     auto m = std::make_shared<peer_mapping>();
     m->instance = c.peer_instance;
     m->id = id;
     m->remote_base = base;
     m->local = static_cast<std::byte*>(p);
-    m->len = static_cast<std::size_t>(resp->length);
-    m->owner = &ts;
+    m->len = len;
+    m->ready = std::make_unique<std::atomic<bool>[]>((len + peer_mapping::block - 1) / peer_mapping::block);
     bump(eng_.counters_.shared_mappings);
-    if (ts.mappings.size() >= max_peer_mappings) {
-      ts.mappings.front()->expiry.remove();
-      ts.mappings.erase(ts.mappings.begin());
+    {
+      std::lock_guard lk(eng_.shared_maps_m_);
+      std::erase_if(eng_.shared_maps_, [](const std::weak_ptr<peer_mapping>& w) { return w.expired(); });
+      eng_.shared_maps_.push_back(m);
     }
-    ts.mappings.push_back(m);
-    arm_expiry(ts, *m, now);
-    co_return m;
+    co_return use(ts, std::move(m), now);
   }
 
-  /// Drops `m` from the thread's cache shared_map_ttl after `now` (unless
+  /// Puts `m` into this thread's cache (the oldest entry goes when full).
+  static std::shared_ptr<peer_mapping> use(thread_state& ts, std::shared_ptr<peer_mapping> m,
+                                           std::chrono::steady_clock::time_point now) {
+    if (ts.mappings.size() >= max_peer_mappings) ts.mappings.erase(ts.mappings.begin());
+    auto& u = *ts.mappings.emplace_back(std::make_unique<mapping_use>());
+    u.m = std::move(m);
+    u.owner = &ts;
+    arm_expiry(ts, u, now);
+    return u.m;
+  }
+
+  /// Drops `u` from the thread's cache shared_map_ttl after `now` (unless
   /// re-armed by a later use): a peer's memory that it freed is not kept
   /// alive by us for longer (a copy in progress holds its mapping).
-  static void arm_expiry(thread_state& ts, peer_mapping& m, std::chrono::steady_clock::time_point now) {
+  static void arm_expiry(thread_state& ts, mapping_use& u, std::chrono::steady_clock::time_point now) {
     if (!ts.deadlines) ts.deadlines = mc::deadline_queue::make(ts.ex);
-    m.expiry.remove();
-    m.until = now + shared_map_ttl;
+    u.expiry.remove();
+    u.until = now + shared_map_ttl;
     ts.deadlines->add(
-        m.expiry, m.until,
+        u.expiry, u.until,
         [](void* arg) noexcept {
-          auto* mp = static_cast<peer_mapping*>(arg);
-          std::erase_if(mp->owner->mappings, [&](const std::shared_ptr<peer_mapping>& x) { return x.get() == mp; });
+          auto* up = static_cast<mapping_use*>(arg);
+          std::erase_if(up->owner->mappings, [&](const std::unique_ptr<mapping_use>& x) { return x.get() == up; });
         },
-        &m);
+        &u);
   }
 
   enum class copy_end { complete, lease_over, refused, failed, cancelled };
@@ -489,7 +510,7 @@ class shm_transport final : public transport {
       if (monotonic_ns() >= lease_end_ns) co_return copy_end::lease_over;
       const auto want = static_cast<std::size_t>(std::min<std::uint64_t>(max_copy_chunk, it.length - done));
       if (std::byte* p = m != nullptr ? m->at(it.address + done, want) : nullptr) {
-        copy_mapped(it.op, it.local + done, p, want);
+        copy_mapped(*m, it.op, it.local + done, p, want);
         done += want;
         if (done < it.length && !co_await yield_to_runtime()) co_return copy_end::cancelled;
         continue;
