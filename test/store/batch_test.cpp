@@ -518,8 +518,9 @@ TEST_SUITE("store batch") {
       CHECK(back == v);
       at = (end2 + 7) % (size / 4);
     }
-    // The owner mapped b's memory (once per runtime thread it used, at most
-    // twice here) and copied through it; b passed its memfd that often.
+    // The owner mapped b's memory (once; twice if two of its threads missed
+    // it at the same moment) and copied through it; b passed its memfd that
+    // often.
     const auto sa = a.engine().stats();
     CHECK(sa.shared_mappings >= 1);
     CHECK(sa.shared_mappings <= 2);

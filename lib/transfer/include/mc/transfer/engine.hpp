@@ -176,9 +176,9 @@ struct engine_stats {
   /// none. 0 with protocol "tcp".
   std::uint64_t rdma_memory_registrations = 0;
   /// Same-host shared memory (engine::allocate_shared): peers' memfds this
-  /// engine mapped as initiator (ever; one per runtime thread and peer
-  /// memory, dropped 5 s after its last use), and memfds it passed to peers
-  /// as target (ever).
+  /// engine mapped as initiator (ever; one per peer memory, shared by the
+  /// runtime threads, unmapped 5 s after its last use), and memfds it
+  /// passed to peers as target (ever).
   std::uint64_t shared_mappings = 0;
   std::uint64_t shared_maps_served = 0;
   /// Same-host copies (chunks of <= 1 MiB) made with memcpy through such a
