@@ -211,6 +211,30 @@ TEST_SUITE("transfer_shared") {
     CHECK(*gap == std::byte{0});
   }
 
+  TEST_CASE("a large batch spread over the runtime threads copies through one shared mapping") {
+    two_engines t(loopback_options(transport_kind::same_host), loopback_options(transport_kind::same_host));
+    const std::size_t item = (1u << 20) - 3, n = 24;
+    auto shared = t.b->allocate_shared(n * (item + 5) + 1);
+    REQUIRE(shared);
+    std::vector<std::uint8_t> src = mc::test::random_bytes(n * item, 77), back(n * item, 0);
+    for (int round = 0; round < 3; ++round) {  // the later rounds find the mapping in the threads' caches
+      std::vector<request> w, r;
+      for (std::size_t i = 0; i < n; ++i) {
+        auto d = shared->describe(i * (item + 5) + 1, item);
+        w.push_back(request::make_write(std::span(reinterpret_cast<const std::byte*>(src.data()) + i * item, item), d));
+        r.push_back(request::make_read(std::span(reinterpret_cast<std::byte*>(back.data()) + i * item, item), d));
+      }
+      for (auto& x : t.rt.block_on(t.a->batch(std::move(w)))) REQUIRE(x.has_value());
+      for (auto& x : t.rt.block_on(t.a->batch(std::move(r)))) REQUIRE(x.has_value());
+      CHECK(back == src);
+      std::fill(back.begin(), back.end(), 0);
+    }
+    auto sa = t.a->stats();
+    CHECK(sa.shared_mappings >= 1);
+    CHECK(sa.shared_mappings <= 2);
+    CHECK(sa.shared_copies >= 2 * 3 * n);
+  }
+
   TEST_CASE("a revoked shared registration refuses late WRITEs although the initiator keeps it mapped") {
     two_engines t(loopback_options(transport_kind::same_host), loopback_options(transport_kind::same_host));
     auto shared = t.b->allocate_shared(1u << 20);
