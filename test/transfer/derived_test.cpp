@@ -19,20 +19,14 @@ using namespace std::chrono_literals;
 using namespace mc::transfer;
 using mc::transfer::test::bytes;
 using mc::transfer::test::cbytes;
+using mc::transfer::test::denied;
+using mc::transfer::test::local_transports;
 using mc::transfer::test::loopback_options;
 using mc::transfer::test::two_engines;
 
-namespace {
-
-constexpr transport_kind all_targets[] = {transport_kind::tcp, transport_kind::same_host, transport_kind::in_process};
-
-bool denied(const mc::result<void>& r) { return !r && mc::is(r.error(), mc::errc::access_denied); }
-
-}  // namespace
-
 TEST_SUITE("transfer_derived") {
   TEST_CASE("derived registrations round-trip random payloads at odd sizes and offsets over every local transport") {
-    for (auto force : all_targets) {
+    for (auto force : local_transports) {
       CAPTURE(to_string(force));
       two_engines t(loopback_options(force), loopback_options(force));
       std::vector<std::uint8_t> target((3u << 20) + 333, 0);
@@ -61,7 +55,7 @@ TEST_SUITE("transfer_derived") {
   }
 
   TEST_CASE("a revoked derived registration refuses late WRITEs and READs while its parent and siblings still work") {
-    for (auto force : all_targets) {
+    for (auto force : local_transports) {
       CAPTURE(to_string(force));
       two_engines t(loopback_options(force), loopback_options(force));
       std::vector<std::uint8_t> target(300001, 0x11);
@@ -139,7 +133,7 @@ TEST_SUITE("transfer_derived") {
   }
 
   TEST_CASE("a derived registration is confined to its range: one byte before or after is refused") {
-    for (auto force : all_targets) {
+    for (auto force : local_transports) {
       CAPTURE(to_string(force));
       two_engines t(loopback_options(force), loopback_options(force));
       std::vector<std::uint8_t> target(8192, 0x22);
@@ -159,7 +153,7 @@ TEST_SUITE("transfer_derived") {
   }
 
   TEST_CASE("a scatter registration serves its pieces (one batch, random sizes and order) and nothing between them") {
-    for (auto force : all_targets) {
+    for (auto force : local_transports) {
       CAPTURE(to_string(force));
       two_engines t(loopback_options(force), loopback_options(force));
       std::vector<std::uint8_t> target((5u << 20) + 777, 0x33);
@@ -304,7 +298,7 @@ TEST_SUITE("transfer_derived") {
   }
 
   TEST_CASE("unregistering the parent revokes every derived registration, nested ones too") {
-    for (auto force : all_targets) {
+    for (auto force : local_transports) {
       CAPTURE(to_string(force));
       two_engines t(loopback_options(force), loopback_options(force));
       std::vector<std::uint8_t> target(1u << 20, 0x33);
@@ -498,7 +492,7 @@ TEST_SUITE("transfer_derived") {
   }
 
   TEST_CASE("fence over TCP, same-host and in-process is a counted no-op that leaves transfers working") {
-    for (auto force : all_targets) {
+    for (auto force : local_transports) {
       CAPTURE(to_string(force));
       two_engines t(loopback_options(force), loopback_options(force));
       std::vector<std::uint8_t> target(70001);

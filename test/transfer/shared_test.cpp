@@ -22,14 +22,12 @@
 using namespace mc::transfer;
 using mc::transfer::test::bytes;
 using mc::transfer::test::cbytes;
+using mc::transfer::test::denied;
+using mc::transfer::test::local_transports;
 using mc::transfer::test::loopback_options;
 using mc::transfer::test::two_engines;
 
 namespace {
-
-constexpr transport_kind all_targets[] = {transport_kind::tcp, transport_kind::same_host, transport_kind::in_process};
-
-bool denied(const mc::result<void>& r) { return !r && mc::is(r.error(), mc::errc::access_denied); }
 
 namespace wire = mc::transfer::detail;
 
@@ -109,7 +107,7 @@ std::uint64_t addr_of(const void* p) { return static_cast<std::uint64_t>(reinter
 
 TEST_SUITE("transfer_shared") {
   TEST_CASE("shared-memory registrations round-trip random payloads over every local transport; same-host maps once") {
-    for (auto force : all_targets) {
+    for (auto force : local_transports) {
       CAPTURE(to_string(force));
       two_engines t(loopback_options(force), loopback_options(force));
       const std::size_t size = (3u << 20) + 333;

@@ -23,6 +23,13 @@ inline engine_options loopback_options(std::optional<transport_kind> force = tra
   return o;
 }
 
+/// The transports a test engine can force towards a peer in this process.
+inline constexpr transport_kind local_transports[] = {transport_kind::tcp, transport_kind::same_host,
+                                                      transport_kind::in_process};
+
+/// The request was refused with access_denied.
+inline bool denied(const mc::result<void>& r) { return !r && mc::is(r.error(), mc::errc::access_denied); }
+
 /// A runtime with two started engines: `a` initiates, `b` owns memory.
 struct two_engines {
   explicit two_engines(engine_options oa = loopback_options(), engine_options ob = loopback_options(),
