@@ -472,7 +472,8 @@ void run_config(env& e) {
     if (wanted(e.s, bc.name.substr(0, bc.name.find('_')))) run_big(e, e.c, bc, false);
   // Same-host again with buffers allocated by the store in shared memory
   // (client::allocate_buffer): the owner maps them and copies with memcpy.
-  if (shared_api && !e.tcp())
+  // Not in the --small-pages pass: the store's shared memory has one page size.
+  if (shared_api && !e.tcp() && !e.s.small_pages)
     for (auto& bc : big)
       if (wanted(e.s, bc.name.substr(0, bc.name.find('_')))) run_big(e, e.c, bc, true);
 }
