@@ -1,14 +1,13 @@
 // MooncakeHostMemAllocator: page-aligned host memory for engines' KV pools
-// (SGLang allocates its host pool with it in standalone mode). Mooncake maps
-// shared memory so that its real client can map the pool; here the attached
-// node reaches the caller's memory through the same-host transport, so plain
-// anonymous mappings suffice.
+// (SGLang allocates its host pool with it in standalone mode). Like
+// Mooncake's, it is shared memory: a sealed memfd
+// (mc::transfer::allocate_shared_memory), so that a node on this host that
+// serves a get into / a put from a registration inside it maps the pool once
+// and copies with memcpy instead of process_vm_readv/writev
+// (lib/transfer/README.md "Shared-memory registrations").
 #include "prepared.hpp"
 
-#include <sys/mman.h>
-
-#include <map>
-#include <mutex>
+#include "mc/transfer/engine.hpp"
 
 namespace mc::python {
 
@@ -16,39 +15,17 @@ namespace {
 
 class host_mem_allocator {
  public:
-  /// A zeroed, page-aligned mapping of `size` bytes; 0 when size is 0 or the
-  /// mapping fails.
+  /// A zeroed, page-aligned shared mapping of `size` bytes; 0 when size is 0
+  /// or the allocation fails.
   std::uintptr_t alloc(std::size_t size) {
-    if (size == 0) return 0;
-    void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) return 0;
-    std::lock_guard lk(mu());
-    live()[reinterpret_cast<std::uintptr_t>(p)] = size;
-    return reinterpret_cast<std::uintptr_t>(p);
+    auto m = mc::transfer::allocate_shared_memory(size);
+    return m ? reinterpret_cast<std::uintptr_t>(m->data()) : 0;
   }
   /// 0, or invalid_params for an address alloc() did not return (or freed).
+  /// A registration inside the memory keeps it mapped until it ends.
   int free(std::uintptr_t ptr) {
-    std::size_t size = 0;
-    {
-      std::lock_guard lk(mu());
-      auto it = live().find(ptr);
-      if (it == live().end()) return static_cast<int>(errc::invalid_params);
-      size = it->second;
-      live().erase(it);
-    }
-    ::munmap(reinterpret_cast<void*>(ptr), size);
-    return 0;
-  }
-
- private:
-  // Process-wide: memory outlives the allocator object that made it.
-  static std::mutex& mu() {
-    static std::mutex m;
-    return m;
-  }
-  static std::map<std::uintptr_t, std::size_t>& live() {
-    static std::map<std::uintptr_t, std::size_t> m;
-    return m;
+    auto r = mc::transfer::free_shared_memory(reinterpret_cast<void*>(ptr));
+    return r ? 0 : static_cast<int>(errc::invalid_params);
   }
 };
 

@@ -323,6 +323,47 @@ TEST_SUITE("transfer_shared") {
     CHECK(t.b->stats().shared_maps_served == 1);
   }
 
+  TEST_CASE(
+      "memory from allocate_shared_memory registered later takes the shared path; freed, it lives while registered") {
+    two_engines t(loopback_options(transport_kind::same_host), loopback_options(transport_kind::same_host));
+    const std::size_t size = (2u << 20) + 91;
+    auto mem = allocate_shared_memory(size);
+    REQUIRE(mem);
+    CHECK(std::all_of(mem->begin(), mem->end(), [](std::byte b) { return b == std::byte{0}; }));
+    // A registration of a part of it (not from its start).
+    auto reg = t.b->register_memory(mem->data() + 4096, size - 4096);
+    REQUIRE(reg);
+    auto payload = mc::test::random_bytes((1u << 20) + 7, 9);
+    REQUIRE(t.rt.block_on(t.a->write(cbytes(payload), reg->describe(33, payload.size()))).has_value());
+    CHECK(mc::test::checksum(mem->data() + 4096 + 33, payload.size()) ==
+          mc::test::checksum(payload.data(), payload.size()));
+    CHECK(t.a->stats().shared_copies > 0);
+    CHECK(t.b->stats().shared_maps_served >= 1);
+    // Freed while registered: the registration keeps it mapped and working.
+    REQUIRE(free_shared_memory(mem->data()).has_value());
+    std::vector<std::uint8_t> back(payload.size());
+    REQUIRE(t.rt.block_on(t.a->read(bytes(back), reg->describe(33, back.size()))).has_value());
+    CHECK(back == payload);
+    reg->reset();
+    // Not a live allocation (freed, or not its start): refused.
+    auto again = free_shared_memory(mem->data());
+    REQUIRE(!again);
+    CHECK(mc::is(again.error(), mc::errc::invalid_params));
+    auto other = allocate_shared_memory(8192);
+    REQUIRE(other);
+    CHECK(!free_shared_memory(other->data() + 1));
+    CHECK(!allocate_shared_memory(0));
+    // Ordinary memory registered next to nothing shared: no shared path.
+    std::vector<std::uint8_t> plain(4096);
+    auto preg = t.b->register_memory(plain.data(), plain.size());
+    REQUIRE(preg);
+    const auto copies = t.a->stats().shared_copies;
+    auto small = mc::test::random_bytes(4000, 10);
+    REQUIRE(t.rt.block_on(t.a->write(cbytes(small), preg->describe(0, small.size()))).has_value());
+    CHECK(t.a->stats().shared_copies == copies);
+    CHECK(free_shared_memory(other->data()).has_value());
+  }
+
   TEST_CASE("allocate_shared refuses bad sizes and access") {
     two_engines t;
     auto zero = t.b->allocate_shared(0);

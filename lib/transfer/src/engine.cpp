@@ -464,8 +464,10 @@ const engine_options& engine::options() const noexcept { return impl_->opts_; }
 mc::result<region> engine::register_memory(void* addr, std::size_t len, region_access access, bool derivable) {
   if (impl_->stopping_) return fail(errc::shutting_down);
   if (static_cast<std::uint8_t>(access) > 3) return fail(errc::invalid_params);
-  auto t = impl_->rdma_ctx_ ? detail::rdma_register(*impl_, addr, len, access, derivable)
-                            : impl_->registry_->add(addr, len, access, std::nullopt, derivable);
+  // Memory from allocate_shared_memory(): same-host peers may map it.
+  auto shared = detail::shared_allocation_of(addr, len);
+  auto t = impl_->rdma_ctx_ ? detail::rdma_register(*impl_, addr, len, access, derivable, shared)
+                            : impl_->registry_->add(addr, len, access, std::nullopt, derivable, shared);
   if (!t) return t.error();
   return region(impl_->registry_, t->token, t->id, static_cast<std::byte*>(addr), len, impl_->endpoint_);
 }

@@ -40,6 +40,10 @@ struct shared_memory {
   static mc::result<std::shared_ptr<const shared_memory>> create(std::size_t len);
 };
 
+/// The allocate_shared_memory() allocation [addr, addr + len) lies in, or
+/// null. Thread-safe.
+std::shared_ptr<const shared_memory> shared_allocation_of(const void* addr, std::size_t len);
+
 /// One registration. Bytes move into / out of it only while `access` is held
 /// shared and `revoked` is false; unregistration takes it exclusively, so it
 /// waits for at most one system call / memcpy chunk (<= 1 MiB) in progress.

@@ -9,6 +9,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <map>
+#include <mutex>
 
 namespace mc::transfer {
 namespace detail {
@@ -52,7 +54,51 @@ void peer_mapping::prepare(const std::byte* p, std::size_t n) const noexcept {
   }
 }
 
+namespace {
+// allocate_shared_memory(): start address -> the allocation (process-wide).
+std::mutex& allocations_m() {
+  static std::mutex m;
+  return m;
+}
+std::map<std::uintptr_t, std::shared_ptr<const shared_memory>>& allocations() {
+  static std::map<std::uintptr_t, std::shared_ptr<const shared_memory>> m;
+  return m;
+}
+}  // namespace
+
+std::shared_ptr<const shared_memory> shared_allocation_of(const void* addr, std::size_t len) {
+  const auto a = reinterpret_cast<std::uintptr_t>(addr);
+  std::lock_guard lk(allocations_m());
+  auto& all = allocations();
+  auto it = all.upper_bound(a);
+  if (it == all.begin()) return nullptr;
+  --it;
+  const auto& m = it->second;
+  const auto base = reinterpret_cast<std::uintptr_t>(m->addr);
+  if (a - base > m->len || len > m->len - (a - base)) return nullptr;
+  return m;
+}
+
 }  // namespace detail
+
+mc::result<std::span<std::byte>> allocate_shared_memory(std::size_t len) {
+  auto m = detail::shared_memory::create(len);
+  if (!m) return m.error();
+  std::span<std::byte> out{(*m)->addr, len};
+  std::lock_guard lk(detail::allocations_m());
+  detail::allocations().emplace(reinterpret_cast<std::uintptr_t>((*m)->addr), std::move(*m));
+  return out;
+}
+
+mc::result<void> free_shared_memory(void* addr) {
+  std::shared_ptr<const detail::shared_memory> last;  // unmapped outside the lock
+  std::lock_guard lk(detail::allocations_m());
+  auto it = detail::allocations().find(reinterpret_cast<std::uintptr_t>(addr));
+  if (addr == nullptr || it == detail::allocations().end()) return fail(errc::invalid_params);
+  last = std::move(it->second);
+  detail::allocations().erase(it);
+  return {};
+}
 
 mc::result<region> engine::allocate_shared(std::size_t len, region_access access) {
   if (impl_->stopping_) return fail(errc::shutting_down);

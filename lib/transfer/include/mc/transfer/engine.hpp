@@ -268,6 +268,20 @@ class region {
   std::shared_ptr<const void> memory_;  // engine::allocate_shared: the memory the handle owns
 };
 
+/// Allocates `len` bytes of shared memory (a sealed memfd, zero-filled,
+/// page-aligned, mapped MAP_SHARED) for the caller to register later with
+/// any engine's register_memory: a registration inside it behaves like
+/// engine::allocate_shared's (same-host peers may map the memfd and copy
+/// with memcpy). For callers that allocate a pool before they have an
+/// engine (Python's MooncakeHostMemAllocator). Thread-safe. Errors:
+/// invalid_params (len 0), no_available_handle (memfd / mmap failed).
+mc::result<std::span<std::byte>> allocate_shared_memory(std::size_t len);
+/// Frees what allocate_shared_memory returned (`addr` = its start). A
+/// registration inside it keeps the memory mapped until it ends (and a
+/// peer's mapping keeps the memfd alive 5 s after its last use). Thread-safe.
+/// Errors: invalid_params (not a live allocation's start).
+mc::result<void> free_shared_memory(void* addr);
+
 /// The transfer engine. One per process is typical; several work (each with
 /// its own port). Hosted on a runtime: every transfer runs on a runtime thread
 /// and the engine keeps per-thread connection pools (no locks on the data
