@@ -270,7 +270,7 @@ class client {
   /// freed when the handle is reset or destroyed. Same-host peers that are
   /// granted a range of it map it once and copy with memcpy instead of
   /// process_vm_*: a KV pool allocated here moves between processes on one
-  /// host at memcpy speed (README "Same-host shared buffers"). TCP and RDMA
+  /// host with plain copies (README "Same-host shared buffers"). TCP and RDMA
   /// peers see an ordinary registration. Thread-safe. Errors:
   /// invalid_params (size 0), no_available_handle (memfd / mmap failed),
   /// shutting_down.

@@ -342,8 +342,8 @@ class engine {
   /// The difference is for same-host peers: a peer granted a range of it
   /// (or of a registration derived from it) may map the whole memfd once
   /// (passed over the control socket) and then copy with memcpy instead of
-  /// process_vm_readv/writev - no page pinning per copy, the speed of a
-  /// plain memcpy (lib/transfer/README.md "Shared-memory registrations").
+  /// process_vm_readv/writev - no page pinning per copy (lib/transfer/README.md
+  /// "Shared-memory registrations").
   /// Grants, leases and token checks are unchanged: a well-behaved peer
   /// touches only granted ranges while their lease lasts. The memory
   /// belongs to the handle: it stays mapped here until the handle is reset
