@@ -307,8 +307,8 @@ class shm_transport final : public transport {
     // The others: gathered process_vm_* calls of at most max_copy_chunk each,
     // in item order, the lease checked before each. `whole`: the items of
     // `rest` wholly copied; a short copy or a fault ends the copies.
-    bool stopped = false;  // cancelled while yielding between copies
-    std::array<bool, window_items> copied_mapped{};
+    bool stopped = false;                       // cancelled while yielding between copies
+    std::array<bool, window_items> finished{};  // wholly copied (through a mapping, or in `rest` below `whole`)
     std::array<std::size_t, window_items> rest{};
     std::array<iovec, window_items> l{}, r{};
     std::size_t nrest = 0, since_yield = 0;
@@ -319,7 +319,7 @@ class shm_transport final : public transport {
       std::byte* p = *mapped ? (*mapped)->at(it->address, it->length) : nullptr;
       if (p != nullptr && monotonic_ns() < lease_end) {
         copy_mapped(**mapped, it->op, it->local, p, static_cast<std::size_t>(it->length));
-        copied_mapped[i] = true;
+        finished[i] = true;
         since_yield += it->length;
         if (since_yield >= max_copy_chunk) {
           since_yield = 0;
@@ -368,9 +368,6 @@ class shm_transport final : public transport {
     }
     if (g > 0)
       if (auto s = co_await send_all(c.sock, rel.data(), g * header_size); !s) co_return s.error();
-    std::array<bool, window_items> finished{};
-    for (std::size_t i = 0; i < g; ++i)
-      if (copied_mapped[i]) finished[i] = true;
     for (std::size_t j = 0; j < whole; ++j) finished[rest[j]] = true;
     for (std::size_t i = 0; i < g; ++i)
       if (finished[i]) granted[i]->finish({});
