@@ -590,6 +590,46 @@ TEST_SUITE("transfer_engine_failures") {
 }
 
 TEST_SUITE("transfer_same_host") {
+  TEST_CASE("a target that does not tell its bound on live grants (an older version) gets windows of 64") {
+    for (bool legacy : {true, false}) {
+      CAPTURE(legacy);
+      if (legacy) ::setenv("MC_TRANSFER_TEST_LEGACY_GRANTS", "1", 1);
+      auto oa = loopback_options(transport_kind::same_host);
+      oa.connections_per_peer = 1;  // the whole batch on one connection
+      two_engines t(oa, loopback_options(transport_kind::same_host));
+      ::unsetenv("MC_TRANSFER_TEST_LEGACY_GRANTS");
+      // 150 small writes then 150 small reads: windows of up to 256 grants
+      // (one per direction) against a target that tells its bound, of 64
+      // against one that does not (which refuses the 65th live grant of a
+      // connection).
+      constexpr std::size_t n = 300, len = 4099;
+      std::vector<std::uint8_t> remote(n * len + 1);
+      auto fill = mc::test::random_bytes(remote.size(), 5);
+      std::memcpy(remote.data(), fill.data(), fill.size());
+      auto reg = t.b->register_memory(remote.data(), remote.size());
+      REQUIRE(reg);
+      std::vector<std::vector<std::uint8_t>> local(n);
+      std::vector<request> reqs;
+      for (std::size_t i = 0; i < n; ++i) {
+        local[i] = mc::test::random_bytes(len, 600 + i);
+        auto d = reg->describe(1 + i * len, len);
+        if (i < n / 2)
+          reqs.push_back(request::make_write(cbytes(local[i]), d));
+        else
+          reqs.push_back(request::make_read(bytes(local[i]), d));
+      }
+      auto res = t.rt.block_on(t.a->batch(std::move(reqs)));
+      REQUIRE(res.size() == n);
+      for (std::size_t i = 0; i < n; ++i) {
+        REQUIRE_MESSAGE(res[i].has_value(), i, ": ", res[i].error().message());
+        const auto* src = i < n / 2 ? remote.data() + 1 + i * len : fill.data() + 1 + i * len;
+        CHECK(std::memcmp(local[i].data(), src, len) == 0);
+      }
+      CHECK(t.b->stats().served_rejects == 0);
+      CHECK(t.a->stats().initiated[std::size_t(transport_kind::same_host)].errors == 0);
+    }
+  }
+
   // Both engines live in this process; forcing same_host makes the initiator
   // go through the control socket and process_vm_* against its own pid.
   TEST_CASE("same-host transfers survive a round trip at odd sizes") {

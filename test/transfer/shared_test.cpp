@@ -59,6 +59,15 @@ class raw_unix {
     if (n > 0) out.insert(out.end(), static_cast<const std::byte*>(extra), static_cast<const std::byte*>(extra) + n);
     REQUIRE(::send(fd_, out.data(), out.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(out.size()));
   }
+  /// Reads and drops `n` bytes (a payload after a header).
+  void skip(std::size_t n) {
+    std::vector<std::byte> b(n);
+    for (std::size_t got = 0; got < n;) {
+      const ssize_t r = ::recv(fd_, b.data() + got, n - got, 0);
+      REQUIRE(r > 0);
+      got += static_cast<std::size_t>(r);
+    }
+  }
   /// One header and the descriptor riding on it (-1: none).
   wire::header recv(int& fd) {
     fd = -1;
@@ -321,6 +330,65 @@ TEST_SUITE("transfer_shared") {
     CHECK(after.status == static_cast<std::int32_t>(mc::errc::access_denied));
     CHECK(fd == -1);
     CHECK(t.b->stats().shared_maps_served == 1);
+  }
+
+  TEST_CASE("the control server tells its bound on live grants and holds it; a release makes room at once") {
+    two_engines t(loopback_options(transport_kind::same_host), loopback_options(transport_kind::same_host));
+    std::vector<std::uint8_t> mem(4096);
+    auto reg = t.b->register_memory(mem.data(), mem.size());
+    REQUIRE(reg);
+    raw_unix c(t.b->endpoint());
+    int fd = -1;
+    // The hello answer's token: the bound (an initiator's window); the identity follows.
+    wire::header hello;
+    hello.op = wire::wire_op::shm_hello;
+    hello.length = wire::shm_identity_size;
+    c.send(hello);
+    auto hi = c.recv(fd);
+    REQUIRE(hi.op == wire::wire_op::shm_hello_resp);
+    REQUIRE(hi.length == wire::shm_identity_size);
+    const auto bound = hi.token;
+    CHECK(bound == 256);
+    c.skip(wire::shm_identity_size);
+    // `bound` grants at once: all granted; one more: refused.
+    for (std::uint64_t id = 1; id <= bound; ++id) send_grant(c, id, addr_of(mem.data()) + id % 100, 10, reg->token());
+    for (std::uint64_t id = 1; id <= bound; ++id) {
+      auto a = c.recv(fd);
+      REQUIRE(a.request_id == id);
+      REQUIRE(a.status == 0);
+    }
+    CHECK(t.b->stats().same_host_grants_held == bound);
+    send_grant(c, 1000, addr_of(mem.data()), 10, reg->token());
+    CHECK(c.recv(fd).status == static_cast<std::int32_t>(mc::errc::access_denied));
+    // Releases and new grants in one send: each release makes room for the
+    // grant after it; a second release of an id and an unknown id change nothing.
+    for (std::uint64_t k = 0; k < 40; ++k) {
+      wire::header rel;
+      rel.op = wire::wire_op::shm_release;
+      rel.request_id = 1 + k;
+      c.send(rel);
+      c.send(rel);
+      rel.request_id = 5000 + k;
+      c.send(rel);
+      send_grant(c, 2000 + k, addr_of(mem.data()), 10, reg->token());
+    }
+    for (std::uint64_t k = 0; k < 40; ++k) {
+      auto a = c.recv(fd);
+      REQUIRE(a.request_id == 2000 + k);
+      CHECK(a.status == 0);
+    }
+    send_grant(c, 3000, addr_of(mem.data()), 10, reg->token());
+    CHECK(c.recv(fd).status == static_cast<std::int32_t>(mc::errc::access_denied));
+    // A released grant is gone for good: a grant id may be used again.
+    send_grant(c, 1, addr_of(mem.data()), 10, reg->token());
+    CHECK(c.recv(fd).status == static_cast<std::int32_t>(mc::errc::access_denied));  // still full
+    wire::header rel;
+    rel.op = wire::wire_op::shm_release;
+    rel.request_id = 2000;
+    c.send(rel);
+    send_grant(c, 1, addr_of(mem.data()), 10, reg->token());
+    CHECK(c.recv(fd).status == 0);
+    CHECK(t.b->stats().same_host_grants_held == bound);
   }
 
   TEST_CASE(

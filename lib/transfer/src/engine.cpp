@@ -90,6 +90,7 @@ engine_impl::engine_impl(mc::runtime::runtime& rt, engine_options opts)
   check_options(opts_);
   // Test hook: behave as if the kernel refused cross-memory attach (EPERM).
   if (const char* v = std::getenv("MC_TRANSFER_TEST_REFUSE_CMA"); v && *v == '1') refuse_cma_for_tests_ = true;
+  if (const char* v = std::getenv("MC_TRANSFER_TEST_LEGACY_GRANTS"); v && *v == '1') legacy_grants_for_tests_ = true;
   // Test hook: short same-host leases (re-grants mid-copy).
   if (const char* v = std::getenv("MC_TRANSFER_TEST_MAX_LEASE_US")) {
     const auto us = std::strtoull(v, nullptr, 10);

@@ -202,6 +202,9 @@ class engine_impl : public std::enable_shared_from_this<engine_impl> {
   /// Our pid namespace (st_dev, st_ino of /proc/self/ns/pid); {0, 0} unknown.
   std::pair<std::uint64_t, std::uint64_t> pid_ns_{0, 0};
   bool refuse_cma_for_tests_ = false;  // MC_TRANSFER_TEST_REFUSE_CMA=1
+  /// MC_TRANSFER_TEST_LEGACY_GRANTS=1: the control server answers like an
+  /// older version (no bound in its hello answer, 64 live grants).
+  bool legacy_grants_for_tests_ = false;
   /// Peers' shared memory mapped in this process (same-host transport): one
   /// mapping per peer memory, found by every runtime thread; alive while a
   /// thread's cache (thread_state::mappings) or a copy holds it. Bounded by

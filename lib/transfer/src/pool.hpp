@@ -86,6 +86,7 @@ struct pooled_conn final : closable {
   std::size_t ahead_have = 0;         // its bytes
   std::int64_t peer_pid = 0;          // same-host control connections
   std::uint64_t peer_instance = 0;    // same-host: the peer engine's instance id
+  std::size_t peer_max_grants = 0;    // same-host: live grants the peer holds for us at most
 
  private:
   std::atomic<std::uint64_t>* counter_;

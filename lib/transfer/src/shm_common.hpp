@@ -24,8 +24,11 @@ using local_ep = asio::local::stream_protocol::endpoint;
 using lease = conn_lease<unix_socket>;
 inline constexpr auto no_socket_ttl = std::chrono::seconds(30);
 inline constexpr auto refused_ttl = std::chrono::seconds(60);
-/// Outstanding grants per control connection (the initiator's window).
-inline constexpr std::size_t max_grants_per_conn = 64;
+/// Live grants a target holds per control connection at most (the
+/// initiator's window); told in the hello answer's token. Targets that do
+/// not tell it (older versions) hold legacy_grants_per_conn.
+inline constexpr std::size_t max_grants_per_conn = 256;
+inline constexpr std::size_t legacy_grants_per_conn = 64;
 
 inline local_ep abstract_endpoint(const std::string& name) { return local_ep(std::string(1, '\0') + name); }
 

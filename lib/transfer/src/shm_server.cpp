@@ -118,13 +118,25 @@ struct held_grant {
   std::uint64_t lease_end = 0;          // CLOCK_MONOTONIC ns
 };
 
-/// A connection's live grants: at most max_grants_per_conn, in the order
-/// they were given (releases usually come in that order), in storage
-/// reserved once per connection (no allocation per grant).
-using grant_list = std::vector<held_grant>;
+/// A connection's grants: at most max_grants_per_conn live ones, in the
+/// order they were given (releases usually come in that order), in storage
+/// reserved once per connection (no allocation per grant). A release only
+/// ends its grant (entry reset): the ended ones are dropped together once
+/// per read (forget_expired), not one erase (a shift of the rest) each.
+struct grant_list {
+  std::vector<held_grant> held;  // live and ended, in grant order
+  std::size_t ended = 0;         // of `held`, released since the last sweep
+  std::size_t bound;             // live ones at most
 
-grant_list::iterator find_grant(grant_list& grants, std::uint64_t request_id) {
-  return std::find_if(grants.begin(), grants.end(), [&](const held_grant& g) { return g.request_id == request_id; });
+  explicit grant_list(std::size_t most) : bound(most) { held.reserve(2 * most); }
+  std::size_t live() const noexcept { return held.size() - ended; }
+  std::vector<held_grant>::iterator end() noexcept { return held.end(); }
+};
+
+/// The live grant `request_id` names, or grants.end().
+std::vector<held_grant>::iterator find_grant(grant_list& grants, std::uint64_t request_id) {
+  return std::find_if(grants.held.begin(), grants.held.end(),
+                      [&](const held_grant& g) { return g.entry != nullptr && g.request_id == request_id; });
 }
 
 /// Answers a grant request `h` (its lease payload already read). `last`:
@@ -150,14 +162,14 @@ header grant(shm_server::state* st, const header& h, std::uint64_t requested_end
       last = found ? std::move(*found) : nullptr;
     }
     granted = last && h.length != 0 && last->contains(h.address, h.length) && transfer::grants(last->rights, need) &&
-              grants.size() < max_grants_per_conn && find_grant(grants, h.request_id) == grants.end() &&
+              grants.live() < grants.bound && find_grant(grants, h.request_id) == grants.end() &&
               last->try_grant(lease_end);
     // Refused with the entry of an earlier grant: it may have been revoked
     // since (its token even reused): look the token up once.
     if (granted || !reuse) break;
   }
   if (granted) {
-    grants.push_back(held_grant{h.request_id, last, lease_end});
+    grants.held.push_back(held_grant{h.request_id, last, lease_end});
     bump(ctr.grants_held);
     resp.token = lease_end;
     if (last->shared) {  // the initiator may map it (shm_map) instead of process_vm_*
@@ -179,15 +191,18 @@ void end_grant(shm_server::state* st, const held_grant& g) {
   st->eng.counters_.grants_held.fetch_sub(1, std::memory_order_relaxed);
 }
 
-/// Forgets grants whose lease ended (the initiator stops copying at its end).
+/// Drops the released grants and forgets those whose lease ended (the
+/// initiator stops copying at its end).
 void forget_expired(shm_server::state* st, grant_list& grants) {
-  if (grants.empty()) return;
+  if (grants.held.empty()) return;
   const auto now = monotonic_ns();
-  std::erase_if(grants, [&](const held_grant& g) {
+  std::erase_if(grants.held, [&](const held_grant& g) {
+    if (g.entry == nullptr) return true;  // released
     if (now < g.lease_end) return false;
     end_grant(st, g);
     return true;
   });
+  grants.ended = 0;
 }
 
 task<void> serve_unix(shm_server::state* st, unix_socket sock) {
@@ -202,8 +217,7 @@ task<void> serve_unix(shm_server::state* st, unix_socket sock) {
   }
   boost::system::error_code ig;
   c.sock.non_blocking(true, ig);
-  grant_list grants;
-  grants.reserve(max_grants_per_conn);
+  grant_list grants(st->eng.legacy_grants_for_tests_ ? legacy_grants_per_conn : max_grants_per_conn);
   std::shared_ptr<region_entry> last;  // the entry the previous grant found
   // Requests are read in bulk (whatever has arrived, up to `in`) and
   // answered in bulk: the answers to every complete request read so far go
@@ -234,7 +248,9 @@ task<void> serve_unix(shm_server::state* st, unix_socket sock) {
         if (h->op == wire_op::shm_hello) {
           resp.op = wire_op::shm_hello_resp;
           resp.address = static_cast<std::uint64_t>(::getpid());  // informational (older initiators compare it)
-          if (h->length == shm_identity_size) {                   // revision 2: our identity follows
+          // Our bound on live grants: the initiator's window (older initiators ignore it).
+          resp.token = st->eng.legacy_grants_for_tests_ ? 0 : grants.bound;
+          if (h->length == shm_identity_size) {  // revision 2: our identity follows
             resp.length = extra = shm_identity_size;
             put_u64(o + header_size, st->eng.pid_ns_.first);
             put_u64(o + header_size + 8, st->eng.pid_ns_.second);
@@ -270,7 +286,8 @@ task<void> serve_unix(shm_server::state* st, unix_socket sock) {
         } else if (h->op == wire_op::shm_release) {
           if (auto it = find_grant(grants, h->request_id); it != grants.end()) {  // unknown / expired: nothing to do
             end_grant(st, *it);
-            grants.erase(it);
+            it->entry.reset();
+            ++grants.ended;
           }
           continue;  // no response
         } else {
@@ -303,7 +320,8 @@ task<void> serve_unix(shm_server::state* st, unix_socket sock) {
     end += static_cast<std::size_t>(r);
     forget_expired(st, grants);  // once per read: the requests it brought may need the room
   }
-  for (auto& g : grants) end_grant(st, g);  // peer gone: its copies are over
+  for (auto& g : grants.held)
+    if (g.entry != nullptr) end_grant(st, g);  // peer gone: its copies are over
 }
 
 }  // namespace

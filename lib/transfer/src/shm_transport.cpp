@@ -108,7 +108,7 @@ class shm_transport final : public transport {
       // releases (no round trip per item).
       if (first_on_conn == false || !c.reused()) {
         std::vector<transfer_item*> win;
-        take_window(items, next, win);
+        take_window(items, next, win, c->peer_max_grants);
         if (win.size() > 1) {
           c.begin();
           auto r = co_await move_window(ts, endpoint, *c, win);
@@ -233,13 +233,16 @@ class shm_transport final : public transport {
   /// per connection), the largest item it takes, and its bytes at most (one
   /// round trip for this many; copied max_copy_chunk per system call).
   static constexpr std::size_t window_items = max_grants_per_conn;
-  static constexpr std::uint64_t window_item_max = 1u << 20;
-  static constexpr std::uint64_t window_bytes = 8u << 20;
+  static constexpr std::uint64_t window_item_max = 4u << 20;
+  static constexpr std::uint64_t window_bytes = 32u << 20;
 
-  /// The next items of one direction that are small enough for a window.
-  static void take_window(std::span<transfer_item*> items, std::size_t& next, std::vector<transfer_item*>& win) {
+  /// The next items of one direction that are small enough for a window of
+  /// at most `most` items (the target's bound on live grants).
+  static void take_window(std::span<transfer_item*> items, std::size_t& next, std::vector<transfer_item*>& win,
+                          std::size_t most) {
     std::uint64_t bytes = 0;
-    while (next < items.size() && win.size() < window_items) {
+    most = std::min(most, window_items);
+    while (next < items.size() && win.size() < most) {
       auto* it = items[next];
       if (it->done) {
         ++next;
@@ -574,6 +577,10 @@ class shm_transport final : public transport {
     }
     c->peer_pid = cred->pid;  // from the kernel, never from the peer's message
     c->peer_instance = instance;
+    // Its bound on our live grants (0 from older targets: theirs was 64).
+    c->peer_max_grants = resp->token == 0
+                             ? legacy_grants_per_conn
+                             : static_cast<std::size_t>(std::min<std::uint64_t>(resp->token, window_items));
     co_return c;
   }
 

@@ -59,7 +59,10 @@
 //   shm_hello_resp length = shm_identity_size + payload (little-endian u64s):
 //                  pid-namespace st_dev, pid-namespace st_ino, engine
 //                  instance id. Older targets answer length 0 (-> the
-//                  initiator does not use same-host with them).
+//                  initiator does not use same-host with them). token =
+//                  the live grants the target holds per connection at most
+//                  (the initiator's window; since 2026-12: 256); 0 from
+//                  targets that do not tell it, which hold 64.
 //   shm_grant      flags grant_write (the initiator writes) | grant_lease
 //                  (8-byte payload follows: the requested lease deadline,
 //                  CLOCK_MONOTONIC nanoseconds; the transfer's deadline)
