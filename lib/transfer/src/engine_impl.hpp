@@ -283,8 +283,12 @@ task<bool> yield_to_runtime();
 /// st_dev / st_ino of /proc/self/ns/pid; {0, 0} when unavailable.
 std::pair<std::uint64_t, std::uint64_t> own_pid_namespace() noexcept;
 
-/// The TCP listener: accepts on thread 0, serves each connection on a runtime
-/// thread (round robin).
+/// Serves one accepted TCP connection until EOF, a protocol violation or
+/// stop (tcp_server.cpp); `g` keeps the engine's gate entered meanwhile.
+task<void> serve_tcp(engine_impl* eng, mc::gate_holder g, tcp_socket sock);
+
+/// The TCP listener (tcp_listener.cpp): accepts on thread 0, serves each
+/// connection on a runtime thread (round robin).
 class tcp_server {
  public:
   explicit tcp_server(engine_impl& eng);
