@@ -105,6 +105,72 @@ TEST_SUITE("data manager") {
     CHECK(back == v);
   }
 
+  TEST_CASE("a batch's commits reach the batch hook in one call; its per-value errors are reported per key") {
+    dm_fixture f;
+    int single_calls = 0;
+    f.dm->set_commit_hook([&single_calls](const std::string&, std::uint64_t, std::uint64_t,
+                                          mc::tiered::value_tag) -> mc::task<mc::result<void>> {
+      ++single_calls;
+      co_return mc::result<void>{};
+    });
+    std::vector<std::vector<mc::store::data_manager::committed_value>> calls;
+    bool short_answer = false;
+    f.dm->set_commit_batch_hook(
+        [&](std::vector<mc::store::data_manager::committed_value> vs) -> mc::task<std::vector<mc::result<void>>> {
+          calls.push_back(vs);
+          std::vector<mc::result<void>> r;
+          for (auto& v : vs) r.push_back(v.key == "b2" ? mc::fail(mc::errc::rpc_fail) : mc::result<void>{});
+          if (short_answer) r.pop_back();
+          co_return r;
+        });
+    std::vector<std::vector<std::uint8_t>> src;
+    std::vector<mc::transfer::region> regs;
+    std::vector<mc::store::remote_write_item> items;
+    const std::vector<std::string> keys{"b0", "b1", "b2", "b3", "b4"};
+    for (std::size_t i = 0; i < keys.size(); ++i) {
+      src.push_back(random_bytes(1000 + 777 * i, 40 + i));
+      regs.push_back(*f.reader_engine->register_memory(src[i].data(), src[i].size()));
+      mc::store::remote_write_item it;
+      it.key = keys[i];
+      it.src = {regs[i].describe()};
+      it.tag = 10 + i;
+      if (i == 3) it.version = ~0ull >> 1;  // far ahead of the clock: refused before the commit
+      if (i == 4) it.src[0].token ^= 1;     // refused by the requester's engine: nothing committed
+      items.push_back(std::move(it));
+    }
+    auto rs = f.rt.block_on(f.dm->write_remote_batch(items, 5s));
+    REQUIRE(rs.size() == keys.size());
+    CHECK(rs[0].has_value());
+    CHECK(rs[1].has_value());
+    CHECK(mc::is(rs[2].error(), mc::errc::rpc_fail));  // the hook's error for it; stored all the same
+    CHECK(mc::is(rs[3].error(), mc::errc::invalid_params));
+    CHECK(mc::is(rs[4].error(), mc::errc::access_denied));
+    CHECK(single_calls == 0);
+    REQUIRE(calls.size() == 1);  // one call for the batch, the committed values in order
+    REQUIRE(calls[0].size() == 3);
+    for (std::size_t k = 0; k < 3; ++k) {
+      CHECK(calls[0][k].key == keys[k]);
+      CHECK(calls[0][k].size == src[k].size());
+      CHECK(calls[0][k].tag == 10 + k);
+      CHECK(calls[0][k].version != 0);  // issued by the commit
+    }
+    for (std::size_t k = 0; k < 3; ++k) {
+      std::vector<std::uint8_t> back(src[k].size());
+      REQUIRE(f.rt.block_on(f.dm->get(keys[k], std::as_writable_bytes(std::span(back)))));
+      CHECK(back == src[k]);
+    }
+    CHECK_FALSE(f.dm->exists("b3"));
+    CHECK_FALSE(f.dm->exists("b4"));
+    // A hook answering with another number of results fails every value it was given.
+    short_answer = true;
+    items.resize(2);
+    auto again = f.rt.block_on(f.dm->write_remote_batch(items, 5s));
+    REQUIRE(again.size() == 2);
+    CHECK(mc::is(again[0].error(), mc::errc::rpc_fail));
+    CHECK(mc::is(again[1].error(), mc::errc::rpc_fail));
+    CHECK(calls.size() == 2);
+  }
+
   TEST_CASE("a failed remote write releases its allocation and leaves the old value untouched") {
     dm_fixture f;
     auto old_value = random_bytes(4000, 7);

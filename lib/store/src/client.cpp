@@ -94,6 +94,12 @@ result<std::unique_ptr<client>> client::start(mc::runtime::runtime& rt, client_o
   p->notice_timer = std::make_shared<boost::asio::steady_timer>(rt.executor(0));
   p->dm->set_commit_hook([raw](const std::string& key, std::uint64_t size, std::uint64_t version,
                                tiered::value_tag tag) { return raw->publish(key, size, version, tag); });
+  p->dm->set_commit_batch_hook([raw](std::vector<data_manager::committed_value> values) {
+    std::vector<mc::master::publish_item> items;
+    items.reserve(values.size());
+    for (auto& v : values) items.push_back({std::move(v.key), v.size, v.version, v.tag});
+    return raw->publish_many(std::move(items));
+  });
   p->backend->set_observer([raw](const std::string& key, std::uint64_t version, tiered::removal_reason why_removed) {
     raw->on_removed(key, version, why_removed);
   });

@@ -186,6 +186,9 @@ struct client::impl {
   mc::master::notice_ack acked_notices;
   /// The commit hook: publishes (key, size, version, replication tag).
   task<result<void>> publish(const std::string& key, std::uint64_t size, std::uint64_t version, std::uint64_t tag);
+  /// publish() for several items: queued together, one waiter for them all;
+  /// one result per item, in order.
+  task<std::vector<result<void>>> publish_many(std::vector<mc::master::publish_item> items);
   /// The backend observer: evicted and superseded copies become notices.
   void on_removed(const std::string& key, std::uint64_t version, tiered::removal_reason why);
   /// Drops local copies the master says were superseded (if not newer here).

@@ -22,22 +22,38 @@ constexpr std::chrono::seconds publish_call_timeout{1};
 
 task<result<void>> client::impl::publish(const std::string& key, std::uint64_t size, std::uint64_t version,
                                          std::uint64_t tag) {
-  // Group commit: queue the item; whoever holds publish_flush sends every
+  std::vector<mc::master::publish_item> one{{key, size, version, tag}};
+  auto r = co_await publish_many(std::move(one));
+  co_return std::move(r.front());
+}
+
+task<std::vector<result<void>>> client::impl::publish_many(std::vector<mc::master::publish_item> items) {
+  // Group commit: queue the items; whoever holds publish_flush sends every
   // queued item in one addReplicas. Concurrent puts (a batch) thus cost one
-  // or two master calls, not one each.
-  auto mine = std::make_shared<pending_publish>();
-  mine->item = {key, size, version, tag};
+  // or two master calls, not one each; a batch's items wait as one.
+  std::vector<std::shared_ptr<pending_publish>> mine;
+  mine.reserve(items.size());
   {
     std::lock_guard lk(publish_mu);
-    publish_queue.push_back(mine);
+    for (auto& it : items) {
+      auto p = std::make_shared<pending_publish>();
+      p->item = std::move(it);
+      publish_queue.push_back(p);
+      mine.push_back(std::move(p));
+    }
   }
+  std::vector<result<void>> out;
+  out.reserve(mine.size());
   bool yielded = false;
   for (;;) {
     auto g = co_await publish_flush.lock();
-    if (!g) co_return g.error();
     {
       std::lock_guard lk(publish_mu);
-      if (mine->outcome) co_return std::move(*mine->outcome);
+      const bool all = std::all_of(mine.begin(), mine.end(), [](const auto& p) { return p->outcome.has_value(); });
+      if (all || !g) {
+        for (auto& p : mine) out.push_back(p->outcome ? std::move(*p->outcome) : result<void>(g.error()));
+        co_return out;
+      }
     }
     if (!yielded) {
       // One turn of the runtime first: the commits that became runnable

@@ -132,6 +132,44 @@ task<result<void>> data_manager::finish_commit(std::string key, tiered::write_ha
   co_return r;
 }
 
+task<std::vector<result<void>>> data_manager::finish_commit_batch(std::vector<batch_commit> values, gate_holder g) {
+  // As finish_commit for each value (the key lock only around its commit),
+  // then one batch hook call for all that committed: one coroutine, not one
+  // spawned per value (their wake-ups cost ~5 us per value of a batch).
+  std::vector<result<void>> out(values.size());
+  std::vector<committed_value> hooked;
+  std::vector<std::size_t> which;
+  hooked.reserve(values.size());
+  which.reserve(values.size());
+  const auto lead = static_cast<std::uint64_t>(std::chrono::nanoseconds(max_version_lead).count());
+  for (std::size_t k = 0; k < values.size(); ++k) {
+    auto& v = values[k];
+    if (v.version != 0 && v.version > tiered::wall_clock_version() + lead) {
+      out[k] = fail(errc::invalid_params);
+      continue;
+    }
+    auto lock = co_await lock_exclusive(v.key);
+    if (!lock) {
+      out[k] = lock.error();
+      continue;
+    }
+    auto c = backend_.commit(v.key, std::move(v.handle), v.tag, v.version);
+    if (!c) {
+      out[k] = c.error();
+      continue;
+    }
+    hooked.push_back({std::move(v.key), v.size, *c, v.tag});
+    which.push_back(k);
+  }
+  if (!hooked.empty()) {  // after every key lock was released
+    const auto n = hooked.size();
+    auto r = co_await on_commit_batch_(std::move(hooked));
+    for (std::size_t j = 0; j < n; ++j) out[which[j]] = r.size() == n ? std::move(r[j]) : fail(errc::rpc_fail);
+  }
+  g.leave();
+  co_return out;
+}
+
 task<void> data_manager::close() { co_await gate_.close(); }
 
 task<result<std::size_t>> data_manager::get(const std::string& key, std::span<std::byte> dst) {

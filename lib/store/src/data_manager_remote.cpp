@@ -5,6 +5,12 @@
 #include "mc/store/data_manager.hpp"
 #include "mc/transfer/engine.hpp"
 
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
 #include <algorithm>
 #include <chrono>
 #include <limits>
@@ -332,6 +338,7 @@ task<void> data_manager::commit_batch(const std::vector<remote_write_item>& item
   // race its later puts (the master orders those by version).
   const bool late = clock::now() >= deadline;
   std::vector<task<result<void>>> commits;
+  std::vector<batch_commit> values;  // with a batch hook: one commit of them all, one publish
   std::vector<std::size_t> committed;
   for (std::size_t i = 0; i < items.size(); ++i) {
     if (sizes[i] == 0) continue;  // refused before allocation
@@ -340,11 +347,26 @@ task<void> data_manager::commit_batch(const std::vector<remote_write_item>& item
       count_write(out[i], 0);
       continue;
     }
-    commits.push_back(
-        commit_and_publish(items[i].key, std::move(handles[i]), sizes[i], items[i].tag, items[i].version));
+    if (on_commit_batch_)
+      values.push_back({items[i].key, std::move(handles[i]), sizes[i], items[i].tag, items[i].version});
+    else
+      commits.push_back(
+          commit_and_publish(items[i].key, std::move(handles[i]), sizes[i], items[i].tag, items[i].version));
     committed.push_back(i);
   }
-  auto done = co_await mc::when_all(std::move(commits));
+  std::vector<result<void>> done;
+  if (!on_commit_batch_) {
+    done = co_await mc::when_all(std::move(commits));
+  } else if (!values.empty()) {
+    // Shielded from the caller's cancellation, as commit_and_publish.
+    done.assign(values.size(), fail(errc::shutting_down));
+    if (auto g = gate_.try_enter()) {
+      auto ex = co_await boost::asio::this_coro::executor;
+      done = co_await boost::asio::co_spawn(
+          ex, finish_commit_batch(std::move(values), std::move(g)),
+          boost::asio::bind_cancellation_slot(boost::asio::cancellation_slot(), boost::asio::use_awaitable));
+    }
+  }
   for (std::size_t k = 0; k < done.size(); ++k) {
     auto i = committed[k];
     count_write(done[k] || backend_.exists(items[i].key) ? result<void>{} : done[k], sizes[i]);

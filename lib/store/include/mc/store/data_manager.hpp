@@ -120,6 +120,19 @@ class data_manager {
   using commit_hook = std::function<task<result<void>>(const std::string& key, std::uint64_t size,
                                                        std::uint64_t version, tiered::value_tag tag)>;
 
+  /// A value of a batch committed by write_remote_batch, for the batch hook.
+  struct committed_value {
+    std::string key;
+    std::uint64_t size = 0;
+    std::uint64_t version = 0;
+    tiered::value_tag tag = 0;
+  };
+  /// As commit_hook, for the values a write_remote_batch committed: one
+  /// call after all of them, one result per value in order (a result list of
+  /// another length fails every value with rpc_fail). Unset: commit_hook per
+  /// value. The same rules: no key lock held, never abandoned half-way.
+  using commit_batch_hook = std::function<task<std::vector<result<void>>>(std::vector<committed_value>)>;
+
   data_manager(tiered::tiered_backend& backend, mc::transfer::engine& engine,
                std::size_t lock_shards = default_lock_shard_count);
   ~data_manager();
@@ -127,6 +140,8 @@ class data_manager {
   data_manager& operator=(const data_manager&) = delete;
 
   void set_commit_hook(commit_hook hook) { on_commit_ = std::move(hook); }
+  /// Not thread-safe: set before any write, like set_commit_hook.
+  void set_commit_batch_hook(commit_batch_hook hook) { on_commit_batch_ = std::move(hook); }
   std::size_t lock_shard_count() const noexcept { return shards_.size(); }
 
   /// Local put: allocate, copy, then commit under the exclusive lock (replaces
@@ -222,6 +237,15 @@ class data_manager {
                                         tiered::value_tag tag, std::uint64_t version);
   task<result<void>> finish_commit(std::string key, tiered::write_handle h, std::uint64_t size, tiered::value_tag tag,
                                    std::uint64_t version, gate_holder g);
+  /// One value of commit_batch's batch path.
+  struct batch_commit {
+    std::string key;
+    tiered::write_handle handle;
+    std::uint64_t size = 0;
+    tiered::value_tag tag = 0;
+    std::uint64_t version = 0;
+  };
+  task<std::vector<result<void>>> finish_commit_batch(std::vector<batch_commit> values, gate_holder g);
   task<result<tiered::read_handle>> pin(const std::string& key);
   task<result<void>> send_staged(const tiered::read_handle& h, const remote_pieces& dest,
                                  std::chrono::steady_clock::time_point deadline);
@@ -243,6 +267,7 @@ class data_manager {
   std::vector<std::unique_ptr<shard>> shards_;
   std::unique_ptr<counters> counters_;
   commit_hook on_commit_;
+  commit_batch_hook on_commit_batch_;
   gate gate_;
   // Values streamed from a non-DRAM tier use two staging buffers each: at
   // most half the staging pool's buffers run such pipelines at once (so a
