@@ -8,9 +8,9 @@
 // in the other process, so every get is remote. bench/README.md says what each
 // case and baseline is and why it is fair.
 #include "baselines.hpp"
-#include "bench_options.hpp"
 #include "bench_util.hpp"
 #include "procs.hpp"  // bench/common
+#include "settings.hpp"
 #include "workload.hpp"
 
 #include "mc/rpc/client.hpp"
@@ -31,6 +31,7 @@
 
 namespace {
 
+using mc::bench::inference::settings;
 using clock_type = std::chrono::steady_clock;
 namespace base = mc::bench::base;
 namespace work = mc::bench::work;
@@ -47,17 +48,6 @@ concept has_allocate_buffer = requires(C& c) {
   c.allocate_buffer(std::size_t{1});
 };
 constexpr bool shared_api = has_allocate_buffer<mc::store::client>;
-
-struct settings {
-  std::vector<std::string> configs{"tcp", "shm"};
-  std::vector<std::string> cases;  // empty: all
-  std::size_t vllm_pieces = 64;    // pieces per 2 MiB vllm value
-  bool small_pages = false;        // caller buffers without the huge-page advice
-  int runs = 3;
-  double seconds = 0.5;
-  std::string apps_dir;
-  std::vector<std::string> owner_flags;  // appended to the owner mooncake_client's command line
-};
 
 /// Calls op() back to back for at least `seconds` (and at least twice);
 /// returns calls per second.
@@ -544,50 +534,13 @@ int one_config(const settings& s, const std::string& config, const std::filesyst
   return rc;
 }
 
-void parse(int argc, char** argv, settings& s) {
-  std::uint64_t runs = static_cast<std::uint64_t>(s.runs);
-  bool quick = false;
-  mc::config::option_set set("inference_bench",
-                             "Connector-shaped batches (sglang: 128 x 1 MiB; vllm: 64 x 2 MiB in 64 x 32 KiB pieces;\n"
-                             "lmcache: 32 MiB puts one at a time, gets in batches of 4; small: 4 KiB in batches of 32\n"
-                             "and single gets at 1 and 8 in flight) against a mooncake_client owner, with a raw TCP\n"
-                             "pump / memcpy / Redis (libhiredis, pipelined) measured in the same run. Default: 3 runs\n"
-                             "of 0.5 s per measurement (< 5 min); --quick: 2 runs of 0.12 s (< 1.5 min) unless\n"
-                             "--runs / --seconds are given.");
-  set.add("quick", &quick, "2 runs of 0.12 s")
-      .add_list("configs", &s.configs, "tcp and/or shm")
-      .add_list("cases", &s.cases, "sglang,vllm,lmcache,small (empty: all)")
-      .add("runs", &runs, "repetitions per measurement", 1, 1000)
-      .add("seconds", &s.seconds, "duration of one measurement", 0, 3600)
-      .add("apps", &s.apps_dir, "directory of mooncake_master and mooncake_client")
-      .add_list("owner-flags", &s.owner_flags,
-                "extra flags for the owner mooncake_client, comma-separated (e.g. --transfer_spread_bytes=0)")
-      .add("vllm-pieces", &s.vllm_pieces,
-           "pieces per vllm value (a power of two, 1..512; cases named vllm_pN when not 64), to see the "
-           "per-piece cost",
-           1, 512)
-      .add("small-pages", &s.small_pages,
-           "caller buffers in 4 KiB pages (default: 2 MiB-aligned and advised for transparent huge pages, like a "
-           "KV pool; the big cases are then named *_4kpages and carry no target)");
-  mc::bench::parse_options(set, argc, argv);
-  if ((s.vllm_pieces & (s.vllm_pieces - 1)) != 0)
-    mc::bench::option_error("inference_bench", "--vllm-pieces takes a power of two in 1..512");
-  mc::bench::check_choices("inference_bench", "configs", s.configs, {"tcp", "shm"});
-  mc::bench::check_choices("inference_bench", "cases", s.cases, {"sglang", "vllm", "lmcache", "small"});
-  s.runs = static_cast<int>(runs);
-  if (quick) {
-    if (!set.was_set("runs")) s.runs = 2;
-    if (!set.was_set("seconds")) s.seconds = 0.12;
-  }
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
   std::signal(SIGPIPE, SIG_IGN);
   settings s;
   s.apps_dir = (std::filesystem::path(argv[0]).parent_path() / ".." / ".." / "apps").string();
-  parse(argc, argv, s);
+  mc::bench::inference::parse(argc, argv, s);
   std::uint16_t pump_port = 0;
   int pump_fd = -1;
   pid_t pump_pid = base::start_pump_peer(pump_port, pump_fd);
