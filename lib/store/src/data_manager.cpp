@@ -112,22 +112,24 @@ task<result<void>> data_manager::commit_and_publish(const std::string& key, tier
       boost::asio::bind_cancellation_slot(boost::asio::cancellation_slot(), boost::asio::use_awaitable));
 }
 
-task<result<void>> data_manager::finish_commit(std::string key, tiered::write_handle h, std::uint64_t size,
-                                               tiered::value_tag tag, std::uint64_t version, gate_holder g) {
+task<result<std::uint64_t>> data_manager::commit_locked(const std::string& key, tiered::write_handle h,
+                                                        tiered::value_tag tag, std::uint64_t version) {
   if (version != 0) {
     const auto lead = static_cast<std::uint64_t>(std::chrono::nanoseconds(max_version_lead).count());
     if (version > tiered::wall_clock_version() + lead) co_return fail(errc::invalid_params);
   }
-  {
-    // The exclusive key lock only around the commit itself (no I/O under it).
-    auto lock = co_await lock_exclusive(key);
-    if (!lock) co_return lock.error();
-    auto c = backend_.commit(key, std::move(h), tag, version);
-    if (!c) co_return c.error();
-    version = *c;
-  }
+  // The exclusive key lock only around the commit itself (no I/O under it).
+  auto lock = co_await lock_exclusive(key);
+  if (!lock) co_return lock.error();
+  co_return backend_.commit(key, std::move(h), tag, version);
+}
+
+task<result<void>> data_manager::finish_commit(std::string key, tiered::write_handle h, std::uint64_t size,
+                                               tiered::value_tag tag, std::uint64_t version, gate_holder g) {
+  auto c = co_await commit_locked(key, std::move(h), tag, version);
+  if (!c) co_return c.error();
   result<void> r;
-  if (on_commit_) r = co_await on_commit_(key, size, version, tag);  // after the lock is released
+  if (on_commit_) r = co_await on_commit_(key, size, *c, tag);  // after the lock is released
   g.leave();
   co_return r;
 }
@@ -141,19 +143,9 @@ task<std::vector<result<void>>> data_manager::finish_commit_batch(std::vector<ba
   std::vector<std::size_t> which;
   hooked.reserve(values.size());
   which.reserve(values.size());
-  const auto lead = static_cast<std::uint64_t>(std::chrono::nanoseconds(max_version_lead).count());
   for (std::size_t k = 0; k < values.size(); ++k) {
     auto& v = values[k];
-    if (v.version != 0 && v.version > tiered::wall_clock_version() + lead) {
-      out[k] = fail(errc::invalid_params);
-      continue;
-    }
-    auto lock = co_await lock_exclusive(v.key);
-    if (!lock) {
-      out[k] = lock.error();
-      continue;
-    }
-    auto c = backend_.commit(v.key, std::move(v.handle), v.tag, v.version);
+    auto c = co_await commit_locked(v.key, std::move(v.handle), v.tag, v.version);
     if (!c) {
       out[k] = c.error();
       continue;

@@ -235,6 +235,10 @@ class data_manager {
  private:
   task<result<void>> commit_and_publish(const std::string& key, tiered::write_handle h, std::uint64_t size,
                                         tiered::value_tag tag, std::uint64_t version);
+  /// The version check, then the commit under the key's exclusive lock
+  /// (released on return); the committed version.
+  task<result<std::uint64_t>> commit_locked(const std::string& key, tiered::write_handle h, tiered::value_tag tag,
+                                            std::uint64_t version);
   task<result<void>> finish_commit(std::string key, tiered::write_handle h, std::uint64_t size, tiered::value_tag tag,
                                    std::uint64_t version, gate_holder g);
   /// One value of commit_batch's batch path.
