@@ -237,11 +237,11 @@ class shm_transport final : public transport {
   static constexpr std::uint64_t window_bytes = 32u << 20;
 
   /// The next items of one direction that are small enough for a window of
-  /// at most `most` items (the target's bound on live grants).
+  /// at most `most` items (the target's bound on live grants, <= window_items
+  /// as the hello clamps it).
   static void take_window(std::span<transfer_item*> items, std::size_t& next, std::vector<transfer_item*>& win,
                           std::size_t most) {
     std::uint64_t bytes = 0;
-    most = std::min(most, window_items);
     while (next < items.size() && win.size() < most) {
       auto* it = items[next];
       if (it->done) {
