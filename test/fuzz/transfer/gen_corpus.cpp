@@ -30,6 +30,7 @@
 
 #include "mc/verbs/device.hpp"
 #include "rdma_hello.hpp"  // lib/rpc/src
+#include "shm_common.hpp"  // lib/transfer/src
 #include "transfer_env.hpp"
 #include "wire.hpp"  // lib/transfer/src
 
@@ -291,8 +292,9 @@ void encoder_seeds(const fs::path& root) {
     write_seed(root / "transfer_wire", "calls", s);
   }
   // same_host_msgs: the per-connection grant bounds, which a real initiator
-  // never reaches (it keeps at most 64 grants and never repeats an id):
-  // 65 outstanding 1 s grants, then a repeated id after a release.
+  // never reaches (it keeps at most the bound the hello answer tells,
+  // max_grants_per_conn, and never repeats an id): one grant more than the
+  // bound outstanding (1 s each), then a repeated id after a release.
   {
     std::vector<std::byte> s;
     tx::header h;
@@ -312,8 +314,9 @@ void encoder_seeds(const fs::path& root) {
       put_le(lease, 8, ~0ull);
       s.insert(s.end(), lease, lease + 8);
     };
-    for (std::uint64_t id = 1; id <= 65; ++id) grant(id, id * 50);  // the 65th is refused
-    grant(3, 0);                                                    // id 3 is held: refused
+    const std::uint64_t over = tx::shm::max_grants_per_conn + 1;
+    for (std::uint64_t id = 1; id <= over; ++id) grant(id, id * 15);  // the last is refused
+    grant(3, 0);                                                      // id 3 is held: refused
     h = {};
     h.op = wire_op::shm_release;
     h.request_id = 3;

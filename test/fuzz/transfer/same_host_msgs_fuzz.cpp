@@ -7,11 +7,13 @@
 //
 // The harness plays the initiator in lockstep: it sends one message, reads
 // the answer the model says must come (release has none), and checks it:
-//   - hello: our pid, and with length 24 exactly the engine's identity
-//     (pid namespace st_dev/st_ino, instance id); anything else length 0;
+//   - hello: our pid and, in the token field, the server's bound on live
+//     grants; with length 24 exactly the engine's identity (pid namespace
+//     st_dev/st_ino, instance id); anything else length 0;
 //   - grant: granted exactly when the model grants it (token, whole range
 //     inside the token's region, access, request id not already held, at most
-//     64 held on the connection), else the uniform refusal (access_denied, all
+//     max_grants_per_conn (256) held on the connection), else the uniform
+//     refusal (access_denied, all
 //     other fields 0); a granted lease lies between now and min(requested
 //     deadline, now + 1 s);
 //   - a malformed header, an unknown op or a truncated lease closes the
@@ -42,6 +44,7 @@
 #include <map>
 
 #include "mc/runtime/error.hpp"
+#include "shm_common.hpp"
 #include "transfer_env.hpp"
 
 namespace {
@@ -51,7 +54,7 @@ using ra = mc::transfer::region_access;
 
 constexpr auto denied = static_cast<std::int32_t>(mc::errc::access_denied);
 constexpr std::uint64_t max_lease_ns = 1'000'000'000ull;
-constexpr std::size_t max_grants = 64;  // the server's bound per connection (shm_common.hpp)
+constexpr std::size_t max_grants = mc::transfer::detail::shm::max_grants_per_conn;  // the server's bound per connection
 
 std::uint64_t mono_ns() {
   timespec ts{};
@@ -146,7 +149,7 @@ void grant(env& e, int fd, const raw_header& h, bool has_lease, std::uint64_t re
   const std::uint64_t lease = get_le(rb + 40, 8);
   std::vector<std::byte> want;
   if (status == 0) {
-    check(may_grant, "a grant the model refuses (token, range, access, duplicate id or more than 64)");
+    check(may_grant, "a grant the model refuses (token, range, access, duplicate id or over the bound)");
     check(lease >= sent_at && lease <= answered_at + max_lease_ns, "a lease beyond 1 s or in the past");
     check(!has_lease || lease <= std::max(requested, answered_at), "a lease beyond the requested deadline");
     expect_header(want, 8, 0, h.id, 0, 0, lease);
@@ -188,7 +191,7 @@ void play(env& e, int fd, std::vector<std::byte>& in, grant_model& g) {
       send_bytes(fd, p, 48);
       const bool identity = h.length == 24;
       std::vector<std::byte> want, got(identity ? 72 : 48);
-      expect_header(want, 6, 0, h.id, static_cast<std::uint64_t>(::getpid()), identity ? 24 : 0);
+      expect_header(want, 6, 0, h.id, static_cast<std::uint64_t>(::getpid()), identity ? 24 : 0, max_grants);
       if (identity) {
         want.resize(72);
         put_le(want.data() + 48, 8, pid_ns.first);
