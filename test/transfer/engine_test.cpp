@@ -254,14 +254,14 @@ TEST_SUITE("transfer_engine") {
       // One item alone is cut too (a 5 MiB + 3 write, read back).
       round_trip(t, (5u << 20) + 3, 91);
       // Same-host: the refused item was cut into sub-items by the chunks
-      // (max(spread_bytes, bytes / (4 x 2 threads)) each, lib/transfer
-      // README), so the target refused one grant per sub-item. TCP is never
+      // (max(spread_bytes, bytes / (4 x 2 claimers x 2 threads)) each,
+      // lib/transfer README), so the target refused one grant per sub-item. TCP is never
       // cut (one thread's pool holds at most connections_per_peer
       // connections).
       if (force == transport_kind::same_host) {
         std::size_t bytes = 0;
         for (auto n : len) bytes += n;
-        const std::size_t chunk = std::max<std::size_t>(o.spread_bytes, bytes / 8);
+        const std::size_t chunk = std::max<std::size_t>(o.spread_bytes, bytes / 16);
         const std::size_t first = len[0] + len[1], last = first + len[2] - 1;
         CHECK(last / chunk - first / chunk + 1 > 1);
         CHECK(t.b->stats().served_rejects == last / chunk - first / chunk + 1);
@@ -714,6 +714,188 @@ TEST_SUITE("transfer_same_host") {
 
 TEST_SUITE("transfer_engine_failures") {
   TEST_CASE("pooled connections to a peer that restarted on the same endpoint are replaced transparently") {
+    // Each pooled connection's first use after the restart fails: as a
+    // single request, or as a batch of small ones (a same-host window).
+    for (auto force : {transport_kind::tcp, transport_kind::same_host})
+      for (bool batch_first : {false, true}) {
+        CAPTURE(to_string(force));
+        CAPTURE(batch_first);
+        mc::runtime::runtime rt(1);
+        rt.start();
+        engine a(rt, loopback_options(force));
+        REQUIRE(a.start());
+        auto b = std::make_unique<engine>(rt, loopback_options(force));
+        REQUIRE(b->start());
+        auto ep = b->endpoint();
+        std::vector<std::uint8_t> target(1 << 16);
+        auto src = mc::test::random_bytes(target.size(), 11);
+        // Writes of `src` to `target` in pieces of odd sizes, each checked.
+        auto in_pieces = [&](const region& reg) {
+          std::vector<request> reqs;
+          for (std::size_t off = 0, i = 0; off < src.size(); off += 1021 + i % 7, ++i) {
+            const auto n = std::min<std::size_t>(1021 + i % 7, src.size() - off);
+            reqs.push_back(request::make_write(cbytes(src).subspan(off, n), reg.describe(off, n)));
+          }
+          const auto count = reqs.size();
+          auto rs = rt.block_on(a.batch(std::move(reqs)));
+          REQUIRE(rs.size() == count);
+          for (auto& r : rs) REQUIRE_MESSAGE(r.has_value(), r.error().message());
+          CHECK(std::memcmp(target.data(), src.data(), src.size()) == 0);
+        };
+        auto whole = [&](const region& reg) {
+          auto w = rt.block_on(a.write(cbytes(src), reg.describe()));
+          REQUIRE_MESSAGE(w.has_value(), w.error().message());
+          CHECK(std::memcmp(target.data(), src.data(), src.size()) == 0);
+        };
+        {
+          auto reg = b->register_memory(target.data(), target.size());
+          REQUIRE(reg);
+          whole(*reg);
+          in_pieces(*reg);  // several connections pooled
+        }
+        b->stop();
+        b.reset();
+        auto o = loopback_options(force);
+        o.port = static_cast<std::uint16_t>(std::stoi(ep.substr(ep.rfind(':') + 1)));
+        engine b2(rt, o);
+        REQUIRE(b2.start());
+        REQUIRE(b2.endpoint() == ep);
+        std::fill(target.begin(), target.end(), 0);
+        auto reg = b2.register_memory(target.data(), target.size());
+        REQUIRE(reg);
+        src = mc::test::random_bytes(target.size(), batch_first ? 12 : 13);
+        batch_first ? in_pieces(*reg) : whole(*reg);
+        src = mc::test::random_bytes(target.size(), batch_first ? 14 : 15);
+        batch_first ? whole(*reg) : in_pieces(*reg);
+      }
+  }
+}
+
+TEST_SUITE("transfer_same_host") {
+  TEST_CASE("a target that does not tell its bound on live grants (an older version) gets windows of 64") {
+    for (bool legacy : {true, false}) {
+      CAPTURE(legacy);
+      if (legacy) ::setenv("MC_TRANSFER_TEST_LEGACY_GRANTS", "1", 1);
+      auto oa = loopback_options(transport_kind::same_host);
+      oa.connections_per_peer = 1;  // the whole batch on one connection
+      two_engines t(oa, loopback_options(transport_kind::same_host));
+      ::unsetenv("MC_TRANSFER_TEST_LEGACY_GRANTS");
+      // 150 small writes then 150 small reads: windows of up to 256 grants
+      // (one per direction) against a target that tells its bound, of 64
+      // against one that does not (which refuses the 65th live grant of a
+      // connection).
+      constexpr std::size_t n = 300, len = 4099;
+      std::vector<std::uint8_t> remote(n * len + 1);
+      auto fill = mc::test::random_bytes(remote.size(), 5);
+      std::memcpy(remote.data(), fill.data(), fill.size());
+      auto reg = t.b->register_memory(remote.data(), remote.size());
+      REQUIRE(reg);
+      std::vector<std::vector<std::uint8_t>> local(n);
+      std::vector<request> reqs;
+      for (std::size_t i = 0; i < n; ++i) {
+        local[i] = mc::test::random_bytes(len, 600 + i);
+        auto d = reg->describe(1 + i * len, len);
+        if (i < n / 2)
+          reqs.push_back(request::make_write(cbytes(local[i]), d));
+        else
+          reqs.push_back(request::make_read(bytes(local[i]), d));
+      }
+      auto res = t.rt.block_on(t.a->batch(std::move(reqs)));
+      REQUIRE(res.size() == n);
+      for (std::size_t i = 0; i < n; ++i) {
+        REQUIRE_MESSAGE(res[i].has_value(), i, ": ", res[i].error().message());
+        const auto* src = i < n / 2 ? remote.data() + 1 + i * len : fill.data() + 1 + i * len;
+        CHECK(std::memcmp(local[i].data(), src, len) == 0);
+      }
+      CHECK(t.b->stats().served_rejects == 0);
+      CHECK(t.a->stats().initiated[std::size_t(transport_kind::same_host)].errors == 0);
+    }
+  }
+
+  // Both engines live in this process; forcing same_host makes the initiator
+  // go through the control socket and process_vm_* against its own pid.
+  TEST_CASE("same-host transfers survive a round trip at odd sizes") {
+    auto o = loopback_options(transport_kind::same_host);
+    o.spread_bytes = 0;  // one grant per request (a cut request takes one per part)
+    two_engines t(o, loopback_options(transport_kind::same_host));
+    std::uint64_t seed = 50;
+    for (std::size_t n : {std::size_t(1), std::size_t(4095), std::size_t(1u << 20) + 1, std::size_t(17u << 20) + 3})
+      round_trip(t, n, seed++);
+    auto s = t.a->stats();
+    CHECK(s.initiated[std::size_t(transport_kind::same_host)].write_ops == 4);
+    CHECK(s.initiated[std::size_t(transport_kind::same_host)].errors == 0);
+    CHECK(t.b->stats().served_write_ops == 4);
+  }
+
+  TEST_CASE("same-host grants are refused for a wrong token, a range past the end and an unregistered region") {
+    two_engines t(loopback_options(transport_kind::same_host), loopback_options(transport_kind::same_host));
+    std::vector<std::uint8_t> target(8192, 0x5A);
+    auto reg = t.b->register_memory(target.data(), 4096);
+    REQUIRE(reg);
+    std::vector<std::uint8_t> src(4097, 0x01);
+    auto bad = reg->describe();
+    bad.token ^= 2;
+    CHECK(mc::is(t.rt.block_on(t.a->write(cbytes(src).first(4096), bad)).error(), mc::errc::access_denied));
+    auto past = reg->describe();
+    past.length = 4097;
+    CHECK(mc::is(t.rt.block_on(t.a->write(cbytes(src), past)).error(), mc::errc::access_denied));
+    auto d = reg->describe();
+    reg->reset();
+    CHECK(mc::is(t.rt.block_on(t.a->write(cbytes(src).first(4096), d)).error(), mc::errc::access_denied));
+    for (auto b : target) REQUIRE(b == 0x5A);
+    CHECK(t.b->stats().served_rejects == 3);
+  }
+
+  TEST_CASE("unregistering during same-host transfers returns at once and refuses every later grant") {
+    two_engines t(loopback_options(transport_kind::same_host), loopback_options(transport_kind::same_host));
+    std::vector<std::uint8_t> target(32u << 20);
+    auto reg = t.b->register_memory(target.data(), target.size());
+    auto src = mc::test::random_bytes(target.size(), 77);
+    std::atomic<int> started{0};
+    std::atomic<bool> revoked{false};
+    std::atomic<int> bad{0};
+    std::thread w([&] {
+      auto loop = [](engine* e, std::span<const std::byte> s, remote_buffer d, std::atomic<int>* st,
+                     std::atomic<bool>* revoked, std::atomic<int>* bad) -> mc::task<int> {
+        for (int i = 0; i < 200; ++i) {
+          st->fetch_add(1);
+          const bool after = revoked->load();
+          auto r = co_await e->write(s, d);
+          if (r && after) bad->fetch_add(1);  // a grant after the revocation
+          if (!r) {
+            if (!mc::is(r.error(), mc::errc::access_denied)) bad->fetch_add(1);
+            co_return 0;
+          }
+        }
+        co_return 0;
+      };
+      t.rt.block_on(loop(t.a.get(), cbytes(src), reg->describe(), &started, &revoked, &bad), 1);
+    });
+    while (started.load() < 3) std::this_thread::yield();
+    const auto t0 = std::chrono::steady_clock::now();
+    reg->reset();  // never waits for the peer's grant
+    revoked = true;
+    CHECK(std::chrono::steady_clock::now() - t0 < 100ms);
+    w.join();
+    CHECK(bad.load() == 0);
+    // Nobody copies any more: the region's memory is ours again.
+    std::memset(target.data(), 0x66, target.size());
+    CHECK(std::all_of(target.begin(), target.end(), [](auto b) { return b == 0x66; }));
+  }
+
+  TEST_CASE("forcing same-host towards a peer that is not on this host is UNSUPPORTED") {
+    mc::runtime::runtime rt(1);
+    rt.start();
+    engine a(rt, loopback_options(transport_kind::same_host));
+    REQUIRE(a.start());
+    std::vector<std::uint8_t> buf(16);
+    remote_buffer d{"192.0.2.1:9", 4096, 16, 1};  // TEST-NET-1: nobody here
+    CHECK(mc::is(rt.block_on(a.read(bytes(buf), d, 2s)).error(), mc::errc::unsupported));
+  }
+}
+
+TEST_SUITE("transfer_engine_failures") {
+  TEST_CASE("pooled connections to a peer that restarted on the same endpoint are replaced transparently") {
     for (auto force : {transport_kind::tcp, transport_kind::same_host}) {
       CAPTURE(to_string(force));
       mc::runtime::runtime rt(1);
@@ -725,9 +907,21 @@ TEST_SUITE("transfer_engine_failures") {
       auto ep = b->endpoint();
       std::vector<std::uint8_t> target(1 << 16);
       auto src = mc::test::random_bytes(target.size(), 11);
+      // A batch of small writes: several pieces of `src` (odd sizes) to
+      // `target`, each checked. After the restart the first use of each
+      // pooled connection is such a batch (a same-host window).
+      auto pieces = [&](const region& reg) {
+        std::vector<request> reqs;
+        for (std::size_t off = 0, i = 0; off < src.size(); off += 1021 + i % 7, ++i) {
+          const auto n = std::min<std::size_t>(1021 + i % 7, src.size() - off);
+          reqs.push_back(request::make_write(cbytes(src).subspan(off, n), reg.describe(off, n)));
+        }
+        return reqs;
+      };
       {
         auto reg = b->register_memory(target.data(), target.size());
         REQUIRE(rt.block_on(a.write(cbytes(src), reg->describe())).has_value());
+        for (auto& r : rt.block_on(a.batch(pieces(*reg)))) REQUIRE(r.has_value());  // several pooled connections
       }
       b->stop();
       b.reset();
@@ -738,6 +932,14 @@ TEST_SUITE("transfer_engine_failures") {
       REQUIRE(b2.endpoint() == ep);
       std::fill(target.begin(), target.end(), 0);
       auto reg = b2.register_memory(target.data(), target.size());
+      src = mc::test::random_bytes(target.size(), 12);
+      auto reqs = pieces(*reg);
+      const auto count = reqs.size();
+      auto rs = rt.block_on(a.batch(std::move(reqs)));
+      REQUIRE(rs.size() == count);
+      for (auto& r : rs) REQUIRE_MESSAGE(r.has_value(), r.error().message());
+      CHECK(std::memcmp(target.data(), src.data(), src.size()) == 0);
+      src = mc::test::random_bytes(target.size(), 13);
       auto w = rt.block_on(a.write(cbytes(src), reg->describe()));
       REQUIRE_MESSAGE(w.has_value(), w.error().message());
       CHECK(std::memcmp(target.data(), src.data(), src.size()) == 0);

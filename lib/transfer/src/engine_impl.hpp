@@ -242,6 +242,9 @@ class engine_impl : public std::enable_shared_from_this<engine_impl> {
     std::atomic<std::size_t> next{0};                 // the next chunk to claim
     std::atomic<bool> stop{false};                    // a chunk was left unfinished: claim no more
   };
+  /// Claimers per runtime thread of a spread batch: while one waits for its
+  /// chunk's grants, the other copies.
+  static constexpr std::size_t claimers_per_thread = 2;
   /// Claims chunks of `c` and moves each with run_group on this thread until
   /// none is left or `stop` (`current`: the chunk being moved, may be null).
   task<void> run_claims(thread_state& ts, const std::string& endpoint, spread_claims& c, std::size_t* current);

@@ -11,6 +11,7 @@
 #include <boost/asio/use_awaitable.hpp>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 
 namespace mc::transfer::detail {
@@ -45,14 +46,15 @@ task<void> engine_impl::run_group_spread(thread_state& ts, std::string endpoint,
     co_return;
   }
   // The group's bytes in order, cut into chunks of about chunk bytes (about
-  // four per thread, at least spread_bytes); an item across a cut becomes
+  // four per claimer, at least spread_bytes); an item across a cut becomes
   // two sub-items (copies with the offsets moved). origin[k][j]: the item
-  // chunk k's j-th sub-item belongs to. The n threads claim chunks in order
-  // until none is left, so a thread slowed down (a core shared with the
-  // target's grant thread, a preemption) takes fewer: all end together.
+  // chunk k's j-th sub-item belongs to. The n threads, claimers_per_thread
+  // claimers each, claim chunks in order until none is left, so a thread
+  // slowed down (a core shared with the target's grant thread, a
+  // preemption) takes fewer: all end together.
   std::uint64_t total = 0;
   for (auto* it : items) total += it->length;
-  const std::uint64_t chunk = std::max<std::uint64_t>(opts_.spread_bytes, total / (4 * n));
+  const std::uint64_t chunk = std::max<std::uint64_t>(opts_.spread_bytes, total / (4 * claimers_per_thread * n));
   const std::size_t count = static_cast<std::size_t>((total + chunk - 1) / chunk);
   std::vector<std::vector<transfer_item>> parts(count);
   std::vector<std::vector<std::size_t>> origin(count);
@@ -84,10 +86,11 @@ task<void> engine_impl::run_group_spread(thread_state& ts, std::string endpoint,
   }
   const auto here = static_cast<std::size_t>(mc::runtime::runtime::current_index());
   std::vector<task<int>> work;
-  work.push_back([](engine_impl* self, thread_state* t, std::string e, spread_claims* c) -> task<int> {
-    co_await self->run_claims(*t, e, *c, nullptr);
-    co_return 0;
-  }(this, &ts, endpoint, &claims));
+  for (std::size_t j = 0; j < claimers_per_thread; ++j)
+    work.push_back([](engine_impl* self, thread_state* t, std::string e, spread_claims* c) -> task<int> {
+      co_await self->run_claims(*t, e, *c, nullptr);
+      co_return 0;
+    }(this, &ts, endpoint, &claims));
   for (std::size_t p = 1; p < n; ++p) work.push_back(run_part_on((here + p) % threads_.size(), endpoint, &claims));
   co_await mc::when_all(std::move(work));
   // An item succeeded when all its sub-items did; the first error of one
@@ -140,17 +143,27 @@ task<int> engine_impl::run_part_on(std::size_t thread, std::string endpoint, spr
   // caller's thread stops the others' claiming when it is cancelled.
   auto body = [](engine_impl* self, std::size_t t, std::string e, spread_claims* c) -> task<int> {
     const auto deadline = c->chunks.front().front()->deadline;
-    std::size_t current = c->chunks.size();  // the chunk this thread is moving
+    std::array<std::size_t, claimers_per_thread> current;  // the chunks this thread's claimers are moving
+    current.fill(c->chunks.size());
     auto run = [](engine_impl* s, thread_state* ts, std::string ep, spread_claims* cl,
                   std::size_t* cur) -> task<mc::result<void>> {
-      co_await s->run_claims(*ts, ep, *cl, cur);
+      std::vector<task<int>> claimers;
+      for (std::size_t j = 0; j < claimers_per_thread; ++j)
+        claimers.push_back([](engine_impl* s2, thread_state* t2, const std::string* ep2, spread_claims* c2,
+                              std::size_t* cur2) -> task<int> {
+          co_await s2->run_claims(*t2, *ep2, *c2, cur2);
+          co_return 0;
+        }(s, ts, &ep, cl, cur + j));
+      co_await mc::when_all(std::move(claimers));
       co_return mc::result<void>{};
     };
-    auto r = co_await mc::with_deadline_at(run(self, self->threads_[t].get(), std::move(e), c, &current), deadline);
+    auto r =
+        co_await mc::with_deadline_at(run(self, self->threads_[t].get(), std::move(e), c, current.data()), deadline);
     if (!r && mc::is(r.error(), errc::timeout)) {
       c->stop.store(true, std::memory_order_release);
-      if (current < c->chunks.size())
-        for (auto* it : c->chunks[current]) it->finish(make_error_code(errc::timeout));
+      for (auto k : current)
+        if (k < c->chunks.size())
+          for (auto* it : c->chunks[k]) it->finish(make_error_code(errc::timeout));
     }
     co_return 0;
   };

@@ -127,14 +127,29 @@ struct grant_list {
   std::vector<held_grant> held;  // live and ended, in grant order
   std::size_t ended = 0;         // of `held`, released since the last sweep
   std::size_t bound;             // live ones at most
+  // Where the next release is looked for first: just after the previous
+  // one (initiators release in grant order); a miss scans the list.
+  std::size_t release_hint = 0;
+  // The largest request id granted on this connection so far: a larger one
+  // (an initiator numbers its requests upwards) is surely not held, no scan.
+  std::uint64_t max_id = 0;
+  bool any = false;  // max_id is set
 
   explicit grant_list(std::size_t most) : bound(most) { held.reserve(2 * most); }
   std::size_t live() const noexcept { return held.size() - ended; }
   std::vector<held_grant>::iterator end() noexcept { return held.end(); }
+  bool surely_not_held(std::uint64_t request_id) const noexcept { return !any || request_id > max_id; }
 };
 
-/// The live grant `request_id` names, or grants.end().
+/// The live grant `request_id` names, or grants.end(): where the hint
+/// points, else by a scan (a peer's own order costs it the scan only).
 std::vector<held_grant>::iterator find_grant(grant_list& grants, std::uint64_t request_id) {
+  if (grants.surely_not_held(request_id)) return grants.end();
+  if (grants.release_hint < grants.held.size()) {
+    auto& g = grants.held[grants.release_hint];
+    if (g.entry != nullptr && g.request_id == request_id)
+      return grants.held.begin() + static_cast<std::ptrdiff_t>(grants.release_hint);
+  }
   return std::find_if(grants.held.begin(), grants.held.end(),
                       [&](const held_grant& g) { return g.entry != nullptr && g.request_id == request_id; });
 }
@@ -170,6 +185,8 @@ header grant(shm_server::state* st, const header& h, std::uint64_t requested_end
   }
   if (granted) {
     grants.held.push_back(held_grant{h.request_id, last, lease_end});
+    grants.max_id = grants.any ? std::max(grants.max_id, h.request_id) : h.request_id;
+    grants.any = true;
     bump(ctr.grants_held);
     resp.token = lease_end;
     if (last->shared) {  // the initiator may map it (shm_map) instead of process_vm_*
@@ -203,6 +220,7 @@ void forget_expired(shm_server::state* st, grant_list& grants) {
     return true;
   });
   grants.ended = 0;
+  grants.release_hint = 0;  // positions moved: the oldest grant is released next
 }
 
 task<void> serve_unix(shm_server::state* st, unix_socket sock) {
@@ -221,12 +239,13 @@ task<void> serve_unix(shm_server::state* st, unix_socket sock) {
   std::shared_ptr<region_entry> last;  // the entry the previous grant found
   // Requests are read in bulk (whatever has arrived, up to `in`) and
   // answered in bulk: the answers to every complete request read so far go
-  // out in one send before we wait for more. A window of 16 grants then
-  // costs this thread one or two recv and one send, not 32 recv and 16 send.
+  // out in one send before we wait for more. `in` holds a whole window
+  // (max_grants_per_conn grants with their leases): a window then costs
+  // this thread one or two recv and one send, not one per grant.
   // Both buffers are bounded: `out` holds the answers to the requests of
   // one fill of `in` (it is flushed before `in` is read again), each at most
   // header + identity, and a request takes at least a header's bytes.
-  constexpr std::size_t in_bytes = 64 * (header_size + 8);
+  constexpr std::size_t in_bytes = max_grants_per_conn * (header_size + 8);  // a whole window of grants
   std::array<std::byte, in_bytes> in;
   std::array<std::byte, (in_bytes / header_size + 1) * (header_size + shm_identity_size)> out;
   std::size_t begin = 0, end = 0, out_len = 0;
@@ -288,6 +307,7 @@ task<void> serve_unix(shm_server::state* st, unix_socket sock) {
             end_grant(st, *it);
             it->entry.reset();
             ++grants.ended;
+            grants.release_hint = static_cast<std::size_t>(it - grants.held.begin()) + 1;
           }
           continue;  // no response
         } else {

@@ -21,11 +21,13 @@
 // before each chunk and yields to the runtime between chunks; on lease
 // expiry it releases and asks again for the rest. Unregistration never waits
 // for grants (revoke now, reclaim later); the target forgets expired grants.
-// Small items of one direction (<= 256 KiB, <= 4 MiB and 64 items together)
-// move as a window: their grant requests in one send, gathered process_vm_*
-// calls of at most 1 MiB each over the granted items (the lease checked
-// before each, the runtime thread yielded between them), their releases in
-// one send.
+// Items of one direction (each <= 4 MiB; <= 32 MiB and the target's bound on
+// live grants together, 256 or 64 for older targets) move as a window: their
+// grant requests in one send, gathered process_vm_* calls of at most 1 MiB
+// each over the granted items (the lease checked before each, the runtime
+// thread yielded between them), their releases in one send. A window is
+// also the first use of a pooled connection (no single-item probe first):
+// failing before the target answered, it is tried again on a fresh one.
 // The target's control server runs on a private service thread.
 #include "shm_common.hpp"
 
@@ -106,24 +108,41 @@ class shm_transport final : public transport {
       // Small items of one direction move as a window: one send of their
       // grant requests, gathered process_vm_* calls, one send of the
       // releases (no round trip per item).
-      if (first_on_conn == false || !c.reused()) {
-        std::vector<transfer_item*> win;
-        take_window(items, next, win, c->peer_max_grants);
-        if (win.size() > 1) {
-          c.begin();
-          auto r = co_await move_window(ts, endpoint, *c, win);
-          if (r) {
-            c.keep();
-            first_on_conn = false;
-            continue;
+      std::vector<transfer_item*> win;
+      take_window(items, next, win, c->peer_max_grants);
+      if (win.size() > 1) {
+        bool unanswered = false;
+        c.begin();
+        auto r = co_await move_window(ts, endpoint, *c, win, unanswered);
+        if (!r && unanswered && c.reused() && first_on_conn && !mc::is(r.error(), errc::cancelled)) {
+          // Failed before the target answered: nothing was copied. A pooled
+          // connection failing on first use is probably stale (the peer
+          // restarted): the window again on a fresh connection, in windows
+          // of that peer's bound.
+          if (auto e = co_await replace_stale(ts, endpoint, pool, connect, c); e) {
+            if (!mc::is(e, errc::cancelled)) fail_rest(win, items, next, e);
+            co_return 0;
           }
-          c.discard();
-          if (!mc::is(r.error(), errc::cancelled))
-            for (auto* it : win) it->finish(r.error());
-          co_return 0;  // the other items: the remaining workers, or unfinished when cancelled
+          r = result<void>{};
+          for (std::size_t at = 0; r && at < win.size();) {
+            const auto n = std::min<std::size_t>(win.size() - at, c->peer_max_grants);
+            c.begin();
+            r = co_await move_window(ts, endpoint, *c, std::span<transfer_item* const>(win).subspan(at, n), unanswered);
+            at += n;
+          }
         }
-        if (win.size() == 1) --next;  // one item: the path below
+        first_on_conn = false;
+        if (r) {
+          c.keep();
+          continue;
+        }
+        c.discard();
+        if (!mc::is(r.error(), errc::cancelled))
+          for (auto* it : win)
+            if (!it->done) it->finish(r.error());
+        co_return 0;  // the other items: the remaining workers, or unfinished when cancelled
       }
+      if (win.size() == 1) --next;  // one item: the path below
       transfer_item& it = *items[next++];
       c.begin();
       auto r = co_await move_one(ts, endpoint, *c, it);
@@ -131,21 +150,13 @@ class shm_transport final : public transport {
       if (!r && !mc::is(r.error(), errc::cancelled) && c.reused() && first_on_conn && !it.done) {
         // A pooled connection failing on first use is probably stale (the
         // peer restarted): retry once on a fresh connection.
-        c.discard();
-        pool.drop_idle();
-        auto again = co_await pool.acquire(connect, true);
-        if (!again || !*again) {
-          auto e = again ? make_error_code(errc::transfer_fail) : again.error();
-          // The peer was reachable a moment ago: its socket vanishing means it
-          // died; a peer that no longer checks out is reached over TCP.
-          if (mc::is(e, errc::unsupported) && !refused(ts, endpoint)) e = make_error_code(errc::transfer_fail);
+        if (auto e = co_await replace_stale(ts, endpoint, pool, connect, c); e) {
           if (!mc::is(e, errc::cancelled)) {
             it.finish(e);
             for (; next < items.size(); ++next) items[next]->finish(e);
           }
           co_return 0;
         }
-        c = std::move(*again);
         c.begin();
         r = co_await move_one(ts, endpoint, *c, it);
         if (r) c.keep();
@@ -160,6 +171,33 @@ class shm_transport final : public transport {
       }
     }
     co_return 0;
+  }
+
+  /// Replaces `c`, a pooled connection that failed on first use, by a fresh
+  /// one (the idle ones to that peer are dropped too: as stale). The error
+  /// when none can be had: the peer was reachable a moment ago, so its
+  /// socket vanishing means it died (transfer_fail, not unsupported), unless
+  /// it is now known not to be on this host.
+  task<std::error_code> replace_stale(thread_state& ts, const std::string& endpoint, peer_pool<unix_socket>& pool,
+                                      const peer_pool<unix_socket>::connect_fn& connect, lease& c) {
+    c.discard();
+    pool.drop_idle();
+    auto again = co_await pool.acquire(connect, true);
+    if (!again || !*again) {
+      auto e = again ? make_error_code(errc::transfer_fail) : again.error();
+      if (mc::is(e, errc::unsupported) && !refused(ts, endpoint)) e = make_error_code(errc::transfer_fail);
+      co_return e;
+    }
+    c = std::move(*again);
+    co_return std::error_code{};
+  }
+
+  /// Finishes a window's unfinished items and every item after it with `e`.
+  static void fail_rest(const std::vector<transfer_item*>& win, std::span<transfer_item*> items, std::size_t& next,
+                        std::error_code e) {
+    for (auto* it : win)
+      if (!it->done) it->finish(e);
+    for (; next < items.size(); ++next) items[next]->finish(e);
   }
 
   /// A grant request: its header, then the requested lease end (the item's
@@ -263,11 +301,13 @@ class shm_transport final : public transport {
   /// gathered copy did not complete (a lease over, a fault) go through
   /// move_one, which tells their errors apart.
   task<result<void>> move_window(thread_state& ts, const std::string& endpoint, pooled_conn<unix_socket>& c,
-                                 const std::vector<transfer_item*>& win) {
+                                 std::span<transfer_item* const> win, bool& unanswered) {
     std::array<std::byte, window_items * grant_request_size> out{};
     std::array<std::uint64_t, window_items> ids{};
     std::size_t n = 0;
+    unanswered = false;
     for (auto* it : win) {
+      if (it->done) continue;  // (a window again after a stale connection: refused the first time)
       if (it->instance != 0 && it->instance != c.peer_instance) refuse(ts, endpoint, "another engine instance");
       if (refused(ts, endpoint)) {
         it->finish(make_error_code(errc::unsupported));
@@ -278,11 +318,16 @@ class shm_transport final : public transport {
       ++n;
     }
     if (n == 0) co_return result<void>{};
-    if (auto s = co_await send_all(c.sock, out.data(), n * grant_request_size); !s) co_return s.error();
     // Answers in order, received together (the target answers a window in
-    // one send); keep the granted items.
+    // one send); keep the granted items. A failure before they came: no
+    // item was copied (the caller may try the window on a fresh connection).
     std::array<std::byte, window_items * header_size> answers;
-    if (auto a = co_await recv_all(c.sock, answers.data(), n * header_size); !a) co_return a.error();
+    auto asked = co_await send_all(c.sock, out.data(), n * grant_request_size);
+    if (asked) asked = co_await recv_all(c.sock, answers.data(), n * header_size);
+    if (!asked) {
+      unanswered = true;
+      co_return asked.error();
+    }
     std::array<transfer_item*, window_items> granted{};
     std::array<header, window_items> answer{};  // the granted items' answers
     std::size_t g = 0, k = 0;
@@ -411,18 +456,21 @@ class shm_transport final : public transport {
     auto same = [&](const peer_mapping& m) {
       return m.instance == c.peer_instance && m.id == id && m.remote_base == base;
     };
-    for (auto& u : ts.mappings)
-      if (same(*u->m)) {
-        // In use: kept for shared_map_ttl after its last use (re-armed at
-        // most every ttl / 2).
-        if (now + shared_map_ttl / 2 > u->until) arm_expiry(ts, *u, now);
-        co_return u->m;
-      }
-    {  // mapped by another thread
+    // This thread's cache, else the process's mappings (another thread's).
+    auto known = [&]() -> ptr {
+      for (auto& u : ts.mappings)
+        if (same(*u->m)) {
+          // In use: kept for shared_map_ttl after its last use (re-armed at
+          // most every ttl / 2).
+          if (now + shared_map_ttl / 2 > u->until) arm_expiry(ts, *u, now);
+          return u->m;
+        }
       std::lock_guard lk(eng_.shared_maps_m_);
       for (auto& w : eng_.shared_maps_)
-        if (auto m = w.lock(); m && same(*m)) co_return use(ts, std::move(m), now);
-    }
+        if (auto m = w.lock(); m && same(*m)) return use(ts, std::move(m), now);
+      return ptr{};
+    };
+    if (auto m = known()) co_return m;
     std::erase_if(ts.unmappable, [&](const auto& u) { return u.second <= now; });
     for (auto& u : ts.unmappable)
       if (u.first == std::pair{c.peer_instance, id}) co_return ptr{};
@@ -450,6 +498,9 @@ class shm_transport final : public transport {
     if (seals < 0 || !(seals & F_SEAL_SHRINK) || ::fstat(fd.get(), &st) != 0 ||
         static_cast<std::uint64_t>(st.st_size) < resp->length)
       co_return give_up();
+    // Another claimer of this thread, or another thread, may have mapped it
+    // while we waited for the descriptor: one mapping per process.
+    if (auto m = known()) co_return m;
     const auto len = static_cast<std::size_t>(resp->length);
     void* p = ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
     if (p == MAP_FAILED) co_return give_up();
