@@ -212,7 +212,8 @@ TEST_SUITE("transfer_trust_peer") {
       int st = 0;
       REQUIRE(::waitpid(peer.pid(), &st, WUNTRACED) == peer.pid());  // the event: every thread is stopped
       REQUIRE(WIFSTOPPED(st));
-      frozen_in_grant = a.stats().same_host_grants_held == 1;
+      frozen_in_grant =
+          a.stats().same_host_grants_held >= 1;  // one per chunk it is moving (up to 4: 2 threads x 2 claimers)
       if (!frozen_in_grant) {
         const auto seen = a.stats().served_write_ops;
         peer.kill(SIGCONT);
