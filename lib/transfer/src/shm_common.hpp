@@ -159,4 +159,12 @@ inline task<result<header>> recv_header_fd(unix_socket& s, unique_fd& fd) {
   co_return decode(hb);
 }
 
+/// The mapping of the peer's shared memory a grant answer names (address
+/// = its start there, length = its id; 0: none): from this thread's cache,
+/// from another thread's (one mapping per process), or fetched now over
+/// `c` (shm_mapping.cpp). Null: copy with process_vm_*. An error: the
+/// connection is unusable. Runs on `ts`'s runtime thread.
+task<result<std::shared_ptr<peer_mapping>>> mapping_for(engine_impl& eng, thread_state& ts, pooled_conn<unix_socket>& c,
+                                                        const header& grant);
+
 }  // namespace mc::transfer::detail::shm
