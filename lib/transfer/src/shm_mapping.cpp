@@ -32,7 +32,7 @@ void arm_expiry(thread_state& ts, mapping_use& u, std::chrono::steady_clock::tim
 
 /// Puts `m` into this thread's cache (the oldest entry goes when full).
 std::shared_ptr<peer_mapping> use(thread_state& ts, std::shared_ptr<peer_mapping> m,
-                                         std::chrono::steady_clock::time_point now) {
+                                  std::chrono::steady_clock::time_point now) {
   if (ts.mappings.size() >= max_peer_mappings) ts.mappings.erase(ts.mappings.begin());
   auto& u = *ts.mappings.emplace_back(std::make_unique<mapping_use>());
   u.m = std::move(m);
