@@ -9,6 +9,9 @@
 
 #include <doctest/doctest.h>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <fstream>
 #include <cstring>
@@ -114,6 +117,38 @@ TEST_SUITE("tiered_backend") {
     CHECK(be->usage()[0].used == 0);
     REQUIRE(rec.events.size() == 1);
     CHECK(rec.events[0] == std::pair<std::string, removal_reason>{"k", removal_reason::removed});
+  }
+
+  TEST_CASE("a prefault DRAM arena is resident at start; without prefault it is not") {
+    mc::runtime::runtime rt(1);
+    rt.start();
+    constexpr std::size_t cap = 16u << 20;
+    // Pages of the arena resident now (mincore), of its whole 4 KiB pages.
+    auto resident = [](std::span<std::byte> r) {
+      const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+      const auto from = (reinterpret_cast<std::uintptr_t>(r.data()) + page - 1) & ~(page - 1);
+      const auto to = (reinterpret_cast<std::uintptr_t>(r.data()) + r.size()) & ~(page - 1);
+      std::vector<unsigned char> v((to - from) / page);
+      REQUIRE(::mincore(reinterpret_cast<void*>(from), to - from, v.data()) == 0);
+      std::size_t n = 0;
+      for (auto b : v) n += b & 1;
+      return std::pair{n, v.size()};
+    };
+    for (bool prefault : {true, false}) {
+      CAPTURE(prefault);
+      auto cfg = dram(cap);
+      cfg.prefault = prefault;
+      auto be = tiered_backend::create(rt, {cfg}).value();
+      std::span<std::byte> arena;
+      for (auto reg : be->dram_regions())
+        if (reg.size() == cap) arena = reg;
+      REQUIRE(arena.size() == cap);
+      auto [in, all] = resident(arena);
+      if (prefault)
+        CHECK(in == all);
+      else
+        CHECK(in < all / 2);
+    }
   }
 
   TEST_CASE("an uncommitted write handle frees its space; bad commits are refused") {

@@ -18,6 +18,18 @@ config_error tier_error(const tier& t, mc::errc code, const std::string& what) {
   return config_error{
       code, "tiers[" + std::to_string(t.index) + "] (" + std::string(tier_type_name(t.cfg.type)) + "): " + what};
 }
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23  // Linux 5.14
+#endif
+
+/// Faults in [p, p + n) now (a DRAM tier's `prefault`): MADV_POPULATE_WRITE,
+/// or where the kernel lacks it a write to every 4 KiB page (the arena is
+/// fresh anonymous memory: zeroes).
+void populate(std::byte* p, std::size_t n) {
+  if (::madvise(p, n, MADV_POPULATE_WRITE) == 0) return;
+  for (std::size_t i = 0; i < n; i += 4096) reinterpret_cast<volatile std::byte*>(p)[i] = std::byte{0};
+}
 }  // namespace
 
 tier::tier(tier_config c, std::size_t i)
@@ -32,13 +44,15 @@ tier::~tier() {
 config_result<void> tier::open() {
   if (cfg.type == tier_type::dram) {
     arena_len = static_cast<std::size_t>(alloc_.capacity());
-    int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | (cfg.prefault ? MAP_POPULATE : 0);
-    void* p = ::mmap(nullptr, arena_len, PROT_READ | PROT_WRITE, flags, -1, 0);
+    void* p = ::mmap(nullptr, arena_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p == MAP_FAILED)
       return tier_error(*this, mc::errc::no_available_handle,
                         "cannot map " + std::to_string(arena_len) + " bytes: " + std::strerror(errno));
     arena = static_cast<std::byte*>(p);
     ::madvise(arena, arena_len, MADV_HUGEPAGE);  // best effort
+    // Populated after the advice, so that the pages are huge ones (MAP_POPULATE
+    // at the mmap filled the arena with 4 KiB pages before the advice came).
+    if (cfg.prefault) populate(arena, arena_len);
     return {};
   }
   std::error_code ec;

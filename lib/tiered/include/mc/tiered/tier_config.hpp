@@ -25,7 +25,7 @@ struct tier_config {
   int priority = 0;
   std::string allocator = "OFFSET";  ///< only "OFFSET"
   std::string path;                  ///< SSD: directory holding the tier's cache file
-  bool prefault = false;             ///< DRAM: populate the arena at start (MAP_POPULATE)
+  bool prefault = false;             ///< DRAM: populate the arena at start (after MADV_HUGEPAGE)
 };
 
 /// A configuration error: always errc::invalid_params for parse errors (other

@@ -171,7 +171,7 @@ class tiered_backend {
   using observer = std::function<void(const std::string& key, value_version, removal_reason)>;
 
   /// Builds the tiers (sorted by descending priority). DRAM: one anonymous
-  /// mmap (MAP_NORESERVE, MADV_HUGEPAGE, MAP_POPULATE if prefault). SSD: the
+  /// mmap (MAP_NORESERVE, MADV_HUGEPAGE, then populated if prefault). SSD: the
   /// file `<path>/mooncake-tier-<i>.cache` is created (path created if
   /// missing), locked (flock: one process per file), truncated — the SSD tier
   /// is a cache, its previous content is discarded — and preallocated to
