@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstring>
 #include <functional>
+#include <random>
 #include <stdexcept>
 #include <thread>
 
@@ -627,6 +628,69 @@ TEST_SUITE("transfer_same_host") {
       }
       CHECK(t.b->stats().served_rejects == 0);
       CHECK(t.a->stats().initiated[std::size_t(transport_kind::same_host)].errors == 0);
+      // Pieces under one token go as runs (one grant per up to 64) only to
+      // a target that tells it serves them.
+      if (legacy)
+        CHECK(t.b->stats().same_host_range_grants == 0);
+      else
+        CHECK(t.b->stats().same_host_range_grants >= n / 64);
+    }
+  }
+
+  TEST_CASE("runs of pieces under one token: random sizes round-trip; a piece outside fails alone") {
+    auto o = loopback_options(transport_kind::same_host);
+    o.spread_bytes = 0;  // the batch as it is, one window after another
+    o.connections_per_peer = 1;
+    two_engines t(o, loopback_options(transport_kind::same_host));
+    std::mt19937_64 rng(77);
+    constexpr std::size_t n = 400;
+    std::vector<std::size_t> off(n), len(n);
+    std::size_t at = 3;
+    for (std::size_t i = 0; i < n; ++i) {
+      len[i] = 1 + rng() % 20000;
+      off[i] = at;
+      at += len[i] + rng() % 5;  // gaps of 0-4 bytes stay untouched
+    }
+    std::vector<std::uint8_t> remote(at + 11);
+    auto fill = mc::test::random_bytes(remote.size(), 78);
+    std::memcpy(remote.data(), fill.data(), fill.size());
+    auto reg = t.b->register_memory(remote.data(), remote.size());
+    REQUIRE(reg);
+    // Pieces 37 and 300 (in two different runs) name a range past the
+    // region's end under its token.
+    auto bad = [](std::size_t i) { return i == 37 || i == 300; };
+    for (bool write : {true, false}) {
+      CAPTURE(write);
+      std::vector<std::vector<std::uint8_t>> local(n);
+      std::vector<request> reqs;
+      for (std::size_t i = 0; i < n; ++i) {
+        local[i] = mc::test::random_bytes(len[i], 1000 + i + (write ? 0 : n));
+        auto d = reg->describe(off[i], len[i]);
+        if (bad(i))
+          d.address =
+              static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(remote.data())) + remote.size() - len[i] / 2;
+        reqs.push_back(write ? request::make_write(cbytes(local[i]), d) : request::make_read(bytes(local[i]), d));
+      }
+      const auto runs = t.b->stats().same_host_range_grants;
+      auto res = t.rt.block_on(t.a->batch(std::move(reqs)));
+      REQUIRE(res.size() == n);
+      for (std::size_t i = 0; i < n; ++i) {
+        CAPTURE(i);
+        if (bad(i)) {
+          REQUIRE_FALSE(res[i].has_value());
+          CHECK(mc::is(res[i].error(), mc::errc::access_denied));
+          continue;
+        }
+        REQUIRE_MESSAGE(res[i].has_value(), res[i].error().message());
+        if (write) {
+          CHECK(mc::test::checksum(remote.data() + off[i], len[i]) == mc::test::checksum(local[i].data(), len[i]));
+          std::memcpy(fill.data() + off[i], local[i].data(), len[i]);
+        } else {
+          CHECK(mc::test::checksum(local[i].data(), len[i]) == mc::test::checksum(fill.data() + off[i], len[i]));
+        }
+      }
+      CHECK(std::memcmp(remote.data(), fill.data(), remote.size()) == 0);  // gaps and the tail untouched
+      CHECK(t.b->stats().same_host_range_grants - runs >= n / 64 - 2);
     }
   }
 

@@ -4,6 +4,7 @@
 // the memfd only for a live grant of the asking connection.
 #include "transfer_fixture.hpp"
 
+#include "shm_common.hpp"
 #include "wire.hpp"
 
 #include <sys/socket.h>
@@ -18,6 +19,9 @@
 #include <cstring>
 #include <numeric>
 #include <random>
+#include <cerrno>
+#include <thread>
+#include <optional>
 
 using namespace mc::transfer;
 using mc::transfer::test::bytes;
@@ -58,6 +62,13 @@ class raw_unix {
     std::vector<std::byte> out(hb.begin(), hb.end());
     if (n > 0) out.insert(out.end(), static_cast<const std::byte*>(extra), static_cast<const std::byte*>(extra) + n);
     REQUIRE(::send(fd_, out.data(), out.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(out.size()));
+  }
+  /// Whether the target closed the connection (EOF before any byte).
+  bool closed() {
+    std::byte b{};
+    ssize_t r;
+    while ((r = ::recv(fd_, &b, 1, 0)) < 0 && errno == EINTR) {}
+    return r == 0;
   }
   /// Reads and drops `n` bytes (a payload after a header).
   void skip(std::size_t n) {
@@ -111,6 +122,29 @@ void send_grant(raw_unix& c, std::uint64_t id, std::uint64_t addr, std::uint64_t
 }
 
 std::uint64_t addr_of(const void* p) { return static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(p)); }
+
+/// A grant_ranges request for `ranges` under `token`; `count` (default: the
+/// number of ranges) and `lease` can be made wrong on purpose.
+void send_grant_ranges(raw_unix& c, std::uint64_t id,
+                       const std::vector<std::pair<std::uint64_t, std::uint64_t>>& ranges, std::uint64_t token,
+                       std::optional<std::uint64_t> count = {}, bool lease = true) {
+  wire::header g;
+  g.op = wire::wire_op::shm_grant;
+  g.flags = static_cast<std::uint16_t>((lease ? wire::grant_lease : 0) | wire::grant_ranges);
+  g.request_id = id;
+  g.address = ranges.front().first;
+  g.length = ranges.front().second;
+  g.token = token;
+  std::vector<std::byte> rest(16 + 16 * (ranges.size() - 1));
+  wire::wire_le::store<std::uint64_t>(rest.data(), ~0ull);  // the lease: the target caps it (<= 1 s)
+  wire::wire_le::store<std::uint64_t>(rest.data() + 8, count.value_or(ranges.size()));
+  for (std::size_t i = 1; i < ranges.size(); ++i) {
+    wire::wire_le::store<std::uint64_t>(rest.data() + 16 * i, ranges[i].first);
+    wire::wire_le::store<std::uint64_t>(rest.data() + 16 * i + 8, ranges[i].second);
+  }
+  if (!lease) rest.erase(rest.begin(), rest.begin() + 8);
+  c.send(g, rest.data(), rest.size());
+}
 
 }  // namespace
 
@@ -347,8 +381,9 @@ TEST_SUITE("transfer_shared") {
     auto hi = c.recv(fd);
     REQUIRE(hi.op == wire::wire_op::shm_hello_resp);
     REQUIRE(hi.length == wire::shm_identity_size);
-    const auto bound = hi.token;
+    const auto bound = hi.token & 0xffffffffu;  // capabilities above it
     CHECK(bound == 256);
+    CHECK((hi.token >> 32) == 1);  // grant_ranges served
     c.skip(wire::shm_identity_size);
     // `bound` grants at once: all granted; one more: refused.
     for (std::uint64_t id = 1; id <= bound; ++id) send_grant(c, id, addr_of(mem.data()) + id % 100, 10, reg->token());
@@ -389,6 +424,72 @@ TEST_SUITE("transfer_shared") {
     send_grant(c, 1, addr_of(mem.data()), 10, reg->token());
     CHECK(c.recv(fd).status == 0);
     CHECK(t.b->stats().same_host_grants_held == bound);
+  }
+
+  TEST_CASE("the control server grants a run of ranges under one token together, or refuses it together") {
+    two_engines t(loopback_options(transport_kind::same_host), loopback_options(transport_kind::same_host));
+    std::vector<std::uint8_t> mem(4096), other(4096);
+    auto reg = t.b->register_memory(mem.data(), mem.size());
+    auto reg2 = t.b->register_memory(other.data(), other.size());
+    REQUIRE(reg);
+    REQUIRE(reg2);
+    const auto m = addr_of(mem.data());
+    int fd = -1;
+    const auto before = t.b->stats();
+    {
+      raw_unix c(t.b->endpoint());
+      // Three ranges inside the region: one grant; each range counts as an operation.
+      send_grant_ranges(c, 1, {{m, 10}, {m + 100, 20}, {m + 4000, 96}}, reg->token());
+      auto a = c.recv(fd);
+      REQUIRE(a.request_id == 1);
+      CHECK(a.status == 0);
+      CHECK(t.b->stats().same_host_grants_held == 1);
+      CHECK(t.b->stats().same_host_range_grants == before.same_host_range_grants + 1);
+      CHECK(t.b->stats().served_read_ops == before.served_read_ops + 3);
+      CHECK(t.b->stats().served_read_bytes == before.served_read_bytes + 126);
+      // One range past the region's end, of length 0, or in another region
+      // (another token's): the whole run refused, nothing held.
+      send_grant_ranges(c, 2, {{m, 10}, {m + 4090, 10}}, reg->token());
+      send_grant_ranges(c, 3, {{m, 10}, {m + 20, 0}}, reg->token());
+      send_grant_ranges(c, 4, {{m, 10}, {addr_of(other.data()), 10}}, reg->token());
+      for (std::uint64_t id : {2, 3, 4}) {
+        auto r = c.recv(fd);
+        CHECK(r.request_id == id);
+        CHECK(r.status == static_cast<std::int32_t>(mc::errc::access_denied));
+      }
+      CHECK(t.b->stats().same_host_grants_held == 1);
+      CHECK(t.b->stats().served_rejects == before.served_rejects + 3);
+      // The most ranges one request may name, then its release.
+      std::vector<std::pair<std::uint64_t, std::uint64_t>> most;
+      for (std::uint64_t i = 0; i < wire::shm::max_ranges_per_grant; ++i) most.push_back({m + 64 * i, 64});
+      send_grant_ranges(c, 5, most, reg->token());
+      CHECK(c.recv(fd).status == 0);
+      CHECK(t.b->stats().same_host_grants_held == 2);
+      wire::header rel;
+      rel.op = wire::wire_op::shm_release;
+      rel.request_id = 5;
+      c.send(rel);
+      rel.request_id = 1;
+      c.send(rel);
+      send_grant(c, 6, m, 10, reg->token());  // answered after both releases were read
+      CHECK(c.recv(fd).status == 0);
+      CHECK(t.b->stats().same_host_grants_held == 1);
+    }
+    // A count below 2 or above the bound, or ranges without a lease: the
+    // connection is closed (a protocol violation), its grants dropped.
+    for (int bad = 0; bad < 3; ++bad) {
+      CAPTURE(bad);
+      raw_unix c(t.b->endpoint());
+      send_grant(c, 1, m, 10, reg->token());
+      CHECK(c.recv(fd).status == 0);
+      if (bad == 0) send_grant_ranges(c, 2, {{m, 10}, {m + 20, 10}}, reg->token(), 1);
+      if (bad == 1) send_grant_ranges(c, 2, {{m, 10}, {m + 20, 10}}, reg->token(), wire::shm::max_ranges_per_grant + 1);
+      if (bad == 2) send_grant_ranges(c, 2, {{m, 10}, {m + 20, 10}}, reg->token(), {}, false);
+      CHECK(c.closed());
+    }
+    for (int i = 0; i < 200 && t.b->stats().same_host_grants_held != 0; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    CHECK(t.b->stats().same_host_grants_held == 0);
   }
 
   TEST_CASE(

@@ -577,6 +577,7 @@ engine_stats engine::stats() const {
   s.same_host_fallbacks = ld(c.same_host_fallbacks);
   s.revoked_with_grants = impl_->registry_->revoked_with_grants();
   s.same_host_grants_held = ld(c.grants_held);
+  s.same_host_range_grants = ld(c.range_grants_served);
   s.registered_regions = impl_->registry_->size();
   s.derived_registrations = ld(c.derived);
   s.rdma_memory_registrations = ld(c.rdma_regs);

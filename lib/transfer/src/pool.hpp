@@ -87,6 +87,7 @@ struct pooled_conn final : closable {
   std::int64_t peer_pid = 0;          // same-host control connections
   std::uint64_t peer_instance = 0;    // same-host: the peer engine's instance id
   std::size_t peer_max_grants = 0;    // same-host: live grants the peer holds for us at most
+  bool peer_grant_ranges = false;     // same-host: the peer serves grant_ranges requests
 
  private:
   std::atomic<std::uint64_t>* counter_;

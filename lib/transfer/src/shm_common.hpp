@@ -29,6 +29,13 @@ inline constexpr auto refused_ttl = std::chrono::seconds(60);
 /// not tell it (older versions) hold legacy_grants_per_conn.
 inline constexpr std::size_t max_grants_per_conn = 256;
 inline constexpr std::size_t legacy_grants_per_conn = 64;
+/// Ranges one grant_ranges request names at most (a 64-piece KV value's
+/// pieces under one token: one grant, one answer, one release).
+inline constexpr std::size_t max_ranges_per_grant = 64;
+/// The hello answer's token: the bound in its low 32 bits, capabilities
+/// above (older initiators clamp the whole token to their window).
+inline constexpr unsigned hello_caps_shift = 32;
+inline constexpr std::uint64_t cap_grant_ranges = 1;
 
 inline local_ep abstract_endpoint(const std::string& name) { return local_ep(std::string(1, '\0') + name); }
 

@@ -154,13 +154,16 @@ std::vector<held_grant>::iterator find_grant(grant_list& grants, std::uint64_t r
                       [&](const held_grant& g) { return g.entry != nullptr && g.request_id == request_id; });
 }
 
-/// Answers a grant request `h` (its lease payload already read). `last`:
+/// Answers a grant request `h` (its lease payload already read) for the
+/// range in the header and, for a grant_ranges request, the `more` ranges
+/// after it (16 bytes each: address, length): all inside the region of the
+/// header's token with the access, or the whole request is refused. `last`:
 /// the entry this connection's previous grant found (the pieces of a
 /// scatter registration share a token: one registry lookup per run of
 /// them). Reusing it is safe: a revoked entry refuses new grants
 /// (try_grant), and range and access are checked here as find() does.
-header grant(shm_server::state* st, const header& h, std::uint64_t requested_end, grant_list& grants,
-             std::shared_ptr<region_entry>& last) {
+header grant(shm_server::state* st, const header& h, std::uint64_t requested_end, std::span<const std::byte> more,
+             grant_list& grants, std::shared_ptr<region_entry>& last) {
   auto& ctr = st->eng.counters_;
   header resp;
   resp.op = wire_op::shm_grant_resp;
@@ -177,8 +180,12 @@ header grant(shm_server::state* st, const header& h, std::uint64_t requested_end
       last = found ? std::move(*found) : nullptr;
     }
     granted = last && h.length != 0 && last->contains(h.address, h.length) && transfer::grants(last->rights, need) &&
-              grants.live() < grants.bound && find_grant(grants, h.request_id) == grants.end() &&
-              last->try_grant(lease_end);
+              grants.live() < grants.bound && find_grant(grants, h.request_id) == grants.end();
+    for (std::size_t at = 0; granted && at < more.size(); at += 16) {
+      const auto a = get_u64(more.data() + at), n = get_u64(more.data() + at + 8);
+      granted = n != 0 && last->contains(a, n);
+    }
+    granted = granted && last->try_grant(lease_end);
     // Refused with the entry of an earlier grant: it may have been revoked
     // since (its token even reused): look the token up once.
     if (granted || !reuse) break;
@@ -193,8 +200,12 @@ header grant(shm_server::state* st, const header& h, std::uint64_t requested_end
       resp.address = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(last->shared->addr));
       resp.length = last->shared->id;
     }
-    bump(w ? ctr.served_write_ops : ctr.served_read_ops);
-    bump(w ? ctr.served_write_bytes : ctr.served_read_bytes, h.length);
+    // Counted per range, as if each had been a grant of its own.
+    std::uint64_t bytes = h.length;
+    for (std::size_t at = 0; at < more.size(); at += 16) bytes += get_u64(more.data() + at + 8);
+    bump(w ? ctr.served_write_ops : ctr.served_read_ops, 1 + more.size() / 16);
+    if (!more.empty()) bump(ctr.range_grants_served);
+    bump(w ? ctr.served_write_bytes : ctr.served_read_bytes, bytes);
   } else {
     // One answer for every "not yours" (unknown token, outside, access, revoked).
     bump(ctr.served_rejects);
@@ -246,6 +257,7 @@ task<void> serve_unix(shm_server::state* st, unix_socket sock) {
   // one fill of `in` (it is flushed before `in` is read again), each at most
   // header + identity, and a request takes at least a header's bytes.
   constexpr std::size_t in_bytes = max_grants_per_conn * (header_size + 8);  // a whole window of grants
+  static_assert(in_bytes >= header_size + 16 + (max_ranges_per_grant - 1) * 16, "a grant_ranges request fits");
   std::array<std::byte, in_bytes> in;
   std::array<std::byte, (in_bytes / header_size + 1) * (header_size + shm_identity_size)> out;
   std::size_t begin = 0, end = 0, out_len = 0;
@@ -256,7 +268,16 @@ task<void> serve_unix(shm_server::state* st, unix_socket sock) {
       auto h = decode(hb);
       if (!h) break;
       const bool leased = h->op == wire_op::shm_grant && (h->flags & grant_lease);
-      const std::size_t need = header_size + (leased ? 8 : 0);
+      const bool ranged = h->op == wire_op::shm_grant && (h->flags & grant_ranges);
+      if (ranged && !leased) break;  // a range list comes after a lease only
+      std::size_t need = header_size + (leased ? 8 : 0) + (ranged ? 8 : 0);
+      std::size_t more = 0;  // bytes of the ranges after the header's
+      if (ranged && end - begin >= need) {
+        const auto n = get_u64(in.data() + begin + header_size + 8);
+        if (n < 2 || n > max_ranges_per_grant) break;  // fits `in` within these bounds
+        more = static_cast<std::size_t>(n - 1) * 16;
+        need += more;
+      }
       if (end - begin >= need) {
         const std::byte* payload = in.data() + begin + header_size;
         begin += need;
@@ -268,7 +289,7 @@ task<void> serve_unix(shm_server::state* st, unix_socket sock) {
           resp.op = wire_op::shm_hello_resp;
           resp.address = static_cast<std::uint64_t>(::getpid());  // informational (older initiators compare it)
           // Our bound on live grants: the initiator's window (older initiators ignore it).
-          resp.token = st->eng.legacy_grants_for_tests_ ? 0 : grants.bound;
+          resp.token = st->eng.legacy_grants_for_tests_ ? 0 : grants.bound | (cap_grant_ranges << hello_caps_shift);
           if (h->length == shm_identity_size) {  // revision 2: our identity follows
             resp.length = extra = shm_identity_size;
             put_u64(o + header_size, st->eng.pid_ns_.first);
@@ -278,7 +299,7 @@ task<void> serve_unix(shm_server::state* st, unix_socket sock) {
         } else if (h->op == wire_op::shm_grant) {
           // Older initiators send no lease: the longest we give.
           const std::uint64_t requested = leased ? get_u64(payload) : monotonic_ns() + st->eng.max_lease_ns_;
-          resp = grant(st, *h, requested, grants, last);
+          resp = grant(st, *h, requested, std::span<const std::byte>(payload + (ranged ? 16 : 0), more), grants, last);
         } else if (h->op == wire_op::shm_map) {
           // The memfd of the shared memory a live grant of this connection
           // lies in: only what the peer was granted a range of. The answers

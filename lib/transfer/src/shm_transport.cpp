@@ -25,7 +25,10 @@
 // live grants together, 256 or 64 for older targets) move as a window: their
 // grant requests in one send, gathered process_vm_* calls of at most 1 MiB
 // each over the granted items (the lease checked before each, the runtime
-// thread yielded between them), their releases in one send. A window is
+// thread yielded between them), their releases in one send. Consecutive
+// items under one token ask as one grant_ranges request (up to 64 ranges:
+// one answer, one release) when the target's hello tells it serves them;
+// a refused run goes again item by item. A window is
 // also the first use of a pooled connection (no single-item probe first):
 // failing before the target answered, it is tried again on a fresh one.
 // The target's control server runs on a private service thread.
@@ -203,7 +206,7 @@ class shm_transport final : public transport {
   /// A grant request: its header, then the requested lease end (the item's
   /// deadline), for the part of `it` from `done` on.
   static constexpr std::size_t grant_request_size = header_size + 8;
-  static void encode_grant(std::byte* out, std::uint64_t id, const transfer_item& it, std::uint64_t done) {
+  static std::size_t encode_grant(std::byte* out, std::uint64_t id, const transfer_item& it, std::uint64_t done) {
     header g;
     g.op = wire_op::shm_grant;
     g.flags = static_cast<std::uint16_t>((it.op == op_kind::write ? grant_write : 0) | grant_lease);
@@ -215,6 +218,38 @@ class shm_transport final : public transport {
     encode(g, hb);
     std::memcpy(out, hb.data(), header_size);
     put_u64(out + header_size, to_monotonic_ns(it.deadline));
+    return grant_request_size;
+  }
+
+  /// One grant_ranges request for `run` (2..max_ranges_per_grant items of
+  /// one direction under one token; the peer told it serves them): the
+  /// header names the first item's range, then the requested lease (the
+  /// earliest deadline of the run), the count and the other ranges. Its
+  /// size: header_size + 16 * run.size(), less than the run's single
+  /// requests (grant_request_size each).
+  static std::size_t encode_grant_ranges(std::byte* out, std::uint64_t id, std::span<transfer_item* const> run) {
+    const auto& first = *run.front();
+    header g;
+    g.op = wire_op::shm_grant;
+    g.flags = static_cast<std::uint16_t>((first.op == op_kind::write ? grant_write : 0) | grant_lease | grant_ranges);
+    g.request_id = id;
+    g.address = first.address;
+    g.length = first.length;
+    g.token = first.token;
+    header_bytes hb;
+    encode(g, hb);
+    std::memcpy(out, hb.data(), header_size);
+    auto deadline = first.deadline;
+    for (auto* it : run) deadline = std::min(deadline, it->deadline);
+    put_u64(out + header_size, to_monotonic_ns(deadline));
+    put_u64(out + header_size + 8, run.size());
+    std::size_t at = header_size + 16;
+    for (auto* it : run.subspan(1)) {
+      put_u64(out + at, it->address);
+      put_u64(out + at + 8, it->length);
+      at += 16;
+    }
+    return at;
   }
 
   /// Grant, copy (chunked, leased), release; again for the rest when a lease
@@ -302,10 +337,9 @@ class shm_transport final : public transport {
   /// move_one, which tells their errors apart.
   task<result<void>> move_window(thread_state& ts, const std::string& endpoint, pooled_conn<unix_socket>& c,
                                  std::span<transfer_item* const> win, bool& unanswered) {
-    std::array<std::byte, window_items * grant_request_size> out{};
-    std::array<std::uint64_t, window_items> ids{};
-    std::size_t n = 0;
     unanswered = false;
+    std::array<transfer_item*, window_items> asked{};  // the items asked for, in order
+    std::size_t ni = 0;
     for (auto* it : win) {
       if (it->done) continue;  // (a window again after a stale connection: refused the first time)
       if (it->instance != 0 && it->instance != c.peer_instance) refuse(ts, endpoint, "another engine instance");
@@ -313,42 +347,71 @@ class shm_transport final : public transport {
         it->finish(make_error_code(errc::unsupported));
         continue;
       }
-      ids[n] = c.next_id++;
-      encode_grant(out.data() + n * grant_request_size, ids[n], *it, 0);
-      ++n;
+      asked[ni++] = it;
     }
-    if (n == 0) co_return result<void>{};
+    if (ni == 0) co_return result<void>{};
+    // One request per run of consecutive items under one token (the pieces
+    // of a value: one grant_ranges request of up to max_ranges_per_grant
+    // when the peer serves them), else one per item. A run's request is
+    // never longer than its items' single requests would be.
+    struct ask {
+      std::uint64_t id;
+      std::size_t first, count;  // asked[first, first + count)
+    };
+    std::array<ask, window_items> asks{};
+    std::size_t na = 0, out_len = 0;
+    std::array<std::byte, window_items * grant_request_size> out{};
+    for (std::size_t i = 0; i < ni;) {
+      std::size_t j = i + 1;
+      if (c.peer_grant_ranges)
+        while (j < ni && j - i < max_ranges_per_grant && asked[j]->token == asked[i]->token) ++j;
+      const auto id = c.next_id++;
+      out_len += j - i == 1 ? encode_grant(out.data() + out_len, id, *asked[i], 0)
+                            : encode_grant_ranges(out.data() + out_len, id, std::span(asked).subspan(i, j - i));
+      asks[na++] = {id, i, j - i};
+      i = j;
+    }
     // Answers in order, received together (the target answers a window in
     // one send); keep the granted items. A failure before they came: no
     // item was copied (the caller may try the window on a fresh connection).
     std::array<std::byte, window_items * header_size> answers;
-    auto asked = co_await send_all(c.sock, out.data(), n * grant_request_size);
-    if (asked) asked = co_await recv_all(c.sock, answers.data(), n * header_size);
-    if (!asked) {
+    auto sent = co_await send_all(c.sock, out.data(), out_len);
+    if (sent) sent = co_await recv_all(c.sock, answers.data(), na * header_size);
+    if (!sent) {
       unanswered = true;
-      co_return asked.error();
+      co_return sent.error();
     }
     std::array<transfer_item*, window_items> granted{};
-    std::array<header, window_items> answer{};  // the granted items' answers
-    std::size_t g = 0, k = 0;
+    std::array<header, window_items> answer{};         // the granted items' answers (a run's items share one)
+    std::array<std::uint64_t, window_items> held{};    // the granted requests' ids (releases)
+    std::array<transfer_item*, window_items> again{};  // items of refused runs: one by one below
+    std::size_t g = 0, nh = 0, nagain = 0;
     std::uint64_t lease_end = UINT64_MAX, total = 0;
-    for (auto* it : win) {
-      if (it->done) continue;  // refused above: no request was sent
+    for (std::size_t k = 0; k < na; ++k) {
       header_bytes hb;
       std::memcpy(hb.data(), answers.data() + k * header_size, header_size);
       auto resp = decode(hb);
       if (!resp) co_return resp.error();
-      if (resp->op != wire_op::shm_grant_resp || resp->request_id != ids[k]) co_return fail(errc::transfer_fail);
-      ++k;
+      if (resp->op != wire_op::shm_grant_resp || resp->request_id != asks[k].id) co_return fail(errc::transfer_fail);
+      const auto run = std::span(asked).subspan(asks[k].first, asks[k].count);
       if (resp->status != 0) {
-        it->finish(status_to_error(resp->status));
+        if (run.size() == 1) {
+          run.front()->finish(status_to_error(resp->status));
+        } else {
+          // One refusal for the run: which piece is "not yours" is told
+          // item by item.
+          for (auto* it : run) again[nagain++] = it;
+        }
         continue;
       }
-      granted[g] = it;
-      answer[g] = *resp;
-      lease_end = std::min({lease_end, resp->token, to_monotonic_ns(it->deadline)});
-      total += it->length;
-      ++g;
+      held[nh++] = resp->request_id;
+      for (auto* it : run) {
+        granted[g] = it;
+        answer[g] = *resp;
+        lease_end = std::min({lease_end, resp->token, to_monotonic_ns(it->deadline)});
+        total += it->length;
+        ++g;
+      }
     }
     // Items inside the peer's shared memory (mapped here): memcpy, the lease
     // checked before each and the runtime thread yielded after every ~1 MiB.
@@ -406,16 +469,16 @@ class shm_transport final : public transport {
     }
     // Releases for every grant, in one send.
     std::array<std::byte, window_items * header_size> rel{};
-    for (std::size_t i = 0; i < g; ++i) {
+    for (std::size_t i = 0; i < nh; ++i) {
       header h;
       h.op = wire_op::shm_release;
-      h.request_id = answer[i].request_id;
+      h.request_id = held[i];
       header_bytes hb;
       encode(h, hb);
       std::memcpy(rel.data() + i * header_size, hb.data(), header_size);
     }
-    if (g > 0)
-      if (auto s = co_await send_all(c.sock, rel.data(), g * header_size); !s) co_return s.error();
+    if (nh > 0)
+      if (auto s = co_await send_all(c.sock, rel.data(), nh * header_size); !s) co_return s.error();
     for (std::size_t j = 0; j < whole; ++j) finished[rest[j]] = true;
     for (std::size_t i = 0; i < g; ++i)
       if (finished[i]) granted[i]->finish({});
@@ -425,6 +488,8 @@ class shm_transport final : public transport {
     for (std::size_t i = 0; i < g; ++i)
       if (!finished[i])
         if (auto one = co_await move_one(ts, endpoint, c, *granted[i]); !one) co_return one;
+    for (std::size_t i = 0; i < nagain; ++i)
+      if (auto one = co_await move_one(ts, endpoint, c, *again[i]); !one) co_return one;
     if (total > 0 && !co_await yield_to_runtime()) co_return fail(errc::cancelled);
     co_return result<void>{};
   }
@@ -520,10 +585,12 @@ class shm_transport final : public transport {
     }
     c->peer_pid = cred->pid;  // from the kernel, never from the peer's message
     c->peer_instance = instance;
-    // Its bound on our live grants (0 from older targets: theirs was 64).
-    c->peer_max_grants = resp->token == 0
-                             ? legacy_grants_per_conn
-                             : static_cast<std::size_t>(std::min<std::uint64_t>(resp->token, window_items));
+    // Its bound on our live grants (0 from older targets: theirs was 64) and,
+    // above it, what it serves.
+    const std::uint64_t bound = resp->token & ((1ull << hello_caps_shift) - 1);
+    c->peer_max_grants =
+        bound == 0 ? legacy_grants_per_conn : static_cast<std::size_t>(std::min<std::uint64_t>(bound, window_items));
+    c->peer_grant_ranges = ((resp->token >> hello_caps_shift) & cap_grant_ranges) != 0;
     co_return c;
   }
 

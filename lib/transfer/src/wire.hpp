@@ -62,10 +62,20 @@
 //                  initiator does not use same-host with them). token =
 //                  the live grants the target holds per connection at most
 //                  (the initiator's window; since 2026-12: 256); 0 from
-//                  targets that do not tell it, which hold 64.
+//                  targets that do not tell it, which hold 64. Its bits 32
+//                  and up are capabilities (older initiators clamp the token
+//                  to their window and never see them): bit 32 =
+//                  grant_ranges requests are served (since 2026-12-07).
 //   shm_grant      flags grant_write (the initiator writes) | grant_lease
 //                  (8-byte payload follows: the requested lease deadline,
 //                  CLOCK_MONOTONIC nanoseconds; the transfer's deadline)
+//                  | grant_ranges (with grant_lease only, and only to a
+//                  target that told the capability: after the lease an
+//                  8-byte count n, 2..64, then n - 1 further ranges of 16
+//                  bytes each, address and length; the header's address and
+//                  length are the first range. One grant for all n ranges,
+//                  all inside the region of the header's token: granted
+//                  together or refused together)
 //   shm_grant_resp status 0: token = the lease deadline (CLOCK_MONOTONIC ns),
 //                  the initiator copies only before it; every refusal is
 //                  access_denied
@@ -147,6 +157,7 @@ inline constexpr std::size_t max_rdma_payload = 4096;
 
 inline constexpr std::uint16_t grant_write = 1;
 inline constexpr std::uint16_t grant_lease = 2;
+inline constexpr std::uint16_t grant_ranges = 4;
 /// Payload of a revision-2 shm_hello_resp: pidns st_dev, pidns st_ino, instance id.
 inline constexpr std::uint64_t shm_identity_size = 24;
 
@@ -207,7 +218,7 @@ inline mc::result<header> decode(const header_bytes& in) noexcept {
   h.address = wire_le::load<std::uint64_t>(p + 24);
   h.length = wire_le::load<std::uint64_t>(p + 32);
   h.token = wire_le::load<std::uint64_t>(p + 40);
-  if (h.flags & ~(grant_write | grant_lease)) return fail(errc::transfer_fail);
+  if (h.flags & ~(grant_write | grant_lease | grant_ranges)) return fail(errc::transfer_fail);
   if (h.flags != 0 && h.op != wire_op::shm_grant && !(h.op == wire_op::rdma_check && h.flags == grant_write))
     return fail(errc::transfer_fail);
   if (h.length > max_wire_length && h.op != wire_op::shm_grant && h.op != wire_op::shm_grant_resp &&

@@ -15,8 +15,13 @@
 //     max_grants_per_conn (256) held on the connection), else the uniform
 //     refusal (access_denied, all
 //     other fields 0); a granted lease lies between now and min(requested
-//     deadline, now + 1 s);
-//   - a malformed header, an unknown op or a truncated lease closes the
+//     deadline, now + 1 s); a grant_ranges request (flag 4, after its lease a
+//     count of 2..64 and the ranges after the header's, their addresses
+//     rewritten like a header's) is granted when every range is, as one
+//     grant (one answer, one id to release), each range counted as an
+//     operation;
+//   - a malformed header, an unknown op, a truncated lease or range list,
+//     ranges without a lease or a count outside 2..64 closes the
 //     connection (EOF, nothing else).
 // A granted range is then used as a peer would: process_vm_writev of a
 // pattern into it (write grants; the shadow gets the same bytes) or
@@ -123,14 +128,17 @@ void use_grant(env& e, bool write, std::uint64_t addr, std::uint64_t len, std::u
   }
 }
 
-/// One grant request `h` (its lease payload `requested`, if any, sent too).
-void grant(env& e, int fd, const raw_header& h, bool has_lease, std::uint64_t requested, std::uint64_t sent_at,
-           grant_model& g) {
+/// One grant request `h` (its lease payload `requested`, if any, sent too;
+/// `more`: the further ranges of a grant_ranges request, address and length).
+void grant(env& e, int fd, const raw_header& h, bool has_lease, std::uint64_t requested,
+           const std::vector<std::pair<std::uint64_t, std::uint64_t>>& more, std::uint64_t sent_at, grant_model& g) {
   std::byte rb[48];
   recv_bytes(fd, rb, sizeof rb);
   const std::uint64_t answered_at = mono_ns();
   const bool write = h.flags & 1;
-  const bool in_region = e.allowed(h.token, h.address, h.length, write ? ra::remote_write : ra::remote_read);
+  const auto need = write ? ra::remote_write : ra::remote_read;
+  bool in_region = e.allowed(h.token, h.address, h.length, need);
+  for (auto& [a, n] : more) in_region = in_region && n != 0 && e.allowed(h.token, a, n, need);
   // The server forgot every grant that ended at its clock T, sent_at <= T <= answered_at.
   std::size_t live_min = 0, live_max = 0;
   bool dup_min = false, dup_max = false;
@@ -162,10 +170,12 @@ void grant(env& e, int fd, const raw_header& h, bool has_lease, std::uint64_t re
     ++g.rejects;
     return;
   }
-  ++(write ? g.write_ops : g.read_ops);
+  (write ? g.write_ops : g.read_ops) += 1 + more.size();
   (write ? g.write_bytes : g.read_bytes) += h.length;
+  for (auto& r : more) (write ? g.write_bytes : g.read_bytes) += r.second;
   g.held[h.id] = lease;
   use_grant(e, write, h.address, h.length, h.id);
+  for (auto& [a, n] : more) use_grant(e, write, a, n, h.id);
 }
 
 /// Plays `in` (rewritten in place) against the control server.
@@ -191,7 +201,8 @@ void play(env& e, int fd, std::vector<std::byte>& in, grant_model& g) {
       send_bytes(fd, p, 48);
       const bool identity = h.length == 24;
       std::vector<std::byte> want, got(identity ? 72 : 48);
-      expect_header(want, 6, 0, h.id, static_cast<std::uint64_t>(::getpid()), identity ? 24 : 0, max_grants);
+      expect_header(want, 6, 0, h.id, static_cast<std::uint64_t>(::getpid()), identity ? 24 : 0,
+                    max_grants | (mc::transfer::detail::shm::cap_grant_ranges << 32));
       if (identity) {
         want.resize(72);
         put_le(want.data() + 48, 8, pid_ns.first);
@@ -203,16 +214,40 @@ void play(env& e, int fd, std::vector<std::byte>& in, grant_model& g) {
     } else if (h.op == 9) {  // release: no answer
       send_bytes(fd, p, 48);
       g.held.erase(h.id);
-    } else {  // grant, with its 8-byte lease when flagged
-      const bool has_lease = h.flags & 2;
-      if (has_lease && size - pos < 8) {
+    } else {  // grant, with its 8-byte lease when flagged, then a range list when flagged
+      const bool has_lease = h.flags & 2, ranged = h.flags & 4;
+      if (ranged && !has_lease) {
+        send_bytes(fd, p, 48);
+        return;  // closed: a range list comes after a lease only
+      }
+      const std::size_t head = has_lease ? (ranged ? 16 : 8) : 0;
+      if (size - pos < head) {
         send_bytes(fd, p, size - pos + 48);
-        return;
+        return;  // truncated: closed at EOF
+      }
+      std::vector<std::pair<std::uint64_t, std::uint64_t>> more;
+      std::size_t body = head;
+      if (ranged) {
+        const std::uint64_t count = get_le(p + 56, 8);
+        if (count < 2 || count > mc::transfer::detail::shm::max_ranges_per_grant) {
+          send_bytes(fd, p, 48 + head);
+          return;  // closed
+        }
+        if (size - pos < head + (count - 1) * 16) {
+          send_bytes(fd, p, size - pos + 48);
+          return;  // truncated: closed at EOF
+        }
+        for (std::uint64_t i = 1; i < count; ++i) {
+          std::byte* r = p + 48 + head + (i - 1) * 16;
+          put_le(r, 8, e.map_address(get_le(r, 8)));
+          more.push_back({get_le(r, 8), get_le(r + 8, 8)});
+        }
+        body += static_cast<std::size_t>(count - 1) * 16;
       }
       const std::uint64_t requested = has_lease ? get_le(p + 48, 8) : 0;
-      send_bytes(fd, p, 48 + (has_lease ? 8 : 0));
-      pos += has_lease ? 8 : 0;
-      grant(e, fd, h, has_lease, requested, sent_at, g);
+      send_bytes(fd, p, 48 + body);
+      pos += body;
+      grant(e, fd, h, has_lease, requested, more, sent_at, g);
     }
   }
   send_bytes(fd, in.data() + pos, size - pos);  // a partial header, then EOF

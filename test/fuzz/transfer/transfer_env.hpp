@@ -265,7 +265,7 @@ inline raw_header take_header(env& e, std::byte* p) {
   h.token = get_le(p + 40, 8);
   const bool grant_op = h.op == 7 || h.op == 8;
   h.structure_ok = std::memcmp(p, "MCXF", 4) == 0 && std::to_integer<std::uint8_t>(p[4]) == 1 && h.op >= 1 &&
-                   h.op <= 19 && get_le(p + 12, 4) == 0 && (h.flags & ~3u) == 0 &&
+                   h.op <= 19 && get_le(p + 12, 4) == 0 && (h.flags & ~7u) == 0 &&
                    (h.flags == 0 || h.op == 7 || (h.op == 12 && h.flags == 1)) &&
                    (h.length <= (256ull << 20) || grant_op) && h.status <= 0;
   return h;

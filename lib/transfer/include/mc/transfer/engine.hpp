@@ -167,6 +167,10 @@ struct engine_stats {
   /// Same-host grants peers hold on our regions right now (until release,
   /// connection close or lease expiry noticed by the control server).
   std::uint64_t same_host_grants_held = 0;
+  /// Same-host grants given for a run of ranges under one token at once (a
+  /// value's pieces: one request, answer and release for up to 64), ever;
+  /// each range also counts in served_*_ops as one operation.
+  std::uint64_t same_host_range_grants = 0;
   /// Live registrations, derived ones (engine::register_within) included.
   std::uint64_t registered_regions = 0;
   /// Derived registrations made (engine::register_within), ever.
