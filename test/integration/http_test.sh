@@ -86,6 +86,7 @@ families_present() {
     mc_client_resyncs_total mc_client_superseded_drops_total mc_client_stale_publishes_total mc_client_failed_publishes_total \
     mc_client_batch_calls_total mc_client_batch_rpcs_total mc_client_inline_reads_total mc_client_publish_batches_total \
     mc_transfer_same_host_fallbacks_total mc_transfer_revoked_with_grants_total mc_transfer_same_host_grants_held \
+    mc_transfer_same_host_range_grants_total \
     'mc_store_refused_total{reason="overloaded"}' 'mc_store_refused_total{reason="access_denied"}'; do
     grep -q "^# TYPE ${f%%\{*} " <<<"$page" || { echo "no TYPE line for $f"; return 1; }
     awk -v s="$f " 'index($0, s) == 1 { found = 1 } END { exit !found }' <<<"$page" ||

@@ -86,6 +86,9 @@ void transfer_metrics(exposition& e, const mc::transfer::engine_stats& t) {
            static_cast<double>(t.revoked_with_grants));
   e.single("mc_transfer_same_host_grants_held", "gauge", "Same-host grants peers hold on our regions now.",
            static_cast<double>(t.same_host_grants_held));
+  e.single("mc_transfer_same_host_range_grants_total", "counter",
+           "Same-host grants given for a run of ranges under one token at once.",
+           static_cast<double>(t.same_host_range_grants));
 }
 
 /// The client's ordering of publishes and removals at the master.
