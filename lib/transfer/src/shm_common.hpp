@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstring>
 #include <optional>
+#include <span>
 #include <string>
 
 namespace mc::transfer::detail::shm {
@@ -165,6 +166,20 @@ inline task<result<header>> recv_header_fd(unix_socket& s, unique_fd& fd) {
   }
   co_return decode(hb);
 }
+
+/// A grant request: its header, then the requested lease end (the item's
+/// deadline), for the part of `it` from `done` on (shm_grants.cpp). Returns
+/// the bytes written: grant_request_size.
+inline constexpr std::size_t grant_request_size = header_size + 8;
+std::size_t encode_grant(std::byte* out, std::uint64_t id, const transfer_item& it, std::uint64_t done);
+
+/// One grant_ranges request for `run` (2..max_ranges_per_grant items of one
+/// direction under one token; the peer told it serves them): the header
+/// names the first item's range, then the requested lease (the earliest
+/// deadline of the run), the count and the other ranges (shm_grants.cpp).
+/// Returns the bytes written: header_size + 16 * run.size(), less than the
+/// run's single requests (grant_request_size each).
+std::size_t encode_grant_ranges(std::byte* out, std::uint64_t id, std::span<transfer_item* const> run);
 
 /// The mapping of the peer's shared memory a grant answer names (address
 /// = its start there, length = its id; 0: none): from this thread's cache,

@@ -203,55 +203,6 @@ class shm_transport final : public transport {
     for (; next < items.size(); ++next) items[next]->finish(e);
   }
 
-  /// A grant request: its header, then the requested lease end (the item's
-  /// deadline), for the part of `it` from `done` on.
-  static constexpr std::size_t grant_request_size = header_size + 8;
-  static std::size_t encode_grant(std::byte* out, std::uint64_t id, const transfer_item& it, std::uint64_t done) {
-    header g;
-    g.op = wire_op::shm_grant;
-    g.flags = static_cast<std::uint16_t>((it.op == op_kind::write ? grant_write : 0) | grant_lease);
-    g.request_id = id;
-    g.address = it.address + done;
-    g.length = it.length - done;
-    g.token = it.token;
-    header_bytes hb;
-    encode(g, hb);
-    std::memcpy(out, hb.data(), header_size);
-    put_u64(out + header_size, to_monotonic_ns(it.deadline));
-    return grant_request_size;
-  }
-
-  /// One grant_ranges request for `run` (2..max_ranges_per_grant items of
-  /// one direction under one token; the peer told it serves them): the
-  /// header names the first item's range, then the requested lease (the
-  /// earliest deadline of the run), the count and the other ranges. Its
-  /// size: header_size + 16 * run.size(), less than the run's single
-  /// requests (grant_request_size each).
-  static std::size_t encode_grant_ranges(std::byte* out, std::uint64_t id, std::span<transfer_item* const> run) {
-    const auto& first = *run.front();
-    header g;
-    g.op = wire_op::shm_grant;
-    g.flags = static_cast<std::uint16_t>((first.op == op_kind::write ? grant_write : 0) | grant_lease | grant_ranges);
-    g.request_id = id;
-    g.address = first.address;
-    g.length = first.length;
-    g.token = first.token;
-    header_bytes hb;
-    encode(g, hb);
-    std::memcpy(out, hb.data(), header_size);
-    auto deadline = first.deadline;
-    for (auto* it : run) deadline = std::min(deadline, it->deadline);
-    put_u64(out + header_size, to_monotonic_ns(deadline));
-    put_u64(out + header_size + 8, run.size());
-    std::size_t at = header_size + 16;
-    for (auto* it : run.subspan(1)) {
-      put_u64(out + at, it->address);
-      put_u64(out + at + 8, it->length);
-      at += 16;
-    }
-    return at;
-  }
-
   /// Grant, copy (chunked, leased), release; again for the rest when a lease
   /// ends first. An error result means the connection is unusable; a refusal
   /// finishes the item and returns success.
