@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstring>
 #include <random>
+#include <time.h>
 
 using namespace std::chrono_literals;
 using namespace mc::transfer;
@@ -84,6 +85,7 @@ struct tick_report {
   int ticks = 0;
   std::chrono::steady_clock::duration max_gap{};
   std::chrono::steady_clock::duration copy_took{};
+  std::chrono::nanoseconds copy_cpu{};  // the runtime thread's CPU time during the copy
   bool ok = false;
   std::atomic<bool> copying{false};
 };
@@ -105,15 +107,23 @@ mc::task<int> ticker(std::atomic<bool>* done, tick_report* rep) {
   co_return 0;
 }
 
+std::chrono::nanoseconds thread_cpu_now() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec);
+}
+
 mc::task<int> copier(engine* a, std::span<const std::byte> src, remote_buffer d, std::atomic<bool>* done,
                      tick_report* rep) {
   // Let the ticker arm its first timer before the copy starts.
   boost::asio::steady_timer settle(co_await boost::asio::this_coro::executor, 5ms);
   co_await settle.async_wait(boost::asio::use_awaitable);
   const auto t0 = std::chrono::steady_clock::now();
+  const auto c0 = thread_cpu_now();  // one runtime thread: the copy starts and ends on it
   rep->copying = true;
   auto w = co_await a->write(src, d, 30s);
   rep->copy_took = std::chrono::steady_clock::now() - t0;
+  rep->copy_cpu = thread_cpu_now() - c0;
   rep->ok = w.has_value();
   done->store(true);
   co_return 0;
@@ -186,15 +196,19 @@ TEST_SUITE("transfer_trust") {
       REQUIRE(rep.ok);
       CHECK(mc::test::checksum(target.data(), target.size()) == mc::test::checksum(src.data(), src.size()));
       using us = std::chrono::microseconds;
-      MESSAGE("copy " << std::chrono::duration_cast<us>(rep.copy_took).count() << " us, ticks " << rep.ticks
-                      << ", longest gap " << std::chrono::duration_cast<us>(rep.max_gap).count() << " us");
+      MESSAGE("copy " << std::chrono::duration_cast<us>(rep.copy_took).count() << " us ("
+                      << std::chrono::duration_cast<us>(rep.copy_cpu).count() << " us on the thread's CPU), ticks "
+                      << rep.ticks << ", longest gap " << std::chrono::duration_cast<us>(rep.max_gap).count() << " us");
       // One <= 1 MiB chunk between yields: the ticker runs all through the
       // copy (a whole-item copy would not let it tick at all meanwhile). The
       // longest gap is only reported: on a loaded 2-core host the scheduler
-      // alone can stretch one gap. A fast copy (clang's ASan memcpy moves
-      // 64 MiB in ~5 ms) leaves room for fewer 2 ms ticks: expect one per
-      // 4 ms of copying, up to 3 (a copy that never yields ticks 0 times).
-      const long expected = std::min<long>(3, long(rep.copy_took / 4ms));
+      // alone can stretch one gap. The ticks expected follow the time the
+      // thread ran (its CPU clock), not the wall clock: a thread descheduled
+      // for 10 ms sees one late tick, not five. A fast copy (clang's ASan
+      // memcpy moves 64 MiB in ~5 ms) leaves room for fewer 2 ms ticks:
+      // expect one per 4 ms the thread ran, up to 3 (a copy that never
+      // yields ticks 0 times).
+      const long expected = std::min<long>(3, long(rep.copy_cpu / 4ms));
       CHECK(rep.ticks >= expected);
     }
   }
