@@ -28,7 +28,7 @@ ARPC=12745 BRPC=12746 CRPC=12747 DRPC=12748  # derived HTTP: 9480, 9481 (A, B)
 AHTTP=9480 BHTTP=9481 CHTTP=19293
 M="http://127.0.0.1:$MHTTP"
 spawn master "$BIN/mooncake_master" --deployment_mode P2P --rpc_port $MRPC --metrics_port $MHTTP \
-  --http_host 127.0.0.1 --client_ttl 1000 --client_drop_ttl 60000
+  --http_host 127.0.0.1 --client_ttl 3000 --client_drop_ttl 60000
 wait_port 127.0.0.1 $MHTTP 20 || exit 1
 TIERS='{"tiers":[{"type":"DRAM","capacity":67108864,"priority":100}]}'
 spec_node() {  # spec_node NAME TE_PORT RPC_PORT EXTRA...: the spec's launch command
@@ -65,9 +65,11 @@ sd() { "${C[@]}" -f "$M/prometheus/targets"; }
 targets() { sd | jq -r '[.[].targets[]] | sort | join(",")'; }
 want="127.0.0.1:$MHTTP,127.0.0.1:$CHTTP,127.0.0.1:$AHTTP,127.0.0.1:$BHTTP"
 want=$(tr , '\n' <<<"$want" | sort | paste -sd,)
-check "/prometheus/targets lists the master and every node with HTTP (A, B, C), not D" \
-  test "$(targets)" = "$want"
-check "...as HTTP SD JSON: target groups with string labels (role, client id)" bash -c "
+# The listing follows health (a 3 s TTL): on a loaded host a heartbeat can be
+# late and a node briefly absent, so each listing check waits until it holds.
+targets_are() { test "$(targets)" = "$1"; }
+check "/prometheus/targets lists the master and every node with HTTP (A, B, C), not D" wait_for 20 targets_are "$want"
+check "...as HTTP SD JSON: target groups with string labels (role, client id)" wait_for 20 bash -c "
   curl -sS '$M/prometheus/targets' | jq -e '
     all(.[]; (.targets | type) == \"array\" and (.labels | to_entries | all(.value | type == \"string\"))) and
     ([.[] | select(.labels.mc_role == \"master\")] | length) == 1 and
@@ -94,6 +96,6 @@ fi
 kill -STOP "$B_PID"
 check "B leaves /prometheus/targets once its heartbeats stop" \
   wait_for 20 bash -c "! curl -sS -f '$M/prometheus/targets' | grep '127.0.0.1:$BHTTP' >/dev/null"
-check "...while A stays" bash -c "curl -sS -f '$M/prometheus/targets' | grep '127.0.0.1:$AHTTP' >/dev/null"
+check "...while A stays" wait_for 20 bash -c "curl -sS -f '$M/prometheus/targets' | grep '127.0.0.1:$AHTTP' >/dev/null"
 kill -CONT "$B_PID"
 finish
