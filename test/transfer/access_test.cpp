@@ -184,6 +184,28 @@ TEST_SUITE("transfer_trust") {
     CHECK(t.b->stats().same_host_grants_held == 0);  // every grant was released
   }
 
+  TEST_CASE("a same-host peer handing out dead leases costs a bounded number of grants, then TRANSFER_FAIL") {
+    ::setenv("MC_TRANSFER_TEST_MAX_LEASE_US", "0", 1);  // every lease of b ends when it is granted
+    // One runtime thread: the item is not spread over several (one part).
+    two_engines t(loopback_options(transport_kind::same_host), loopback_options(transport_kind::same_host), 1);
+    ::unsetenv("MC_TRANSFER_TEST_MAX_LEASE_US");
+    std::vector<std::uint8_t> target((8u << 20) + 5);  // one item (above a window's largest)
+    auto reg = t.b->register_memory(target.data(), target.size());
+    auto src = mc::test::random_bytes(target.size(), 7);
+    auto w = t.rt.block_on(t.a->write(cbytes(src), reg->describe(), 30s));
+    REQUIRE_FALSE(w.has_value());
+    CHECK(mc::is(w.error(), mc::errc::transfer_fail));
+    CHECK(t.b->stats().served_write_ops == 32);  // 32 dead grants in a row, then the item fails
+    CHECK(std::all_of(target.begin(), target.end(), [](std::uint8_t x) { return x == 0; }));
+    // A small item ends the same way.
+    std::vector<std::uint8_t> small(4099, 1);
+    auto w2 = t.rt.block_on(t.a->write(cbytes(small), reg->describe(), 30s));
+    REQUIRE_FALSE(w2.has_value());
+    CHECK(mc::is(w2.error(), mc::errc::transfer_fail));
+    CHECK(t.b->stats().served_write_ops == 64);
+    CHECK(std::all_of(target.begin(), target.end(), [](std::uint8_t x) { return x == 0; }));
+  }
+
   TEST_CASE("a timer on the same runtime thread keeps firing during a 64 MiB same-host or in-process copy") {
     for (auto force : {transport_kind::same_host, transport_kind::in_process}) {
       CAPTURE(to_string(force));

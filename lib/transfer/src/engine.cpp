@@ -91,10 +91,11 @@ engine_impl::engine_impl(mc::runtime::runtime& rt, engine_options opts)
   // Test hook: behave as if the kernel refused cross-memory attach (EPERM).
   if (const char* v = std::getenv("MC_TRANSFER_TEST_REFUSE_CMA"); v && *v == '1') refuse_cma_for_tests_ = true;
   if (const char* v = std::getenv("MC_TRANSFER_TEST_LEGACY_GRANTS"); v && *v == '1') legacy_grants_for_tests_ = true;
-  // Test hook: short same-host leases (re-grants mid-copy).
+  // Test hook: short same-host leases (re-grants mid-copy); "0": every lease
+  // ends when it is granted (a peer handing out dead leases).
   if (const char* v = std::getenv("MC_TRANSFER_TEST_MAX_LEASE_US")) {
     const auto us = std::strtoull(v, nullptr, 10);
-    if (us >= 100 && us <= 1'000'000) max_lease_ns_ = us * 1000;
+    if ((us >= 100 && us <= 1'000'000) || (us == 0 && v[0] == '0' && v[1] == '\0')) max_lease_ns_ = us * 1000;
   }
   for (std::size_t i = 0; i < rt_.size(); ++i) {
     auto ts = std::make_unique<thread_state>();
