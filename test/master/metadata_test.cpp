@@ -766,6 +766,11 @@ TEST_SUITE("master metadata") {
   TEST_CASE("many keys: lookups, removals and paged remove_matching over a large table") {
     mc::master::metadata_options o;
     o.shards = 8;
+    // Nobody heartbeats here: TTLs past the test's length (under ASan on a
+    // loaded host it ran longer than the default 10 s route TTL, and the
+    // silent clients' keys stopped being served midway).
+    o.route_ttl = std::chrono::hours(1);
+    o.drop_ttl = std::chrono::hours(2);
     metadata m(o);
     constexpr std::uint64_t clients = 7, keys = 100'000;
     for (std::uint64_t c = 0; c < clients; ++c) REQUIRE(m.register_client(client(mc::test::numbered("c", c))));
