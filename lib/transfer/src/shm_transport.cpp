@@ -214,15 +214,9 @@ class shm_transport final : public transport {
       co_return result<void>{};
     }
     std::uint64_t done = 0;
-    // Grants in a row that moved nothing: the lease was over before the
-    // first chunk. On a loaded host the answer can wait longer than a short
-    // lease (a test's 3 ms lease under 4 sanitizer processes on 2 cores: 4 in
-    // 10 grants dead, up to 9 in a row), so asking again is right; the bound
-    // caps what a peer handing out dead leases costs (that many round trips,
-    // then transfer_fail).
-    int idle_grants = 0;
+    int dead_grants = 0;  // in a row: grants that moved nothing (max_dead_grants)
     while (done < it.length) {
-      if (++idle_grants > max_dead_grants) co_return fail(errc::transfer_fail);
+      if (++dead_grants > max_dead_grants) co_return fail(errc::transfer_fail);
       std::array<std::byte, grant_request_size> out{};
       const auto id = c.next_id++;
       encode_grant(out.data(), id, it, done);
@@ -239,7 +233,7 @@ class shm_transport final : public transport {
       const auto before = done;
       auto copied = co_await copy(static_cast<pid_t>(c.peer_pid), it, done,
                                   std::min(resp->token, to_monotonic_ns(it.deadline)), mapped->get());
-      if (done != before) idle_grants = 0;
+      if (done != before) dead_grants = 0;
       header rel;
       rel.op = wire_op::shm_release;
       rel.request_id = id;
@@ -260,6 +254,11 @@ class shm_transport final : public transport {
   }
 
   /// Grants in a row whose lease was over before anything moved, at most.
+  /// On a loaded host the answer can wait longer than a short lease (a
+  /// test's 3 ms lease under 4 sanitizer processes on 2 cores: 4 in 10
+  /// grants dead, up to 9 in a row), so asking again is right; the bound
+  /// caps what a peer handing out dead leases costs (that many round trips,
+  /// then transfer_fail).
   static constexpr int max_dead_grants = 32;
 
   /// Items a window takes at most (the target's bound on outstanding grants
