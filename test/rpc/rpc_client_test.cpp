@@ -1,4 +1,5 @@
 #include "mc/rpc/protocol.hpp"
+#include "mc/runtime/when_all.hpp"
 #include "rpc_fixture.hpp"
 
 #include <cstdlib>
@@ -15,6 +16,18 @@ task<mc::result<void>> echo(std::string ep) {
   auto req = cli->echoRequest();
   req.setData(kj::StringPtr("x").asBytes());
   auto resp = co_await mc::rpc::call(req.send());
+  if (!resp) co_return resp.error();
+  co_return mc::result<void>{};
+}
+
+/// TestService.sleep(ms) under `timeout` (the server answers after `ms`;
+/// nothing crosses the connection meanwhile).
+task<mc::result<void>> sleep_call(std::string ep, std::uint32_t ms, mc::duration timeout) {
+  auto cli = co_await mc::rpc::connect<TestService>(ep, "test");
+  if (!cli) co_return cli.error();
+  auto req = cli->sleepRequest();
+  req.setMs(ms);
+  auto resp = co_await mc::rpc::call(req.send(), timeout);
   if (!resp) co_return resp.error();
   co_return mc::result<void>{};
 }
@@ -63,6 +76,65 @@ TEST_SUITE("rpc_client") {
     // leave one unused past the 100 ms idle timeout mid-loop) or still cached.
     CHECK(r->opened == r->evicted + r->idle_closed + r->cached);
     // Idle close: nothing used for longer than idle_timeout.
+    auto idle = f.rt.block_on(
+        []() -> task<mc::rpc::client_stats> {
+          co_await mc::sleep_for(std::chrono::milliseconds(400));
+          co_return mc::rpc::thread_client_stats();
+        }(),
+        2);
+    CHECK(idle.cached == 0);
+    CHECK(idle.idle_closed >= 1);
+    for (auto& s : extra) s->stop();
+  }
+
+  TEST_CASE("a connection a call waits on is neither closed idle nor evicted while another is free") {
+    mc::rpc::client_options co;
+    co.max_connections = 2;
+    co.idle_timeout = std::chrono::milliseconds(50);  // swept every 12.5 ms
+    options_guard guard(co);
+    rpc_fixture f;
+    std::vector<std::unique_ptr<mc::rpc::server>> extra;
+    std::vector<std::string> eps{f.endpoint()};
+    for (int i = 0; i < 2; ++i) {
+      extra.push_back(std::make_unique<mc::rpc::server>(f.rt, local_options()));
+      add_test_services(*extra.back());
+      REQUIRE(extra.back()->start());
+      eps.push_back("127.0.0.1:" + std::to_string(extra.back()->port()));
+    }
+    SUBCASE("a call ten times longer than the idle timeout, no byte on the wire meanwhile") {
+      auto r = f.rt.block_on(
+          [](std::string ep) -> task<mc::result<mc::rpc::client_stats>> {
+            if (auto s = co_await sleep_call(ep, 500, std::chrono::seconds(20)); !s) co_return s.error();
+            co_return mc::rpc::thread_client_stats();
+          }(eps[0]),
+          2);
+      REQUIRE_MESSAGE(r.has_value(), (r ? std::string() : r.error().message()));
+      CHECK(r->idle_closed == 0);
+      CHECK(r->cached == 1);
+    }
+    SUBCASE("a call that timed out (cancelled: its Finish sent) no longer holds its connection") {
+      auto r = f.rt.block_on(sleep_call(eps[0], 5000, std::chrono::milliseconds(100)), 2);
+      REQUIRE_FALSE(r.has_value());
+      CHECK(mc::is(r.error(), errc::timeout));
+    }
+    SUBCASE("a new peer evicts the idle connection, not the least recently used one a call waits on") {
+      auto r = f.rt.block_on(
+          [](std::vector<std::string> eps) -> task<mc::result<void>> {
+            std::vector<task<mc::result<void>>> work;
+            work.push_back(sleep_call(eps[0], 500, std::chrono::seconds(20)));
+            work.push_back([](std::vector<std::string> eps) -> task<mc::result<void>> {
+              co_await mc::sleep_for(std::chrono::milliseconds(100));  // the sleep call is on its way
+              if (auto e = co_await echo(eps[1]); !e) co_return e;     // cached: eps[0] (busy), eps[1]
+              co_return co_await echo(eps[2]);                         // room needed: eps[1] goes
+            }(eps));
+            for (auto& x : co_await mc::when_all(std::move(work)))
+              if (!x) co_return x;
+            co_return mc::result<void>{};
+          }(eps),
+          2);
+      CHECK_MESSAGE(r.has_value(), (r ? std::string() : r.error().message()));
+    }
+    // Afterwards nothing waits on any connection: all are closed idle.
     auto idle = f.rt.block_on(
         []() -> task<mc::rpc::client_stats> {
           co_await mc::sleep_for(std::chrono::milliseconds(400));

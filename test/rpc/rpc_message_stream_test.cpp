@@ -3,10 +3,13 @@
 // segment layout, buffers reused and the pool bounded, hostile segment
 // tables refused before anything is allocated, EOF inside a message an
 // error and EOF between messages a clean end. Every RPC connection reads
-// through this stream, so the RPC suites cover it end to end as well.
+// through this stream, so the RPC suites cover it end to end as well. The
+// call ledger (which RPC questions are open) follows Call, Bootstrap,
+// Return and Finish in both directions and ignores anything else.
 #include "message_stream.hpp"
 
 #include <capnp/message.h>
+#include <capnp/rpc.capnp.h>
 #include <capnp/serialize-async.h>
 #include <capnp/serialize.h>
 #include <doctest/doctest.h>
@@ -24,6 +27,7 @@
 
 namespace {
 
+using mc::rpc::detail::call_ledger;
 using mc::rpc::detail::pooled_message_stream;
 using mc::rpc::detail::recv_pool;
 
@@ -181,4 +185,127 @@ TEST_CASE("hostile segment tables are refused before anything is allocated") {
       CHECK_FALSE(failure_of(f).empty());
     }
   }
+}
+
+namespace {
+
+/// One rpc.capnp Message of kind `kind` ("call", "bootstrap", "return",
+/// "finish", "release") naming question `id`, and a ledger fed its segments.
+struct rpc_message {
+  capnp::MallocMessageBuilder b;
+  rpc_message(const std::string& kind, std::uint32_t id) {
+    auto m = b.getRoot<capnp::rpc::Message>();
+    if (kind == "call") m.initCall().setQuestionId(id);
+    if (kind == "bootstrap") m.initBootstrap().setQuestionId(id);
+    if (kind == "return") m.initReturn().setAnswerId(id);
+    if (kind == "finish") m.initFinish().setQuestionId(id);
+    if (kind == "release") m.initRelease().setId(id);
+  }
+  call_ledger::segments segments() { return b.getSegmentsForOutput(); }
+};
+
+void sent(call_ledger& l, const std::string& kind, std::uint32_t id) {
+  rpc_message m(kind, id);
+  l.on_sent(m.segments());
+}
+void received(call_ledger& l, const std::string& kind, std::uint32_t id) {
+  rpc_message m(kind, id);
+  l.on_received(m.segments());
+}
+
+}  // namespace
+
+TEST_CASE("the call ledger counts the questions open in each direction") {
+  SUBCASE("ours: open from Call or Bootstrap until its Return arrives or we send its Finish") {
+    call_ledger l;
+    sent(l, "bootstrap", 0);
+    sent(l, "call", 1);
+    sent(l, "call", 2);
+    CHECK(l.open() == 3);
+    received(l, "return", 0);
+    sent(l, "finish", 0);  // after its Return: nothing left to close
+    CHECK(l.open() == 2);
+    sent(l, "finish", 1);  // cancelled before its Return
+    CHECK(l.open() == 1);
+    received(l, "return", 1);  // the late Return of the cancelled call
+    CHECK(l.open() == 1);
+    received(l, "release", 2);
+    sent(l, "release", 2);
+    CHECK(l.open() == 1);
+    received(l, "return", 2);
+    CHECK(l.open() == 0);
+  }
+  SUBCASE("theirs: open from their Call until we send its Return or their Finish arrives") {
+    call_ledger l;
+    received(l, "call", 7);
+    received(l, "bootstrap", 8);
+    CHECK(l.open() == 2);
+    sent(l, "return", 7);
+    CHECK(l.open() == 1);
+    received(l, "finish", 8);
+    CHECK(l.open() == 0);
+    // A question id of ours and one of theirs are separate numbering spaces.
+    sent(l, "call", 3);
+    received(l, "call", 3);
+    CHECK(l.open() == 2);
+    received(l, "return", 3);
+    CHECK(l.open() == 1);
+    sent(l, "return", 3);
+    CHECK(l.open() == 0);
+  }
+  SUBCASE("a Return or Finish for an unknown question, or a repeated Call id, changes nothing else") {
+    call_ledger l;
+    received(l, "return", 42);
+    sent(l, "finish", 42);
+    received(l, "finish", 42);
+    sent(l, "return", 42);
+    CHECK(l.open() == 0);
+    sent(l, "call", 5);
+    sent(l, "call", 5);
+    CHECK(l.open() == 1);
+    received(l, "return", 5);
+    CHECK(l.open() == 0);
+  }
+  SUBCASE("bytes that are not an RPC message are not counted and do not throw") {
+    call_ledger l;
+    std::mt19937_64 g(11);
+    for (int i = 0; i < 200; ++i) {
+      std::vector<std::uint64_t> raw(1 + g() % 16);
+      for (auto& v : raw) v = g();
+      auto words = kj::heapArray<capnp::word>(raw.size());
+      std::memcpy(words.asBytes().begin(), raw.data(), raw.size() * sizeof(std::uint64_t));
+      kj::ArrayPtr<const capnp::word> seg(words.begin(), words.size());
+      l.on_received(kj::arrayPtr(&seg, 1));
+      l.on_sent(kj::arrayPtr(&seg, 1));
+    }
+    l.on_received(nullptr);
+    l.on_sent(nullptr);
+    // At most what happened to parse as a Call or Bootstrap is open.
+    CHECK(l.open() <= 400);
+  }
+}
+
+TEST_CASE("a stream that tracks calls sees them open and close through its own writes and reads") {
+  fixture f;
+  pooled_message_stream tracked{*f.pipe.ends[0], f.pool, true};
+  pooled_message_stream untracked{*f.pipe.ends[1], f.pool};
+  rpc_message call("call", 9), ret("return", 9);
+  tracked.writeMessage(nullptr, call.segments()).wait(f.ws);
+  CHECK(tracked.open_calls() == 1);
+  // The other end reads it (untracked: always 0) and answers.
+  auto in = untracked.tryReadMessage(capnp::ReaderOptions()).wait(f.ws);
+  REQUIRE(in != nullptr);
+  CHECK(untracked.open_calls() == 0);
+  untracked.writeMessage(nullptr, ret.segments()).wait(f.ws);
+  auto back = tracked.tryReadMessage(capnp::ReaderOptions()).wait(f.ws);
+  capnp::MessageReader* reader = nullptr;
+  KJ_IF_MAYBE (m, back) {
+    reader = m->get();
+  }
+  REQUIRE(reader != nullptr);
+  CHECK(tracked.open_calls() == 0);
+  // The message read is intact: the ledger peeked at it without consuming it.
+  auto root = reader->getRoot<capnp::rpc::Message>();
+  CHECK(root.isReturn());
+  CHECK(root.getReturn().getAnswerId() == 9);
 }

@@ -164,12 +164,13 @@ void client_cache::erase(const std::shared_ptr<client_connection>& c) noexcept {
 
 bool client_cache::make_room() noexcept {
   while (by_endpoint_.size() >= opts_.max_connections) {
-    // Least recently used first; connections still being opened are skipped.
+    // Least recently used first, one no call waits on if there is one;
+    // connections still being opened are skipped.
     client_connection* victim = nullptr;
     for (auto it = lru_.rbegin(); it != lru_.rend(); ++it)
-      if ((*it)->st != client_connection::state::connecting) {
+      if ((*it)->st != client_connection::state::connecting && (!victim || (victim->busy() && !(*it)->busy()))) {
         victim = *it;
-        break;
+        if (!victim->busy()) break;
       }
     if (!victim) return false;
     if (victim->st == client_connection::state::ready) ++stats_.evicted;
@@ -272,7 +273,7 @@ mc::task<mc::result<void>> client_cache::open(std::shared_ptr<client_connection>
     capnp::ReaderOptions ro;
     ro.traversalLimitInWords = std::max<std::size_t>(opts_.max_message_bytes / 8, 1024);
     c->stream = kj::mv(*stream);
-    c->messages = kj::heap<pooled_message_stream>(*c->stream, tc_.recv_buffers());
+    c->messages = kj::heap<pooled_message_stream>(*c->stream, tc_.recv_buffers(), true);
     c->network = kj::heap<capnp::TwoPartyVatNetwork>(*c->messages, capnp::rpc::twoparty::Side::CLIENT, ro);
     c->rpc = kj::heap<capnp::RpcSystem<capnp::rpc::twoparty::VatId>>(capnp::makeRpcClient(*c->network));
     capnp::word scratch[4] = {};
@@ -318,7 +319,7 @@ void client_cache::sweep() {
   for (auto& [ep, c] : by_endpoint_) {
     if (c->st == client_connection::state::broken) {
       doomed.push_back(c);
-    } else if (c->st == client_connection::state::ready && now - c->idle_since() > opts_.idle_timeout) {
+    } else if (c->st == client_connection::state::ready && !c->busy() && now - c->idle_since() > opts_.idle_timeout) {
       ++stats_.idle_closed;
       doomed.push_back(c);
     }

@@ -53,6 +53,10 @@ struct client_connection {
   kj::Promise<void> watch = nullptr;
 
   mc::time_point idle_since() const noexcept;
+  /// A call made on it has not ended yet (its messages' call_ledger): not
+  /// idle however long the wire stays silent, and evicted only when every
+  /// cached connection is busy.
+  bool busy() const noexcept { return messages && messages->open_calls() > 0; }
 };
 
 /// Connection reuse and cancellation (checked, issue 13): a connection is

@@ -1,6 +1,7 @@
 // capnp messages read into pooled buffers (see message_stream.hpp).
 #include "message_stream.hpp"
 
+#include <capnp/rpc.capnp.h>
 #include <kj/debug.h>
 
 #include <algorithm>
@@ -68,6 +69,8 @@ class pooled_reader final : public capnp::MessageReader {
     if (id >= count_) return nullptr;
     return segments()[id];
   }
+  /// Every segment of the message, in order.
+  call_ledger::segments all_segments() { return segments().slice(0, count_); }
 
  private:
   kj::ArrayPtr<kj::ArrayPtr<const capnp::word>> segments() {
@@ -83,6 +86,58 @@ class pooled_reader final : public capnp::MessageReader {
 };
 
 }  // namespace
+
+void call_ledger::on_sent(segments message) noexcept {
+  using msg = capnp::rpc::Message;
+  try {
+    capnp::SegmentArrayMessageReader reader(message);
+    auto m = reader.getRoot<msg>();
+    switch (m.which()) {
+      case msg::CALL:
+        if (asked_.size() < max_tracked) asked_.insert(m.getCall().getQuestionId());
+        break;
+      case msg::BOOTSTRAP:
+        if (asked_.size() < max_tracked) asked_.insert(m.getBootstrap().getQuestionId());
+        break;
+      case msg::FINISH:
+        asked_.erase(m.getFinish().getQuestionId());
+        break;
+      case msg::RETURN:
+        answering_.erase(m.getReturn().getAnswerId());
+        break;
+      default:
+        break;
+    }
+  } catch (...) {
+    // Not an RPC message we can read (or no memory to note it): not counted.
+  }
+}
+
+void call_ledger::on_received(segments message) noexcept {
+  using msg = capnp::rpc::Message;
+  try {
+    capnp::SegmentArrayMessageReader reader(message);
+    auto m = reader.getRoot<msg>();
+    switch (m.which()) {
+      case msg::RETURN:
+        asked_.erase(m.getReturn().getAnswerId());
+        break;
+      case msg::CALL:
+        if (answering_.size() < max_tracked) answering_.insert(m.getCall().getQuestionId());
+        break;
+      case msg::BOOTSTRAP:
+        if (answering_.size() < max_tracked) answering_.insert(m.getBootstrap().getQuestionId());
+        break;
+      case msg::FINISH:
+        answering_.erase(m.getFinish().getQuestionId());
+        break;
+      default:
+        break;
+    }
+  } catch (...) {
+    // A malformed message: the RPC system refuses it; nothing counted.
+  }
+}
 
 recv_pool::recv_pool() { free_.reserve(max_free); }
 
@@ -117,8 +172,9 @@ recv_pool::stats recv_pool::snapshot() const noexcept {
   return stats{reused_, allocated_, dropped_, free_.size(), retained_};
 }
 
-pooled_message_stream::pooled_message_stream(kj::AsyncIoStream& stream, std::shared_ptr<recv_pool> pool)
-    : stream_(stream), writer_(stream), pool_(std::move(pool)) {}
+pooled_message_stream::pooled_message_stream(kj::AsyncIoStream& stream, std::shared_ptr<recv_pool> pool,
+                                             bool track_calls)
+    : stream_(stream), writer_(stream), pool_(std::move(pool)), track_calls_(track_calls) {}
 
 kj::Promise<kj::Maybe<capnp::MessageReaderAndFds>> pooled_message_stream::tryReadMessage(kj::ArrayPtr<kj::AutoCloseFd>,
                                                                                          capnp::ReaderOptions options,
@@ -135,8 +191,10 @@ kj::Promise<kj::Maybe<capnp::MessageReaderAndFds>> pooled_message_stream::tryRea
                "Message is too large.  To increase the limit on the receiving end, see capnp::ReaderOptions.", total,
                s->options.traversalLimitInWords);
     s->buffer = s->pool->take(static_cast<std::size_t>(total));
-    return stream_.read(s->buffer.begin(), static_cast<std::size_t>(total) * word_bytes).then([s]() -> result {
-      return capnp::MessageReaderAndFds{kj::heap<pooled_reader>(*s), nullptr};
+    return stream_.read(s->buffer.begin(), static_cast<std::size_t>(total) * word_bytes).then([this, s]() -> result {
+      auto reader = kj::heap<pooled_reader>(*s);
+      if (track_calls_) calls_.on_received(reader->all_segments());
+      return capnp::MessageReaderAndFds{kj::mv(reader), nullptr};
     });
   };
 
@@ -156,11 +214,14 @@ kj::Promise<kj::Maybe<capnp::MessageReaderAndFds>> pooled_message_stream::tryRea
 
 kj::Promise<void> pooled_message_stream::writeMessage(kj::ArrayPtr<const int> fds,
                                                       kj::ArrayPtr<const kj::ArrayPtr<const capnp::word>> segments) {
+  if (track_calls_) calls_.on_sent(segments);
   return writer_.writeMessage(fds, segments);
 }
 
 kj::Promise<void> pooled_message_stream::writeMessages(
     kj::ArrayPtr<kj::ArrayPtr<const kj::ArrayPtr<const capnp::word>>> messages) {
+  if (track_calls_)
+    for (auto m : messages) calls_.on_sent(m);
   return writer_.writeMessages(messages);
 }
 

@@ -13,7 +13,9 @@
 // freed). Reused buffers never go back to the kernel, so recv() copies into
 // resident pages.
 //
-// Writes are capnp's AsyncIoMessageStream's (unchanged).
+// Writes are capnp's AsyncIoMessageStream's (unchanged). Optionally the
+// stream keeps a call_ledger of the RPC questions open on the connection
+// (the client cache does not close an "idle" connection a call still waits on).
 //
 // Thread-safety: none; a stream, its pool and every reader it returned live
 // on one thread (KJ objects are thread-confined).
@@ -23,6 +25,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <unordered_set>
 #include <vector>
 
 namespace mc::rpc::detail {
@@ -60,11 +63,37 @@ class recv_pool {
   std::uint64_t reused_ = 0, allocated_ = 0, dropped_ = 0;
 };
 
+/// The calls open on one connection, seen from the RPC messages crossing it
+/// (capnp's rpc.capnp): a question this side asked (Call, Bootstrap) is open
+/// from the moment the message is handed to the stream until its Return
+/// arrives or this side sends its Finish (a cancelled call); a question the
+/// peer asked, from its arrival until this side sends its Return or the
+/// peer's Finish arrives. Messages that do not parse, and questions beyond
+/// max_tracked per direction, are not counted.
+class call_ledger {
+ public:
+  static constexpr std::size_t max_tracked = 65536;
+  using segments = kj::ArrayPtr<const kj::ArrayPtr<const capnp::word>>;
+
+  void on_sent(segments message) noexcept;
+  void on_received(segments message) noexcept;
+  /// Questions open in both directions.
+  std::size_t open() const noexcept { return asked_.size() + answering_.size(); }
+
+ private:
+  std::unordered_set<std::uint32_t> asked_, answering_;
+};
+
 class pooled_message_stream final : public capnp::MessageStream {
  public:
   /// `stream` must outlive this object; `pool` is shared with the readers
   /// this stream returns (they give their buffer back when destroyed).
-  pooled_message_stream(kj::AsyncIoStream& stream, std::shared_ptr<recv_pool> pool);
+  /// `track_calls`: keep a call_ledger of the messages written and read
+  /// (open_calls()); off, open_calls() is always 0.
+  pooled_message_stream(kj::AsyncIoStream& stream, std::shared_ptr<recv_pool> pool, bool track_calls = false);
+
+  /// Calls open on this connection (call_ledger::open()), when tracked.
+  std::size_t open_calls() const noexcept { return calls_.open(); }
 
   /// Reads one message (null at a clean EOF between messages). The segment
   /// table is checked before anything is allocated: fewer than 512
@@ -87,6 +116,8 @@ class pooled_message_stream final : public capnp::MessageStream {
   kj::AsyncIoStream& stream_;
   capnp::AsyncIoMessageStream writer_;
   std::shared_ptr<recv_pool> pool_;
+  bool track_calls_;
+  call_ledger calls_;
 };
 
 }  // namespace mc::rpc::detail

@@ -25,9 +25,10 @@ namespace mc::rpc {
 /// never unbounded).
 struct client_options {
   /// Connections cached per runtime thread; the least recently used one is
-  /// closed when a new peer needs a slot.
+  /// closed when a new peer needs a slot (one no call waits on, if any).
   std::size_t max_connections = 64;
-  /// A cached connection unused (no connect(), no bytes) for this long is closed.
+  /// A cached connection unused (no connect(), no bytes, no call of this
+  /// thread still waiting on it) for this long is closed.
   mc::duration idle_timeout = std::chrono::seconds(60);
   /// Bound on TCP connect + service lookup.
   mc::duration connect_timeout = std::chrono::seconds(3);

@@ -44,7 +44,8 @@ struct server_options {
   /// Largest incoming message (capnp traversal limit = this / 8 words); a
   /// bigger one drops the connection that sent it.
   std::size_t max_message_bytes = std::size_t{64} << 20;
-  /// A connection with no traffic for this long is closed.
+  /// A connection with no traffic for this long is closed (even while one of
+  /// its calls is still being served: bound handlers by a shorter deadline).
   mc::duration idle_timeout = std::chrono::seconds(300);
   /// A connection whose unsent replies exceed this (peer not reading) is closed.
   std::size_t max_outgoing_bytes = std::size_t{256} << 20;
