@@ -181,6 +181,10 @@ std::size_t encode_grant(std::byte* out, std::uint64_t id, const transfer_item& 
 /// run's single requests (grant_request_size each).
 std::size_t encode_grant_ranges(std::byte* out, std::uint64_t id, std::span<transfer_item* const> run);
 
+/// Whether a grant answer names a mapping of the peer's shared memory
+/// (address = its start there, length = its id; either 0: none).
+inline bool names_mapping(const header& grant) noexcept { return grant.length != 0 && grant.address != 0; }
+
 /// The mapping of the peer's shared memory a grant answer names (address
 /// = its start there, length = its id; 0: none): from this thread's cache,
 /// from another thread's (one mapping per process), or fetched now over

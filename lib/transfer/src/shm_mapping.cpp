@@ -55,7 +55,7 @@ task<result<std::shared_ptr<peer_mapping>>> mapping_for(engine_impl& eng, thread
                                                         const header& grant) {
   using ptr = std::shared_ptr<peer_mapping>;
   const std::uint64_t id = grant.length, base = grant.address;
-  if (id == 0 || base == 0 || eng.refuse_cma_for_tests_) co_return ptr{};
+  if (!names_mapping(grant) || eng.refuse_cma_for_tests_) co_return ptr{};
   const auto now = std::chrono::steady_clock::now();
   auto same = [&](const peer_mapping& m) {
     return m.instance == c.peer_instance && m.id == id && m.remote_base == base;

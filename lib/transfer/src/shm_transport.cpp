@@ -382,13 +382,24 @@ class shm_transport final : public transport {
     std::array<std::size_t, window_items> rest{};
     std::array<iovec, window_items> l{}, r{};
     std::size_t nrest = 0, since_yield = 0;
+    // The items of a run share one answer, hence one mapping: asked for once
+    // per run (a vLLM window is 256 pieces in 4 runs), not per item.
+    std::shared_ptr<peer_mapping> mapped;
+    const header* mapped_for = nullptr;
     for (std::size_t i = 0; i < g && !stopped; ++i) {
       auto* it = granted[i];
-      auto mapped = co_await mapping_for(eng_, ts, c, answer[i]);
-      if (!mapped) co_return mapped.error();
-      std::byte* p = *mapped ? (*mapped)->at(it->address, it->length) : nullptr;
+      if (!names_mapping(answer[i])) {
+        mapped = nullptr;
+        mapped_for = nullptr;
+      } else if (!mapped_for || mapped_for->length != answer[i].length || mapped_for->address != answer[i].address) {
+        auto m = co_await mapping_for(eng_, ts, c, answer[i]);
+        if (!m) co_return m.error();
+        mapped = std::move(*m);
+        mapped_for = &answer[i];
+      }
+      std::byte* p = mapped ? mapped->at(it->address, it->length) : nullptr;
       if (p != nullptr && monotonic_ns() < lease_end) {
-        copy_mapped(**mapped, it->op, it->local, p, static_cast<std::size_t>(it->length));
+        copy_mapped(*mapped, it->op, it->local, p, static_cast<std::size_t>(it->length));
         finished[i] = true;
         since_yield += it->length;
         if (since_yield >= max_copy_chunk) {
