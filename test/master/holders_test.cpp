@@ -84,9 +84,14 @@ TEST_SUITE("master_holders") {
   }
 
   TEST_CASE("a sweep drops every silent client in one pass; an unregister without entries makes none") {
+    // Wall-clock TTLs: a, b and c are silent for longer than drop_ttl by
+    // construction (the wait below); "live" speaks every 5 ms and once more
+    // right before the sweep, so only a stall of over 150 ms between that
+    // heartbeat and the sweep could drop it (a loaded CI host stalled the
+    // 5 ms loop past the 30 ms this test used before).
     mc::master::metadata_options o;
-    o.route_ttl = 10ms;
-    o.drop_ttl = 30ms;
+    o.route_ttl = 50ms;
+    o.drop_ttl = 150ms;
     metadata m(o);
     for (const char* id : {"a", "b", "c", "live"}) REQUIRE(m.register_client(client(id)));
     for (int i = 0; i < 30; ++i) REQUIRE(m.add_replica(key(i), i % 3 == 0 ? "a" : i % 3 == 1 ? "b" : "c", 8, 1));
@@ -94,19 +99,22 @@ TEST_SUITE("master_holders") {
     REQUIRE(m.add_replica("shared", "live", 8, 2));  // supersedes a's copy
     REQUIRE(m.add_replica("live-key", "live", 8, 1));
     const auto t0 = m.table();
-    auto until = std::chrono::steady_clock::now() + 60ms;
+    auto until = std::chrono::steady_clock::now() + 200ms;
     while (std::chrono::steady_clock::now() < until) {
       REQUIRE(m.heartbeat("live", 0, 1000));
       std::this_thread::sleep_for(5ms);
     }
+    REQUIRE(m.heartbeat("live", 0, 1000));
     auto dropped = m.sweep();
     std::sort(dropped.begin(), dropped.end());
-    CHECK(dropped == std::vector<std::string>{"a", "b", "c"});
+    REQUIRE(dropped == std::vector<std::string>{"a", "b", "c"});
     CHECK(m.table().scans == t0.scans + 1);
     CHECK(m.key_count() == 2);
     CHECK(m.replica_count() == 2);
     for (int i = 0; i < 30; ++i) CHECK(mc::is(m.lookup(key(i)).error(), mc::errc::object_not_found));
-    CHECK(m.lookup("shared")->replicas.at(0).client_id == "live");
+    auto shared = m.lookup("shared");
+    REQUIRE(shared.has_value());
+    CHECK(shared->replicas.at(0).client_id == "live");
     // Swept keys are orphans: a remove while their holder is away still
     // refuses its re-publish when it comes back.
     CHECK(mc::is(m.remove_key(key(0)).error(), mc::errc::object_not_found));

@@ -255,30 +255,37 @@ TEST_SUITE("master metadata") {
   }
 
   TEST_CASE("a silent client first stops receiving routes, then is dropped with its replicas") {
+    // Wall-clock TTLs with margins a loaded host keeps: a's silence passes
+    // route_ttl by construction (the waits below are lower bounds); b
+    // heartbeats right before each check, so only a stall of over 100 ms
+    // there could make it suspect, and a is dropped early only if the
+    // first phase overran by 850 ms.
     mc::master::metadata_options o;
-    o.route_ttl = 30ms;
-    o.drop_ttl = 120ms;
+    o.route_ttl = 100ms;
+    o.drop_ttl = 1000ms;
     metadata m(o);
     REQUIRE(m.register_client(client("a")));
     REQUIRE(m.register_client(client("b")));
     REQUIRE(m.add_replica("k", "a", 1, 1));
     REQUIRE(m.add_replica("k", "b", 1, 1));
     // Keep b alive, let a go silent.
-    auto until = std::chrono::steady_clock::now() + 60ms;
+    auto until = std::chrono::steady_clock::now() + 150ms;
     while (std::chrono::steady_clock::now() < until) {
       REQUIRE(m.heartbeat("b", 0, 1000));
       std::this_thread::sleep_for(5ms);
     }
+    REQUIRE(m.heartbeat("b", 0, 1000));
     auto cl = m.clients();
     CHECK(cl[0].state == mc::master::health::suspect);
     CHECK(m.lookup("k")->replicas.size() == 1);
     CHECK(m.write_route(1, "b").has_error());
     CHECK(m.sweep().empty());
-    until = std::chrono::steady_clock::now() + 100ms;
+    until = std::chrono::steady_clock::now() + 900ms;
     while (std::chrono::steady_clock::now() < until) {
       REQUIRE(m.heartbeat("b", 0, 1000));
       std::this_thread::sleep_for(5ms);
     }
+    REQUIRE(m.heartbeat("b", 0, 1000));
     auto dropped = m.sweep();
     REQUIRE(dropped.size() == 1);
     CHECK(dropped[0] == "a");
