@@ -32,6 +32,26 @@ task<mc::result<void>> sleep_call(std::string ep, std::uint32_t ms, mc::duration
   co_return mc::result<void>{};
 }
 
+/// `n` test servers besides `f`'s, stopped when this goes; `eps`: f's
+/// endpoint, then theirs.
+struct more_servers {
+  more_servers(rpc_fixture& f, int n) : eps{f.endpoint()} {
+    for (int i = 0; i < n; ++i) {
+      servers.push_back(std::make_unique<mc::rpc::server>(f.rt, local_options()));
+      add_test_services(*servers.back());
+      REQUIRE(servers.back()->start());
+      eps.push_back("127.0.0.1:" + std::to_string(servers.back()->port()));
+    }
+  }
+  ~more_servers() {
+    for (auto& s : servers) s->stop();
+  }
+  more_servers(const more_servers&) = delete;
+  more_servers& operator=(const more_servers&) = delete;
+  std::vector<std::unique_ptr<mc::rpc::server>> servers;
+  std::vector<std::string> eps;
+};
+
 struct options_guard {
   explicit options_guard(const mc::rpc::client_options& o) : saved(mc::rpc::get_client_options()) {
     mc::rpc::set_client_options(o);
@@ -49,14 +69,8 @@ TEST_SUITE("rpc_client") {
     co.idle_timeout = std::chrono::milliseconds(100);
     options_guard guard(co);
     rpc_fixture f;
-    std::vector<std::unique_ptr<mc::rpc::server>> extra;
-    std::vector<std::string> eps{f.endpoint()};
-    for (int i = 0; i < 5; ++i) {
-      extra.push_back(std::make_unique<mc::rpc::server>(f.rt, local_options()));
-      add_test_services(*extra.back());
-      REQUIRE(extra.back()->start());
-      eps.push_back("127.0.0.1:" + std::to_string(extra.back()->port()));
-    }
+    more_servers more(f, 5);
+    const auto& eps = more.eps;
     auto r = f.rt.block_on(
         [](std::vector<std::string> eps) -> task<mc::result<mc::rpc::client_stats>> {
           std::size_t max_seen = 0;
@@ -84,7 +98,6 @@ TEST_SUITE("rpc_client") {
         2);
     CHECK(idle.cached == 0);
     CHECK(idle.idle_closed >= 1);
-    for (auto& s : extra) s->stop();
   }
 
   TEST_CASE("a connection a call waits on is neither closed idle nor evicted while another is free") {
@@ -93,14 +106,8 @@ TEST_SUITE("rpc_client") {
     co.idle_timeout = std::chrono::milliseconds(50);  // swept every 12.5 ms
     options_guard guard(co);
     rpc_fixture f;
-    std::vector<std::unique_ptr<mc::rpc::server>> extra;
-    std::vector<std::string> eps{f.endpoint()};
-    for (int i = 0; i < 2; ++i) {
-      extra.push_back(std::make_unique<mc::rpc::server>(f.rt, local_options()));
-      add_test_services(*extra.back());
-      REQUIRE(extra.back()->start());
-      eps.push_back("127.0.0.1:" + std::to_string(extra.back()->port()));
-    }
+    more_servers more(f, 2);
+    const auto& eps = more.eps;
     SUBCASE("a call ten times longer than the idle timeout, no byte on the wire meanwhile") {
       auto r = f.rt.block_on(
           [](std::string ep) -> task<mc::result<mc::rpc::client_stats>> {
@@ -143,7 +150,6 @@ TEST_SUITE("rpc_client") {
         2);
     CHECK(idle.cached == 0);
     CHECK(idle.idle_closed >= 1);
-    for (auto& s : extra) s->stop();
   }
 
   TEST_CASE("the calling thread's cache can be closed and is rebuilt on the next call") {

@@ -87,55 +87,34 @@ class pooled_reader final : public capnp::MessageReader {
 
 }  // namespace
 
-void call_ledger::on_sent(segments message) noexcept {
+void call_ledger::note(segments message, std::unordered_set<std::uint32_t>& opened,
+                       std::unordered_set<std::uint32_t>& answered) noexcept {
+  // A message in one direction opens a question of its sender (Call,
+  // Bootstrap), closes one of its sender (Finish) or answers one of the
+  // other side (Return).
   using msg = capnp::rpc::Message;
   try {
     capnp::SegmentArrayMessageReader reader(message);
     auto m = reader.getRoot<msg>();
     switch (m.which()) {
       case msg::CALL:
-        if (asked_.size() < max_tracked) asked_.insert(m.getCall().getQuestionId());
+        if (opened.size() < max_tracked) opened.insert(m.getCall().getQuestionId());
         break;
       case msg::BOOTSTRAP:
-        if (asked_.size() < max_tracked) asked_.insert(m.getBootstrap().getQuestionId());
+        if (opened.size() < max_tracked) opened.insert(m.getBootstrap().getQuestionId());
         break;
       case msg::FINISH:
-        asked_.erase(m.getFinish().getQuestionId());
+        opened.erase(m.getFinish().getQuestionId());
         break;
       case msg::RETURN:
-        answering_.erase(m.getReturn().getAnswerId());
+        answered.erase(m.getReturn().getAnswerId());
         break;
       default:
         break;
     }
   } catch (...) {
-    // Not an RPC message we can read (or no memory to note it): not counted.
-  }
-}
-
-void call_ledger::on_received(segments message) noexcept {
-  using msg = capnp::rpc::Message;
-  try {
-    capnp::SegmentArrayMessageReader reader(message);
-    auto m = reader.getRoot<msg>();
-    switch (m.which()) {
-      case msg::RETURN:
-        asked_.erase(m.getReturn().getAnswerId());
-        break;
-      case msg::CALL:
-        if (answering_.size() < max_tracked) answering_.insert(m.getCall().getQuestionId());
-        break;
-      case msg::BOOTSTRAP:
-        if (answering_.size() < max_tracked) answering_.insert(m.getBootstrap().getQuestionId());
-        break;
-      case msg::FINISH:
-        answering_.erase(m.getFinish().getQuestionId());
-        break;
-      default:
-        break;
-    }
-  } catch (...) {
-    // A malformed message: the RPC system refuses it; nothing counted.
+    // Not an RPC message we can read (the RPC system refuses it), or no
+    // memory to note it: not counted.
   }
 }
 

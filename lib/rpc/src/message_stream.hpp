@@ -75,13 +75,17 @@ class call_ledger {
   static constexpr std::size_t max_tracked = 65536;
   using segments = kj::ArrayPtr<const kj::ArrayPtr<const capnp::word>>;
 
-  void on_sent(segments message) noexcept;
-  void on_received(segments message) noexcept;
+  void on_sent(segments message) noexcept { note(message, asked_, answering_); }
+  void on_received(segments message) noexcept { note(message, answering_, asked_); }
   /// Questions open in both directions.
   std::size_t open() const noexcept { return asked_.size() + answering_.size(); }
 
  private:
-  std::unordered_set<std::uint32_t> asked_, answering_;
+  static void note(segments message, std::unordered_set<std::uint32_t>& opened,
+                   std::unordered_set<std::uint32_t>& answered) noexcept;
+
+  std::unordered_set<std::uint32_t> asked_;      // by this side
+  std::unordered_set<std::uint32_t> answering_;  // by the peer
 };
 
 class pooled_message_stream final : public capnp::MessageStream {
