@@ -42,16 +42,6 @@ task<mc::result<void>> pipelined(std::string ep, std::size_t n, std::size_t size
   co_return mc::result<void>{};
 }
 
-task<mc::result<void>> sleep_call(std::string ep, std::uint32_t ms, mc::duration timeout) {
-  auto cli = co_await mc::rpc::connect<TestService>(ep, "test");
-  if (!cli) co_return cli.error();
-  auto req = cli->sleepRequest();
-  req.setMs(ms);
-  auto resp = co_await mc::rpc::call(req.send(), timeout);
-  if (!resp) co_return resp.error();
-  co_return mc::result<void>{};
-}
-
 struct rdma_on {
   rdma_on() {
     auto err = mc::rpc::use_protocol(mc::rpc::protocol::rdma, {std::getenv("RXE_VM_DEV")});

@@ -1,5 +1,6 @@
 #pragma once
-// One checked TestService.echo call, shared by the rpc and rdma test suites.
+// A checked TestService.echo call and a TestService.sleep call, shared by the
+// rpc and rdma test suites.
 #include "mc/rpc/capnp.hpp"
 #include "test_service.hpp"
 #include "test_support.hpp"
@@ -23,6 +24,18 @@ inline mc::task<mc::result<void>> echo_call(std::string ep, std::size_t size, st
   if (resp->getData().size() != size ||
       mc::test::checksum(resp->getData().begin(), resp->getData().size()) != mc::test::checksum(bytes.data(), size))
     co_return mc::fail(mc::errc::internal_error);
+  co_return mc::result<void>{};
+}
+
+/// TestService.sleep(ms) on `ep` under `timeout`: the server answers after
+/// `ms`, nothing crosses the connection meanwhile.
+inline mc::task<mc::result<void>> sleep_call(std::string ep, std::uint32_t ms, mc::duration timeout) {
+  auto cli = co_await mc::rpc::connect<TestService>(ep, "test");
+  if (!cli) co_return cli.error();
+  auto req = cli->sleepRequest();
+  req.setMs(ms);
+  auto resp = co_await mc::rpc::call(req.send(), timeout);
+  if (!resp) co_return resp.error();
   co_return mc::result<void>{};
 }
 

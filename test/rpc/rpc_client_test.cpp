@@ -1,3 +1,4 @@
+#include "echo_call.hpp"
 #include "mc/rpc/protocol.hpp"
 #include "mc/runtime/when_all.hpp"
 #include "rpc_fixture.hpp"
@@ -20,16 +21,10 @@ task<mc::result<void>> echo(std::string ep) {
   co_return mc::result<void>{};
 }
 
-/// TestService.sleep(ms) under `timeout` (the server answers after `ms`;
-/// nothing crosses the connection meanwhile).
-task<mc::result<void>> sleep_call(std::string ep, std::uint32_t ms, mc::duration timeout) {
-  auto cli = co_await mc::rpc::connect<TestService>(ep, "test");
-  if (!cli) co_return cli.error();
-  auto req = cli->sleepRequest();
-  req.setMs(ms);
-  auto resp = co_await mc::rpc::call(req.send(), timeout);
-  if (!resp) co_return resp.error();
-  co_return mc::result<void>{};
+/// The calling thread's cache counters after `d` with nothing called.
+task<mc::rpc::client_stats> stats_after(mc::duration d) {
+  co_await mc::sleep_for(d);
+  co_return mc::rpc::thread_client_stats();
 }
 
 /// `n` test servers besides `f`'s, stopped when this goes; `eps`: f's
@@ -90,12 +85,7 @@ TEST_SUITE("rpc_client") {
     // leave one unused past the 100 ms idle timeout mid-loop) or still cached.
     CHECK(r->opened == r->evicted + r->idle_closed + r->cached);
     // Idle close: nothing used for longer than idle_timeout.
-    auto idle = f.rt.block_on(
-        []() -> task<mc::rpc::client_stats> {
-          co_await mc::sleep_for(std::chrono::milliseconds(400));
-          co_return mc::rpc::thread_client_stats();
-        }(),
-        2);
+    auto idle = f.rt.block_on(stats_after(std::chrono::milliseconds(400)), 2);
     CHECK(idle.cached == 0);
     CHECK(idle.idle_closed >= 1);
   }
@@ -142,12 +132,7 @@ TEST_SUITE("rpc_client") {
       CHECK_MESSAGE(r.has_value(), (r ? std::string() : r.error().message()));
     }
     // Afterwards nothing waits on any connection: all are closed idle.
-    auto idle = f.rt.block_on(
-        []() -> task<mc::rpc::client_stats> {
-          co_await mc::sleep_for(std::chrono::milliseconds(400));
-          co_return mc::rpc::thread_client_stats();
-        }(),
-        2);
+    auto idle = f.rt.block_on(stats_after(std::chrono::milliseconds(400)), 2);
     CHECK(idle.cached == 0);
     CHECK(idle.idle_closed >= 1);
   }
