@@ -167,11 +167,14 @@ bool client_cache::make_room() noexcept {
     // Least recently used first, one no call waits on if there is one;
     // connections still being opened are skipped.
     client_connection* victim = nullptr;
-    for (auto it = lru_.rbegin(); it != lru_.rend(); ++it)
-      if ((*it)->st != client_connection::state::connecting && (!victim || (victim->busy() && !(*it)->busy()))) {
+    for (auto it = lru_.rbegin(); it != lru_.rend(); ++it) {
+      if ((*it)->st == client_connection::state::connecting) continue;
+      if (!victim) victim = *it;  // the least recently used, busy or not
+      if (!(*it)->busy()) {
         victim = *it;
-        if (!victim->busy()) break;
+        break;
       }
+    }
     if (!victim) return false;
     if (victim->st == client_connection::state::ready) ++stats_.evicted;
     erase(by_endpoint_.at(victim->endpoint));
