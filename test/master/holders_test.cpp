@@ -3,6 +3,7 @@
 // still drops what is), a sweep makes one pass for every client it drops, an
 // unregister of a client without entries makes none, and reset() forgets
 // everything at once while reclaim() frees the old keys in bounded chunks.
+#include "clients.hpp"
 #include "mc/master/metadata.hpp"
 
 #include "test_support.hpp"
@@ -21,9 +22,9 @@ using mc::master::client_info;
 using mc::master::metadata;
 using mc::master::publish_kind;
 
-namespace {
+using mc::test::client;
 
-client_info client(const std::string& id) { return {id, id + ":12345", id + ":50052", 1000, 0, 0, {}}; }
+namespace {
 
 std::string key(int i) { return "key/" + std::to_string(i); }
 

@@ -1,6 +1,7 @@
 // metadata::lookup_batch: the same answers as one lookup() per key, whatever
 // the mix (found, missing, invalid, duplicate, replicated, unhealthy holders),
 // with answer storage reused across batches.
+#include "clients.hpp"
 #include "mc/master/metadata.hpp"
 
 #include "test_support.hpp"
@@ -19,9 +20,9 @@ using namespace std::chrono_literals;
 using mc::master::client_info;
 using mc::master::metadata;
 
-namespace {
+using mc::test::client;
 
-client_info client(const std::string& id) { return {id, id + ":12345", id + ":50052", 1000, 0, 0, {}}; }
+namespace {
 
 /// What the test's table holds: the size and holder ids of a routable key.
 struct expected {

@@ -1,3 +1,4 @@
+#include "clients.hpp"
 #include "mc/master/metadata.hpp"
 
 #include "test_support.hpp"
@@ -12,6 +13,8 @@ using namespace std::chrono_literals;
 using mc::master::client_info;
 using mc::master::metadata;
 
+using mc::test::client;
+
 namespace {
 /// Publishes r0 .. r<count-1> on "a" at `version`, removing each (remove_key) at once.
 void put_then_remove(metadata& m, int count, std::uint64_t version) {
@@ -22,9 +25,6 @@ void put_then_remove(metadata& m, int count, std::uint64_t version) {
   }
 }
 
-client_info client(const std::string& id, std::uint64_t cap = 1000, std::uint64_t used = 0) {
-  return {id, id + ":12345", id + ":50052", cap, used, 0, {}};
-}
 }  // namespace
 
 TEST_SUITE("master metadata") {

@@ -2,6 +2,7 @@
 // instead of superseding each other, surplus copies are refused (trimmed),
 // a put of another group supersedes them all, and a key that lost a holder
 // is repaired: a surviving holder is asked to copy it to a new node.
+#include "clients.hpp"
 #include "mc/master/metadata.hpp"
 
 #include "test_support.hpp"
@@ -18,10 +19,9 @@ using mc::master::publish_kind;
 using mc::master::replication;
 using mc::test::numbered;
 
+using mc::test::client;
+
 namespace {
-client_info client(const std::string& id, std::uint64_t cap = 1000, std::uint64_t used = 0) {
-  return {id, id + ":12345", id + ":50052", cap, used, 0, {}};
-}
 std::uint64_t tag(std::uint64_t group, std::uint32_t copies) { return replication{group, copies}.tag(); }
 std::set<std::string> holders(const metadata& m, const std::string& key) {
   std::set<std::string> out;

@@ -27,6 +27,11 @@ inline mc::task<mc::result<void>> echo_call(std::string ep, std::size_t size, st
   co_return mc::result<void>{};
 }
 
+/// echo_call of `size` bytes seeded by `size`, under the default call timeout.
+inline mc::task<mc::result<void>> echo(std::string ep, std::size_t size) {
+  return echo_call(std::move(ep), size, size, mc::rpc::default_call_timeout);
+}
+
 /// TestService.sleep(ms) on `ep` under `timeout`: the server answers after
 /// `ms`, nothing crosses the connection meanwhile.
 inline mc::task<mc::result<void>> sleep_call(std::string ep, std::uint32_t ms, mc::duration timeout) {

@@ -15,10 +15,6 @@ using mc::task;
 
 namespace {
 
-task<mc::result<void>> echo(std::string ep, std::size_t size) {
-  return echo_call(std::move(ep), size, size + 7, mc::rpc::default_call_timeout);
-}
-
 std::array<std::uint8_t, 64> hello(const char* magic = "MCRPCRD1") {
   std::array<std::uint8_t, 64> h{};
   std::memcpy(h.data(), magic, 8);

@@ -97,10 +97,6 @@ class server_process {
   std::uint16_t port_ = 0;
 };
 
-task<mc::result<void>> echo(std::string ep, std::size_t size) {
-  return mc::rpc::test::echo_call(std::move(ep), size, size + 5, mc::rpc::default_call_timeout);
-}
-
 struct client_env {
   client_env() { rt.start(); }
   ~client_env() {

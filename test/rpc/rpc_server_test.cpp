@@ -14,10 +14,6 @@ using mc::task;
 
 namespace {
 
-task<mc::result<void>> echo(std::string ep, std::size_t size) {
-  return echo_call(std::move(ep), size, size, mc::rpc::default_call_timeout);
-}
-
 /// Sends sleep(ms), then an echo on the same connection: when the echo is
 /// answered the sleep call is being served (calls are delivered in order).
 /// Signals `started`, then awaits the sleep result.

@@ -2,6 +2,7 @@
 #include "mc/runtime/deadline.hpp"
 #include "mc/runtime/runtime.hpp"
 #include "mc/runtime/when_all.hpp"
+#include "test_support.hpp"
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -14,11 +15,9 @@
 
 using namespace std::chrono_literals;
 
-namespace {
-mc::task<void> yield_once() {
-  co_await boost::asio::post(co_await boost::asio::this_coro::executor, boost::asio::use_awaitable);
-}
+using mc::test::yield_once;
 
+namespace {
 mc::task<void> take_and_record(mc::async_semaphore& s, std::uint64_t n, int tag, std::vector<int>& order) {
   auto u = co_await s.acquire(n);
   REQUIRE(u.has_value());

@@ -1,6 +1,7 @@
 #include "mc/runtime/deadline.hpp"
 #include "mc/runtime/runtime.hpp"
 #include "mc/runtime/waiter_queue.hpp"
+#include "test_support.hpp"
 
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/cancellation_signal.hpp>
@@ -17,11 +18,9 @@
 
 using namespace std::chrono_literals;
 
-namespace {
+using mc::test::yield_once;
 
-mc::task<void> yield_once() {
-  co_await boost::asio::post(co_await boost::asio::this_coro::executor, boost::asio::use_awaitable);
-}
+namespace {
 
 /// Yields until `pred` holds (bounded: fails the test instead of hanging).
 template <class P>

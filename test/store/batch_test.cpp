@@ -13,6 +13,8 @@
 
 using mc::test::bytes_of;
 using mc::test::cluster;
+using mc::test::get;
+using mc::test::put;
 using mc::test::random_bytes;
 using mc::test::writable;
 
@@ -31,9 +33,6 @@ mc::task<std::vector<mc::result<std::size_t>>> batch_get(mc::store::client& c, s
 mc::task<std::vector<mc::result<void>>> batch_put(mc::store::client& c, std::vector<std::string> keys,
                                                   std::vector<const_pieces> values, mc::store::put_options o) {
   co_return co_await c.batch_put_parts(std::move(keys), std::move(values), std::move(o));
-}
-mc::task<mc::result<void>> put(mc::store::client& c, std::string key, const std::vector<std::uint8_t>& v) {
-  co_return co_await c.put(std::move(key), bytes_of(v));
 }
 mc::task<std::vector<mc::result<bool>>> exists(mc::store::client& c, std::vector<std::string> keys) {
   co_return co_await c.batch_exists(std::move(keys));

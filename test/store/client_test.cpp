@@ -8,21 +8,12 @@
 using namespace std::chrono_literals;
 using mc::test::bytes_of;
 using mc::test::cluster;
+using mc::test::get;
+using mc::test::put;
 using mc::test::random_bytes;
 using mc::test::writable;
 
 namespace {
-mc::task<mc::result<void>> put(mc::store::client& c, std::string key, const std::vector<std::uint8_t>& v,
-                               mc::store::put_options o) {
-  co_return co_await c.put(std::move(key), bytes_of(v), std::move(o));
-}
-mc::task<mc::result<void>> put(mc::store::client& c, std::string key, const std::vector<std::uint8_t>& v) {
-  return put(c, std::move(key), v, mc::store::put_options{});
-}
-mc::task<mc::result<std::size_t>> get(mc::store::client& c, std::string key, std::vector<std::uint8_t>& out) {
-  co_return co_await c.get(std::move(key), writable(out));
-}
-
 void round_trip_sizes(cluster& cl, const std::vector<std::size_t>& sizes, const std::string& prefix) {
   auto& a = *cl.nodes[0].client;
   auto& b = *cl.nodes[1].client;

@@ -12,18 +12,13 @@ using namespace std::chrono_literals;
 using mc::test::bytes_of;
 using mc::test::checksum;
 using mc::test::cluster;
+using mc::test::get;
+using mc::test::put;
 using mc::test::random_bytes;
 using mc::test::writable;
 
 namespace {
 constexpr std::size_t kib = 1024;
-
-mc::task<mc::result<void>> put(mc::store::client& c, std::string key, const std::vector<std::uint8_t>& v) {
-  co_return co_await c.put(std::move(key), bytes_of(v));
-}
-mc::task<mc::result<std::size_t>> get(mc::store::client& c, std::string key, std::vector<std::uint8_t>& out) {
-  co_return co_await c.get(std::move(key), writable(out));
-}
 
 /// cluster::add with heartbeats every 100 ms and `tweak` applied to the options.
 mc::store::client& add_with(cluster& cl, const std::string& id, const std::string& tiers_json,

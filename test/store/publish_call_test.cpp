@@ -13,19 +13,13 @@
 
 using mc::test::bytes_of;
 using mc::test::cluster;
+using mc::test::get;
+using mc::test::put;
 using mc::test::random_bytes;
 using mc::test::writable;
 using namespace std::chrono_literals;
 
 namespace {
-
-mc::task<mc::result<void>> put(mc::store::client& c, std::string key, const std::vector<std::uint8_t>& v) {
-  co_return co_await c.put(std::move(key), bytes_of(v));
-}
-
-mc::task<mc::result<std::size_t>> get(mc::store::client& c, std::string key, std::vector<std::uint8_t>& out) {
-  co_return co_await c.get(std::move(key), writable(out));
-}
 
 void check_read(cluster& cl, std::size_t node, mc::store::client& c, const std::string& key,
                 const std::vector<std::uint8_t>& want) {

@@ -15,6 +15,8 @@
 
 using mc::test::bytes_of;
 using mc::test::cluster;
+using mc::test::get;
+using mc::test::put;
 using mc::test::random_bytes;
 using mc::test::writable;
 namespace sr = mc::store::detail::small_read;
@@ -22,9 +24,6 @@ using namespace std::chrono_literals;
 
 namespace {
 
-mc::task<mc::result<void>> put(mc::store::client& c, std::string key, const std::vector<std::uint8_t>& v) {
-  co_return co_await c.put(std::move(key), bytes_of(v));
-}
 mc::task<std::vector<mc::result<std::size_t>>> batch_get(mc::store::client& c, std::vector<std::string> keys,
                                                          std::vector<std::span<std::byte>> bufs) {
   co_return co_await c.batch_get(std::move(keys), std::move(bufs));

@@ -12,6 +12,7 @@
 using namespace std::chrono_literals;
 using mc::test::bytes_of;
 using mc::test::cluster;
+using mc::test::get;
 using mc::test::numbered;
 using mc::test::random_bytes;
 using mc::test::writable;
@@ -39,9 +40,6 @@ mc::task<std::vector<mc::result<void>>> batch_put_n(mc::store::client& c, std::v
   o.where = mc::store::placement::remote;
   o.replicas = copies;
   co_return co_await c.batch_put(std::move(keys), std::move(spans), std::move(o));
-}
-mc::task<mc::result<std::size_t>> get(mc::store::client& c, std::string key, std::vector<std::uint8_t>& out) {
-  co_return co_await c.get(std::move(key), writable(out));
 }
 mc::task<mc::result<mc::store::object_info>> query(mc::store::client& c, std::string key) {
   co_return co_await c.query(std::move(key));

@@ -10,6 +10,7 @@
 using namespace std::chrono_literals;
 using mc::test::bytes_of;
 using mc::test::cluster;
+using mc::test::get;
 using mc::test::random_bytes;
 using mc::test::writable;
 
@@ -21,9 +22,6 @@ mc::task<mc::result<void>> put_remote(mc::store::client& c, std::string key, con
   mc::store::put_options o;
   o.where = mc::store::placement::remote;
   co_return co_await c.put(std::move(key), bytes_of(v), std::move(o));
-}
-mc::task<mc::result<std::size_t>> get(mc::store::client& c, std::string key, std::vector<std::uint8_t>& out) {
-  co_return co_await c.get(std::move(key), writable(out));
 }
 mc::task<std::vector<mc::result<void>>> batch_put_remote(mc::store::client& c, std::vector<std::string> keys,
                                                          const std::vector<std::vector<std::uint8_t>>& vs) {

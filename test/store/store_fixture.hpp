@@ -119,4 +119,15 @@ struct cluster {
 inline std::span<const std::byte> bytes_of(const std::vector<std::uint8_t>& v) { return std::as_bytes(std::span(v)); }
 inline std::span<std::byte> writable(std::vector<std::uint8_t>& v) { return std::as_writable_bytes(std::span(v)); }
 
+/// `c.put(key)` of `v`'s bytes with `o`.
+inline mc::task<mc::result<void>> put(mc::store::client& c, std::string key, const std::vector<std::uint8_t>& v,
+                                      mc::store::put_options o = {}) {
+  co_return co_await c.put(std::move(key), bytes_of(v), std::move(o));
+}
+
+/// `c.get(key)` into `out` (its whole size is the buffer): the value's size, or the get's error.
+inline mc::task<mc::result<std::size_t>> get(mc::store::client& c, std::string key, std::vector<std::uint8_t>& out) {
+  co_return co_await c.get(std::move(key), writable(out));
+}
+
 }  // namespace mc::test

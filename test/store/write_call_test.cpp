@@ -17,6 +17,7 @@
 
 using mc::test::bytes_of;
 using mc::test::cluster;
+using mc::test::get;
 using mc::test::random_bytes;
 using mc::test::writable;
 namespace sw = mc::store::detail::small_write;
@@ -31,10 +32,6 @@ mc::task<std::vector<mc::result<void>>> batch_put(mc::store::client& c, std::vec
   mc::store::put_options o;
   o.where = mc::store::placement::remote;  // the master's route: the other node
   co_return co_await c.batch_put_parts(std::move(keys), std::move(values), std::move(o));
-}
-
-mc::task<mc::result<std::size_t>> get(mc::store::client& c, std::string key, std::vector<std::uint8_t>& out) {
-  co_return co_await c.get(std::move(key), writable(out));
 }
 
 /// `key`'s value read on `node` equals `want` (and nothing past it is written).

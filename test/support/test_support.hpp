@@ -3,6 +3,9 @@
 #include "mc/runtime/error.hpp"
 #include "mc/runtime/runtime.hpp"
 
+#include <boost/asio/post.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
 #include <doctest/doctest.h>
 
 #include <cstdint>
@@ -50,6 +53,12 @@ inline std::string numbered(const char* prefix, std::uint64_t n) {
   std::string s(prefix);
   s += std::to_string(n);
   return s;
+}
+
+/// Lets every other ready handler of this coroutine's executor run once
+/// (a post to it and back).
+inline mc::task<void> yield_once() {
+  co_await boost::asio::post(co_await boost::asio::this_coro::executor, boost::asio::use_awaitable);
 }
 
 }  // namespace mc::test

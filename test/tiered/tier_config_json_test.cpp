@@ -15,7 +15,7 @@ using mc::test::has;
 using mc::test::json_error;
 
 namespace {
-constexpr std::string_view dram = R"({"type":"DRAM","capacity":1})";
+constexpr std::string_view dram_tier_json = R"({"type":"DRAM","capacity":1})";
 }  // namespace
 
 TEST_SUITE("tier_config") {
@@ -27,7 +27,8 @@ TEST_SUITE("tier_config") {
     CHECK_MESSAGE(has(nested, "line 4 col "), nested);
     CHECK_MESSAGE(has(nested, "duplicate key \"capacity\""), nested);
     // The same key in two different objects is no duplicate.
-    auto r = parse_tiers_json(std::string("{\"tiers\":[") + std::string(dram) + "," + std::string(dram) + "]}");
+    auto r = parse_tiers_json(std::string("{\"tiers\":[") + std::string(dram_tier_json) + "," +
+                              std::string(dram_tier_json) + "]}");
     REQUIRE_MESSAGE(r, r.error().message);
     CHECK(r->size() == 2);
     // Escapes are compared after decoding: "type" and "typ\u0065" are the same key.
@@ -73,10 +74,10 @@ TEST_SUITE("tier_config") {
     CHECK(has(json_error(tier_with("\"20000000TiB\"")), "too large"));
     CHECK(has(json_error(tier_with("\"" + std::string(5000, '9') + "\"")), "string too large"));
     CHECK(has(json_error("{\"" + std::string(300, 'k') + "\":1}"), "key too large"));
-    std::string many = "{\"tiers\":[" + std::string(dram);
-    for (int i = 0; i < 5000; ++i) many += "," + std::string(dram);
+    std::string many = "{\"tiers\":[" + std::string(dram_tier_json);
+    for (int i = 0; i < 5000; ++i) many += "," + std::string(dram_tier_json);
     CHECK(has(json_error(many + "]}"), "array too large"));
-    std::string huge = "{\"tiers\":[" + std::string(dram) + "]" + std::string(2 << 20, ' ') + "}";
+    std::string huge = "{\"tiers\":[" + std::string(dram_tier_json) + "]" + std::string(2 << 20, ' ') + "}";
     CHECK(has(json_error(huge), "exceeds 1048576"));
     auto dir = mc::test::make_temp_dir("tiercfg-big");
     auto file = dir + "/tiers.json";

@@ -16,17 +16,12 @@ namespace {
 
 using detail::json_response;
 using detail::json_string;
+using detail::method_not_allowed;
 using mc::store::client;
 namespace bj = boost::json;
 
 response unavailable(std::string_view why) {
   return json_response(503, {{"error", "UNAVAILABLE"}, {"message", json_string(why)}});
-}
-
-response method_not_allowed(std::string allow) {
-  auto r = json_response(405, {{"error", "METHOD_NOT_ALLOWED"}});
-  r.headers.emplace_back("Allow", std::move(allow));
-  return r;
 }
 
 void transfer_metrics(exposition& e, const mc::transfer::engine_stats& t) {

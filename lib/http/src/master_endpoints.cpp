@@ -17,6 +17,7 @@ constexpr std::size_t max_key_limit = 10000;
 
 using detail::json_response;
 using detail::json_string;
+using detail::method_not_allowed;
 namespace bj = boost::json;
 
 /// Parses all of `text` as a decimal number (no sign, no blanks); false
@@ -40,12 +41,6 @@ bj::array replicas_json(const std::vector<mc::master::replica>& rs) {
 /// {"key":..,"size":..,"replicas":[..]} of /keys and /key/.
 bj::object key_json(std::string_view key, const mc::master::key_info& info) {
   return bj::object{{"key", json_string(key)}, {"size", info.size}, {"replicas", replicas_json(info.replicas)}};
-}
-
-response method_not_allowed() {
-  auto r = json_response(405, {{"error", "METHOD_NOT_ALLOWED"}});
-  r.headers.emplace_back("Allow", "GET");
-  return r;
 }
 
 }  // namespace

@@ -38,6 +38,7 @@ namespace bj = boost::json;
 using tcp = asio::ip::tcp;
 using detail::json_response;
 using detail::json_string;
+using detail::method_not_allowed;
 
 /// Bounds of the fan-out to the nodes' /stats.
 constexpr std::size_t max_nodes_fetched = 64;     // nodes past this are listed without stats
@@ -194,12 +195,6 @@ task<std::string> build_snapshot(status_state& st) {
   std::string out = bj::serialize(body);
   out += '\n';
   co_return out;
-}
-
-response method_not_allowed() {
-  auto r = json_response(405, {{"error", "METHOD_NOT_ALLOWED"}});
-  r.headers.emplace_back("Allow", "GET");
-  return r;
 }
 
 }  // namespace

@@ -87,6 +87,12 @@ response json_response(unsigned status, const boost::json::value& body) {
   return response::json(status, std::move(text));
 }
 
+response method_not_allowed(std::string allow) {
+  auto r = json_response(405, {{"error", "METHOD_NOT_ALLOWED"}});
+  r.headers.emplace_back("Allow", std::move(allow));
+  return r;
+}
+
 std::string format_number(double v) {
   if (std::isnan(v)) return "NaN";
   if (std::isinf(v)) return v > 0 ? "+Inf" : "-Inf";

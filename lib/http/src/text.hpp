@@ -27,4 +27,8 @@ boost::json::string json_string(std::string_view s);
 /// application/json response with `status`.
 response json_response(unsigned status, const boost::json::value& body);
 
+/// 405 {"error":"METHOD_NOT_ALLOWED"} with an `Allow` header listing `allow`
+/// (e.g. "GET" or "GET, PUT, DELETE").
+response method_not_allowed(std::string allow = "GET");
+
 }  // namespace mc::http::detail

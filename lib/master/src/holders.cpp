@@ -13,7 +13,7 @@
 
 namespace mc::master {
 namespace {
-constexpr auto relaxed = std::memory_order_relaxed;
+using std::memory_order::relaxed;
 }  // namespace
 
 std::vector<std::pair<std::uint64_t, std::uint64_t>> metadata::drop_holder_entries(

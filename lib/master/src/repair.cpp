@@ -7,7 +7,7 @@
 
 namespace mc::master {
 namespace {
-constexpr auto relaxed = std::memory_order_relaxed;
+using std::memory_order::relaxed;
 }  // namespace
 
 void metadata::note_under_replicated(std::string_view key) {

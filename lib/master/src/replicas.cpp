@@ -11,7 +11,7 @@
 
 namespace mc::master {
 namespace {
-constexpr auto relaxed = std::memory_order_relaxed;
+using std::memory_order::relaxed;
 }  // namespace
 
 void metadata::queue_drop(std::uint32_t holder, const std::string& key, std::uint64_t version, bool best_effort) {

@@ -13,7 +13,7 @@
 
 namespace mc::store {
 namespace {
-constexpr auto relaxed = std::memory_order_relaxed;
+using std::memory_order::relaxed;
 /// Keys per master lookup call.
 constexpr std::size_t lookup_chunk = 4096;
 }  // namespace

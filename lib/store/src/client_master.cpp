@@ -12,7 +12,7 @@
 
 namespace mc::store {
 namespace {
-constexpr auto relaxed = std::memory_order_relaxed;
+using std::memory_order::relaxed;
 constexpr std::size_t republish_batch = 1024;
 /// How long a master's publish call port that failed is left alone.
 constexpr std::chrono::seconds publish_call_backoff{30};

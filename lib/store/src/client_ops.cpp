@@ -5,7 +5,7 @@
 
 namespace mc::store {
 namespace {
-constexpr auto relaxed = std::memory_order_relaxed;
+using std::memory_order::relaxed;
 }  // namespace
 
 std::optional<mc::master::key_info> client::impl::cached_route(const std::string& key) {

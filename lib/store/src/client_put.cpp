@@ -12,7 +12,7 @@
 
 namespace mc::store {
 namespace {
-constexpr auto relaxed = std::memory_order_relaxed;
+using std::memory_order::relaxed;
 }  // namespace
 
 using detail::room_of;

@@ -30,7 +30,7 @@ struct data_manager::counters {
 
 namespace {
 using clock = std::chrono::steady_clock;
-constexpr auto relaxed = std::memory_order_relaxed;
+using std::memory_order::relaxed;
 
 }  // namespace
 
