@@ -18,7 +18,6 @@
 #include <vector>
 
 using namespace std::chrono_literals;
-using mc::master::client_info;
 using mc::master::metadata;
 using mc::master::publish_kind;
 

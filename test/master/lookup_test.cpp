@@ -17,7 +17,6 @@
 #include <vector>
 
 using namespace std::chrono_literals;
-using mc::master::client_info;
 using mc::master::metadata;
 
 using mc::test::client;

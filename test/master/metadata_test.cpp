@@ -24,7 +24,6 @@ void put_then_remove(metadata& m, int count, std::uint64_t version) {
     REQUIRE(m.remove_key(key));
   }
 }
-
 }  // namespace
 
 TEST_SUITE("master metadata") {

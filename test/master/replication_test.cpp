@@ -13,7 +13,6 @@
 #include <thread>
 
 using namespace std::chrono_literals;
-using mc::master::client_info;
 using mc::master::metadata;
 using mc::master::publish_kind;
 using mc::master::replication;

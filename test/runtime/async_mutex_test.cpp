@@ -2,6 +2,7 @@
 #include "mc/runtime/deadline.hpp"
 #include "mc/runtime/runtime.hpp"
 #include "mc/runtime/when_all.hpp"
+#include "test_support.hpp"
 
 #include <boost/asio/post.hpp>
 #include <doctest/doctest.h>
@@ -12,11 +13,7 @@
 
 using namespace std::chrono_literals;
 
-namespace {
-mc::task<void> yield() {
-  co_await boost::asio::post(co_await boost::asio::this_coro::executor, boost::asio::use_awaitable);
-}
-}  // namespace
+using mc::test::yield_once;
 
 TEST_SUITE("async_mutex") {
   TEST_CASE("try_lock respects exclusive and shared ownership") {
@@ -56,11 +53,11 @@ TEST_SUITE("async_mutex") {
             auto g = co_await m.lock();
             REQUIRE(g.has_value());
             order.push_back(1);
-            co_await yield();
+            co_await yield_once();
             done = true;
           }(m, order, writer_done),
           boost::asio::detached);
-      co_await yield();
+      co_await yield_once();
       CHECK(m.snapshot().waiters == 1);
       // A writer waits, so this reader must queue behind it (no writer starvation).
       CHECK_FALSE(m.try_lock_shared().owns_lock());
@@ -73,9 +70,9 @@ TEST_SUITE("async_mutex") {
             done = true;
           }(m, order, late_reader_done),
           boost::asio::detached);
-      co_await yield();
+      co_await yield_once();
       reader.unlock();
-      for (int i = 0; i < 20 && !(writer_done && late_reader_done); ++i) co_await yield();
+      for (int i = 0; i < 20 && !(writer_done && late_reader_done); ++i) co_await yield_once();
       CHECK(writer_done);
       CHECK(late_reader_done);
     }());
@@ -128,7 +125,7 @@ TEST_SUITE("async_mutex") {
                                 }(m),
                                 30ms),
                             boost::asio::detached);
-      co_await yield();
+      co_await yield_once();
       boost::asio::co_spawn(
           ex,
           [](mc::async_shared_mutex& m, bool& out) -> mc::task<void> {
@@ -185,13 +182,13 @@ mc::task<mc::result<int>> stress_one(shared_state& st, bool writer) {
     auto g = co_await st.m.lock();
     if (st.writers.fetch_add(1) != 0 || st.readers.load() != 0) ++st.violations;
     ++st.counter;
-    co_await yield();
+    co_await yield_once();
     st.writers.fetch_sub(1);
   } else {
     auto g = co_await st.m.lock_shared();
     st.readers.fetch_add(1);
     if (st.writers.load() != 0) ++st.violations;
-    co_await yield();
+    co_await yield_once();
     st.readers.fetch_sub(1);
   }
   ++st.completed;
