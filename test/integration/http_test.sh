@@ -87,13 +87,16 @@ families_present() {
     mc_client_batch_calls_total mc_client_batch_rpcs_total mc_client_inline_reads_total mc_client_publish_batches_total \
     mc_transfer_same_host_fallbacks_total mc_transfer_revoked_with_grants_total mc_transfer_same_host_grants_held \
     mc_transfer_same_host_range_grants_total \
-    'mc_store_refused_total{reason="overloaded"}' 'mc_store_refused_total{reason="access_denied"}'; do
+    'mc_store_refused_total{reason="overloaded"}' 'mc_store_refused_total{reason="access_denied"}' \
+    'mc_store_batches_served_total{op="read"}' 'mc_store_batches_served_total{op="write"}' \
+    'mc_store_batch_stage_seconds_total{op="read",stage="transfer"}' \
+    'mc_store_batch_stage_seconds_total{op="write",stage="commit"}'; do
     grep -q "^# TYPE ${f%%\{*} " <<<"$page" || { echo "no TYPE line for $f"; return 1; }
     awk -v s="$f " 'index($0, s) == 1 { found = 1 } END { exit !found }' <<<"$page" ||
       { echo "no sample of $f"; return 1; }
   done
 }
-check "ordering, same-host and refusal metric families present on A" families_present "$A"
+check "ordering, same-host, refusal and served-batch metric families present on A" families_present "$A"
 check "master counts two healthy clients" test "$(metric "$M" 'mc_master_clients{health="healthy"}')" -eq 2
 if [[ -n "$PROMTOOL" ]]; then
   check "promtool accepts client /metrics during the workload" bash -c "curl -sS '$A/metrics' | '$PROMTOOL' check metrics &&

@@ -168,8 +168,10 @@ TEST_SUITE("store batch") {
       auto after = b.stats();
       auto served_after = a.data().stats();
       REQUIRE(r[0].has_value());
-      // The owner counts the read it served, inline or transferred.
+      // The owner counts the read it served, inline or transferred, and
+      // the batch it came in (one, whichever way it travelled).
       CHECK(served_after.remote_reads - served_before.remote_reads == 1);
+      CHECK(served_after.read_batches - served_before.read_batches == 1);
       CHECK(served_after.remote_read_bytes - served_before.remote_read_bytes == n);
       CHECK(std::equal(v.begin(), v.end(), out.begin()));
       CHECK(out[n] == 0x11);
@@ -268,12 +270,26 @@ TEST_SUITE("store batch") {
       remote.target = a.rpc_endpoint();
       auto before = b.stats();
       auto served_before = a.data().stats();
+      const auto started = std::chrono::steady_clock::now();
       auto r = cl.on(1, batch_put(b, keys, pieces, remote));
+      const auto took = static_cast<std::uint64_t>(
+          std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - started).count());
       REQUIRE(r.size() == keys.size());
       for (auto& x : r) CHECK(x.has_value());
       CHECK(b.stats().batch_rpcs - before.batch_rpcs == 1);
       CHECK(b.stats().inline_writes - before.inline_writes == 4);  // 1, t - 1, t, 5
-      CHECK(a.data().stats().remote_writes - served_before.remote_writes == 4);
+      auto served = a.data().stats();
+      CHECK(served.remote_writes - served_before.remote_writes == 4);
+      // The transferred items were one served write batch; its stages took
+      // time (a pull of > 1 MiB, a publish to the master), all of it inside
+      // the requester's call.
+      CHECK(served.write_batches - served_before.write_batches == 1);
+      const auto pull = served.write_batch_transfer_ns - served_before.write_batch_transfer_ns;
+      const auto commit = served.write_batch_commit_ns - served_before.write_batch_commit_ns;
+      const auto prepare = served.write_batch_prepare_ns - served_before.write_batch_prepare_ns;
+      CHECK(pull > 0);
+      CHECK(commit > 0);
+      CHECK(prepare + pull + commit <= took);
       for (std::size_t i = 0; i < sizes.size(); ++i) {
         CAPTURE(i);
         std::vector<std::uint8_t> out(sizes[i] + 1, 0x5A);

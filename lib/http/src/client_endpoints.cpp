@@ -213,6 +213,23 @@ response metrics(const server& s, client& c) {
            static_cast<double>(d.lock_waits));
   e.single("mc_key_lock_wait_seconds_total", "counter", "Total time spent waiting for key locks.",
            static_cast<double>(d.lock_wait_ns) * 1e-9);
+  e.family("mc_store_batches_served_total", "counter",
+           "Peer batches served: op=read (batch gets from peers), op=write (batch puts from peers).");
+  e.sample("mc_store_batches_served_total", {{"op", "read"}}, d.read_batches);
+  e.sample("mc_store_batches_served_total", {{"op", "write"}}, d.write_batches);
+  e.family("mc_store_batch_stage_seconds_total", "counter",
+           "Time the served peer batches spent per stage, summed: prepare (pin values / allocate space, check "
+           "descriptors), transfer (move the bytes), commit (writes: commit and publish to the master).");
+  e.sample("mc_store_batch_stage_seconds_total", {{"op", "read"}, {"stage", "prepare"}},
+           static_cast<double>(d.read_batch_prepare_ns) * 1e-9);
+  e.sample("mc_store_batch_stage_seconds_total", {{"op", "read"}, {"stage", "transfer"}},
+           static_cast<double>(d.read_batch_transfer_ns) * 1e-9);
+  e.sample("mc_store_batch_stage_seconds_total", {{"op", "write"}, {"stage", "prepare"}},
+           static_cast<double>(d.write_batch_prepare_ns) * 1e-9);
+  e.sample("mc_store_batch_stage_seconds_total", {{"op", "write"}, {"stage", "transfer"}},
+           static_cast<double>(d.write_batch_transfer_ns) * 1e-9);
+  e.sample("mc_store_batch_stage_seconds_total", {{"op", "write"}, {"stage", "commit"}},
+           static_cast<double>(d.write_batch_commit_ns) * 1e-9);
 
   tier_metrics(e, c.backend().usage());
   transfer_metrics(e, c.engine().stats());
@@ -266,7 +283,14 @@ bj::object stats_json(client& c) {
                       {"remote_write_bytes", d.remote_write_bytes},
                       {"remote_errors", d.remote_errors},
                       {"lock_waits", d.lock_waits},
-                      {"lock_wait_ns", d.lock_wait_ns}}},
+                      {"lock_wait_ns", d.lock_wait_ns},
+                      {"read_batches", d.read_batches},
+                      {"read_batch_prepare_ns", d.read_batch_prepare_ns},
+                      {"read_batch_transfer_ns", d.read_batch_transfer_ns},
+                      {"write_batches", d.write_batches},
+                      {"write_batch_prepare_ns", d.write_batch_prepare_ns},
+                      {"write_batch_transfer_ns", d.write_batch_transfer_ns},
+                      {"write_batch_commit_ns", d.write_batch_commit_ns}}},
                     {"tiers", std::move(tiers)},
                     {"transfer", std::move(transfer)}};
 }

@@ -26,6 +26,8 @@ struct data_manager::shard {
 struct data_manager::counters {
   std::atomic<std::uint64_t> remote_reads{0}, remote_read_bytes{0}, remote_writes{0}, remote_write_bytes{0},
       remote_errors{0}, lock_waits{0}, lock_wait_ns{0};
+  std::atomic<std::uint64_t> read_batches{0}, read_batch_prepare_ns{0}, read_batch_transfer_ns{0}, write_batches{0},
+      write_batch_prepare_ns{0}, write_batch_transfer_ns{0}, write_batch_commit_ns{0};
 };
 
 namespace {
@@ -299,10 +301,35 @@ void data_manager::count_write(const result<void>& r, std::uint64_t bytes) {
 }
 
 data_manager_stats data_manager::stats() const {
-  return {counters_->remote_reads.load(relaxed),  counters_->remote_read_bytes.load(relaxed),
-          counters_->remote_writes.load(relaxed), counters_->remote_write_bytes.load(relaxed),
-          counters_->remote_errors.load(relaxed), counters_->lock_waits.load(relaxed),
-          counters_->lock_wait_ns.load(relaxed)};
+  const auto& c = *counters_;
+  data_manager_stats s;
+  s.remote_reads = c.remote_reads.load(relaxed);
+  s.remote_read_bytes = c.remote_read_bytes.load(relaxed);
+  s.remote_writes = c.remote_writes.load(relaxed);
+  s.remote_write_bytes = c.remote_write_bytes.load(relaxed);
+  s.remote_errors = c.remote_errors.load(relaxed);
+  s.lock_waits = c.lock_waits.load(relaxed);
+  s.lock_wait_ns = c.lock_wait_ns.load(relaxed);
+  s.read_batches = c.read_batches.load(relaxed);
+  s.read_batch_prepare_ns = c.read_batch_prepare_ns.load(relaxed);
+  s.read_batch_transfer_ns = c.read_batch_transfer_ns.load(relaxed);
+  s.write_batches = c.write_batches.load(relaxed);
+  s.write_batch_prepare_ns = c.write_batch_prepare_ns.load(relaxed);
+  s.write_batch_transfer_ns = c.write_batch_transfer_ns.load(relaxed);
+  s.write_batch_commit_ns = c.write_batch_commit_ns.load(relaxed);
+  return s;
+}
+
+void data_manager::count_batch(bool write, clock::time_point start, clock::time_point prepared,
+                               clock::time_point transferred, clock::time_point end) noexcept {
+  auto ns = [](clock::duration d) {
+    return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(d).count());
+  };
+  auto& c = *counters_;
+  (write ? c.write_batches : c.read_batches).fetch_add(1, relaxed);
+  (write ? c.write_batch_prepare_ns : c.read_batch_prepare_ns).fetch_add(ns(prepared - start), relaxed);
+  (write ? c.write_batch_transfer_ns : c.read_batch_transfer_ns).fetch_add(ns(transferred - prepared), relaxed);
+  if (write) c.write_batch_commit_ns.fetch_add(ns(end - transferred), relaxed);
 }
 
 }  // namespace mc::store

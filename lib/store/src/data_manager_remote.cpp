@@ -122,7 +122,8 @@ task<result<std::uint64_t>> data_manager::read_remote(const std::string& key, mc
 task<std::vector<remote_read_outcome>> data_manager::read_remote_batch(std::vector<remote_read_item> items,
                                                                        mc::duration timeout, std::uint64_t inline_limit,
                                                                        std::uint64_t inline_budget) {
-  const auto deadline = clock::now() + timeout;
+  const auto start = clock::now();
+  const auto deadline = start + timeout;
   std::vector<remote_read_outcome> out(items.size());
   std::vector<tiered::read_handle> pinned(items.size());
   std::vector<mc::transfer::request> dram;  // every DRAM value's pieces: one engine batch
@@ -166,6 +167,7 @@ task<std::vector<remote_read_outcome>> data_manager::read_remote_batch(std::vect
     pinned[i] = std::move(*h);
   }
 
+  const auto prepared = clock::now();
   std::vector<task<result<void>>> work;
   if (!dram.empty()) {
     work.push_back([](mc::transfer::engine& e, std::vector<mc::transfer::request> reqs,
@@ -184,9 +186,11 @@ task<std::vector<remote_read_outcome>> data_manager::read_remote_batch(std::vect
     if (!results[r]) out[i].value = results[r].error();
     ++r;
   }
+  const auto transferred = clock::now();
   for (std::size_t i = 0; i < out.size(); ++i)
     if (!out[i].inline_value && (out[i].value || !mc::is(out[i].value.error(), errc::object_not_found)))
       count_read(out[i].value);  // step 6
+  count_batch(false, start, prepared, transferred, transferred);
   co_return out;
 }
 
@@ -271,7 +275,8 @@ task<result<void>> data_manager::write_remote_parts(const std::string& key, remo
 
 task<std::vector<result<void>>> data_manager::write_remote_batch(std::vector<remote_write_item> items,
                                                                  mc::duration timeout) {
-  const auto deadline = clock::now() + timeout;
+  const auto start = clock::now();
+  const auto deadline = start + timeout;
   const auto n = items.size();
   std::vector<result<void>> out(n);
   std::vector<tiered::write_handle> handles(n);
@@ -314,6 +319,7 @@ task<std::vector<result<void>>> data_manager::write_remote_batch(std::vector<rem
     }
     handles[i] = std::move(*h);
   }
+  const auto prepared = clock::now();
   std::vector<task<result<void>>> work;
   if (!dram.empty()) work.push_back(pull_batch(engine_, std::move(dram), dram_item, out, deadline));
   for (auto i : staged) work.push_back(receive_staged(handles[i], items[i].src, deadline));
@@ -323,7 +329,9 @@ task<std::vector<result<void>>> data_manager::write_remote_batch(std::vector<rem
     if (!received[r]) out[i] = received[r];
     ++r;
   }
+  const auto transferred = clock::now();
   co_await commit_batch(items, handles, sizes, out, deadline);
+  count_batch(true, start, prepared, transferred, clock::now());
   co_return out;
 }
 

@@ -24,6 +24,7 @@
 
 #include "mc/tiered/tiered_backend.hpp"
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -102,6 +103,21 @@ struct data_manager_stats {
   std::uint64_t remote_errors = 0;
   std::uint64_t lock_waits = 0;    ///< acquisitions that had to wait
   std::uint64_t lock_wait_ns = 0;  ///< total time spent waiting for key locks
+  /// Batches served (read_remote_batch / write_remote_batch calls) and the
+  /// wall-clock time they spent in each stage, summed over batches: where a
+  /// batch's time goes on the owner, next to the requester's end-to-end
+  /// latency (mc_rpc_latency_seconds). Reads: `prepare` pins the values and
+  /// checks the destinations, `transfer` moves the bytes (the transfer batch
+  /// and the sends out of other tiers). Writes: `prepare` checks the items
+  /// and allocates their space, `transfer` pulls the bytes, `commit` commits
+  /// them and publishes them to the master.
+  std::uint64_t read_batches = 0;
+  std::uint64_t read_batch_prepare_ns = 0;
+  std::uint64_t read_batch_transfer_ns = 0;
+  std::uint64_t write_batches = 0;
+  std::uint64_t write_batch_prepare_ns = 0;
+  std::uint64_t write_batch_transfer_ns = 0;
+  std::uint64_t write_batch_commit_ns = 0;
 };
 
 /// Thread-safe; every coroutine may run on any runtime thread. The backend and
@@ -259,6 +275,10 @@ class data_manager {
                           const std::vector<std::uint64_t>& sizes, std::vector<result<void>>& out,
                           std::chrono::steady_clock::time_point deadline);
   void count_write(const result<void>& r, std::uint64_t bytes);
+  /// Counts one served batch and its stages in stats() (commit: `write` only).
+  void count_batch(bool write, std::chrono::steady_clock::time_point start,
+                   std::chrono::steady_clock::time_point prepared, std::chrono::steady_clock::time_point transferred,
+                   std::chrono::steady_clock::time_point end) noexcept;
 
   struct shard;
   struct counters;
