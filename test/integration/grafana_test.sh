@@ -128,6 +128,7 @@ Remote read latency (p50, p99)
 Remote write latency (p50, p99)
 Mean RPC latency by method
 Master call latency (p99)
+Served batch time per stage (mean)
 RPC calls by method
 Transfer bytes by transport
 Transfer operations by transport
