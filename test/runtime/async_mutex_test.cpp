@@ -4,7 +4,6 @@
 #include "mc/runtime/when_all.hpp"
 #include "test_support.hpp"
 
-#include <boost/asio/post.hpp>
 #include <doctest/doctest.h>
 
 #include <atomic>

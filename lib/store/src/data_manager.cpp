@@ -34,6 +34,11 @@ namespace {
 using clock = std::chrono::steady_clock;
 using std::memory_order::relaxed;
 
+/// A duration in whole nanoseconds, for the counters.
+std::uint64_t duration_ns(clock::duration d) noexcept {
+  return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(d).count());
+}
+
 }  // namespace
 
 result<std::size_t> parse_lock_shard_count(std::string_view text) {
@@ -72,9 +77,7 @@ task<result<shared_lock_guard>> data_manager::lock_shared(const std::string& key
   auto t0 = clock::now();
   auto g = co_await m.lock_shared();
   counters_->lock_waits.fetch_add(1, relaxed);
-  counters_->lock_wait_ns.fetch_add(
-      static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(clock::now() - t0).count()),
-      relaxed);
+  counters_->lock_wait_ns.fetch_add(duration_ns(clock::now() - t0), relaxed);
   co_return g;
 }
 
@@ -84,9 +87,7 @@ task<result<unique_lock_guard>> data_manager::lock_exclusive(const std::string& 
   auto t0 = clock::now();
   auto g = co_await m.lock();
   counters_->lock_waits.fetch_add(1, relaxed);
-  counters_->lock_wait_ns.fetch_add(
-      static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(clock::now() - t0).count()),
-      relaxed);
+  counters_->lock_wait_ns.fetch_add(duration_ns(clock::now() - t0), relaxed);
   co_return g;
 }
 
@@ -322,14 +323,12 @@ data_manager_stats data_manager::stats() const {
 
 void data_manager::count_batch(bool write, clock::time_point start, clock::time_point prepared,
                                clock::time_point transferred, clock::time_point end) noexcept {
-  auto ns = [](clock::duration d) {
-    return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(d).count());
-  };
   auto& c = *counters_;
   (write ? c.write_batches : c.read_batches).fetch_add(1, relaxed);
-  (write ? c.write_batch_prepare_ns : c.read_batch_prepare_ns).fetch_add(ns(prepared - start), relaxed);
-  (write ? c.write_batch_transfer_ns : c.read_batch_transfer_ns).fetch_add(ns(transferred - prepared), relaxed);
-  if (write) c.write_batch_commit_ns.fetch_add(ns(end - transferred), relaxed);
+  (write ? c.write_batch_prepare_ns : c.read_batch_prepare_ns).fetch_add(duration_ns(prepared - start), relaxed);
+  (write ? c.write_batch_transfer_ns : c.read_batch_transfer_ns)
+      .fetch_add(duration_ns(transferred - prepared), relaxed);
+  if (write) c.write_batch_commit_ns.fetch_add(duration_ns(end - transferred), relaxed);
 }
 
 }  // namespace mc::store
