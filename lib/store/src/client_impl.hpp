@@ -277,6 +277,7 @@ struct client::impl {
     bool derived = false;  ///< shares a long-lived MR: on RDMA giving up needs a fence
     /// Appends one descriptor per piece, in value order.
     void describe(mc::store::remote_pieces& out) const {
+      out.reserve(out.size() + (pieces.empty() ? regions.size() : pieces.size()));
       if (pieces.empty()) {
         for (auto& g : regions) out.push_back(g.describe());
         return;

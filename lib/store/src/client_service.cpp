@@ -74,6 +74,7 @@ item_request common_item(R r) {
     item.malformed = true;
     return item;
   }
+  item.pieces.reserve(pieces.size());
   for (auto p : pieces) item.pieces.push_back(to_remote(p));
   return item;
 }

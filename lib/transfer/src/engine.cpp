@@ -286,6 +286,8 @@ task<std::vector<mc::result<void>>> engine_impl::run_batch(std::vector<request> 
   auto& ts = this_thread_state();
   std::vector<transfer_item> items(reqs.size());
   std::map<std::string_view, std::vector<transfer_item*>> groups;
+  std::vector<transfer_item*>* group = nullptr;  // the last item's (a batch's items mostly share one peer)
+  std::string_view group_of;
   const auto now = std::chrono::steady_clock::now();
   const auto deadline = timeout < std::chrono::steady_clock::time_point::max() - now
                             ? now + timeout
@@ -306,7 +308,11 @@ task<std::vector<mc::result<void>>> engine_impl::run_batch(std::vector<request> 
                q.remote.address + q.length < q.remote.address) {
       it.finish(make_error_code(errc::invalid_params));
     } else {
-      groups[q.remote.endpoint].push_back(&it);
+      if (group == nullptr || q.remote.endpoint != group_of) {
+        group = &groups[q.remote.endpoint];
+        group_of = q.remote.endpoint;
+      }
+      group->push_back(&it);
     }
   }
   if (!groups.empty()) {

@@ -58,6 +58,10 @@ task<void> engine_impl::run_group_spread(thread_state& ts, std::string endpoint,
   const std::size_t count = static_cast<std::size_t>((total + chunk - 1) / chunk);
   std::vector<std::vector<transfer_item>> parts(count);
   std::vector<std::vector<std::size_t>> origin(count);
+  for (std::size_t p = 0; p < count; ++p) {  // about this many each (one more per cut inside an item)
+    parts[p].reserve(items.size() / count + 2);
+    origin[p].reserve(items.size() / count + 2);
+  }
   std::size_t k = 0;
   std::uint64_t in_part = 0;
   for (std::size_t i = 0; i < items.size(); ++i) {

@@ -346,6 +346,10 @@ class shm_transport final : public transport {
     std::array<transfer_item*, window_items> again{};  // items of refused runs: one by one below
     std::size_t g = 0, nh = 0, nagain = 0;
     std::uint64_t lease_end = UINT64_MAX, total = 0;
+    // The items' deadlines in CLOCK_MONOTONIC ns: converted once per
+    // distinct deadline (a batch's items share one; two clock reads each).
+    std::optional<std::chrono::steady_clock::time_point> converted;
+    std::uint64_t converted_ns = 0;
     for (std::size_t k = 0; k < na; ++k) {
       header_bytes hb;
       std::memcpy(hb.data(), answers.data() + k * header_size, header_size);
@@ -367,7 +371,11 @@ class shm_transport final : public transport {
       for (auto* it : run) {
         granted[g] = it;
         answer[g] = *resp;
-        lease_end = std::min({lease_end, resp->token, to_monotonic_ns(it->deadline)});
+        if (converted != it->deadline) {
+          converted = it->deadline;
+          converted_ns = to_monotonic_ns(it->deadline);
+        }
+        lease_end = std::min({lease_end, resp->token, converted_ns});
         total += it->length;
         ++g;
       }
