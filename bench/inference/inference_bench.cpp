@@ -250,6 +250,16 @@ void run_big(env& e, C& c, const big_case& bc, bool shared) {
   if (e.tcp()) pump = std::make_unique<base::pump>(e.pump_port, streams);
   const double mib = static_cast<double>(bc.shape.bytes()) / (1 << 20);
   const bool contig = bc.name.starts_with("vllm") && !parts_api;
+  if (!e.s.ours_only.empty()) {  // --ours-only: ours alone, no rows
+    const bool put = e.s.ours_only == "put";
+    const std::string name = e.config + "_" + bc.name + "_" + e.s.ours_only + (shared ? "_shared" : "");
+    for (int r = 0; r < e.s.runs; ++r)
+      std::printf("%-34s run %d: %.1f MiB/s\n", name.c_str(), r + 1,
+                  mib * ours_rate(e.rt, e.s.seconds,
+                                  [&] { return put ? ours_put(e.c, e, d, bc.put_one_at_a_time) : ours_get(e.c, d); }));
+    std::fflush(stdout);
+    return;
+  }
   for (bool put : {true, false}) {
     std::vector<double> ours, floor, red, ceiling;
     auto src = work::data::flat(d.src_pieces()), dst = work::data::flat(d.dst_pieces());
@@ -454,7 +464,7 @@ void run_config(env& e) {
   // Small values first: after the big batches have freed hundreds of MiB
   // (ours and Redis alike) the kernel's page work adds millisecond tails to
   // every small operation for a while.
-  if (wanted(e.s, "small")) {
+  if (wanted(e.s, "small") && e.s.ours_only.empty()) {  // (no ours-only form)
     run_small_batches(e);
     run_single_gets(e);
   }

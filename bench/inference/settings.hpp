@@ -18,6 +18,7 @@ struct settings {
   double seconds = 0.5;
   std::string apps_dir;
   std::vector<std::string> owner_flags;  // appended to the owner mooncake_client's command line
+  std::string ours_only;                 // "put" / "get": big cases measure only ours (A/B of builds, profiling)
 };
 
 /// Fills `s` from the command line (and the environment / a --config file,
@@ -44,6 +45,9 @@ inline void parse(int argc, char** argv, settings& s) {
            "pieces per vllm value (a power of two, 1..512; cases named vllm_pN when not 64), to see the "
            "per-piece cost",
            1, 512)
+      .add("ours-only", &s.ours_only,
+           "put or get: the big cases measure only ours, `runs` times `seconds` each, one line per run and no "
+           "baselines or target rows (to compare two builds with --apps, or to profile the processes)")
       .add("small-pages", &s.small_pages,
            "caller buffers in 4 KiB pages (default: 2 MiB-aligned and advised for transparent huge pages, like a "
            "KV pool; the big cases are then named *_4kpages and carry no target)");
@@ -52,6 +56,8 @@ inline void parse(int argc, char** argv, settings& s) {
     mc::bench::option_error("inference_bench", "--vllm-pieces takes a power of two in 1..512");
   mc::bench::check_choices("inference_bench", "configs", s.configs, {"tcp", "shm"});
   mc::bench::check_choices("inference_bench", "cases", s.cases, {"sglang", "vllm", "lmcache", "small"});
+  if (!s.ours_only.empty() && s.ours_only != "put" && s.ours_only != "get")
+    mc::bench::option_error("inference_bench", "--ours-only takes put or get");
   s.runs = static_cast<int>(runs);
   if (quick) {
     if (!set.was_set("runs")) s.runs = 2;
