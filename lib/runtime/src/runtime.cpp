@@ -4,6 +4,7 @@
 
 #include <boost/asio/executor_work_guard.hpp>
 
+#include <pthread.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -86,6 +87,10 @@ void runtime::check_block_on() const {
 void runtime::thread_main(std::size_t i) {
   tls_index = static_cast<int>(i);
   tls_runtime = this;
+  // "mc-rt-<index>" in top -H, perf and /proc/<pid>/task/*/comm (at most 15 characters).
+  char name[16];
+  std::snprintf(name, sizeof name, "mc-rt-%zu", i % 1000);
+  ::pthread_setname_np(::pthread_self(), name);
   try {
     contexts_[i]->run();
   } catch (const std::exception& e) {

@@ -5,6 +5,7 @@
 
 #include <boost/asio/io_context.hpp>
 
+#include <pthread.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -92,7 +93,10 @@ mc::result<void> shm_server::listen(const std::string& name) {
         }
       }(s_.get()),
       asio::detached);
-  s_->thread = std::thread([st = s_.get()] { st->ctx.run(); });
+  s_->thread = std::thread([st = s_.get()] {
+    ::pthread_setname_np(::pthread_self(), "mc-shm-grants");  // top -H, perf
+    st->ctx.run();
+  });
   return {};
 }
 
