@@ -271,6 +271,51 @@ TEST_SUITE("transfer_engine") {
     }
   }
 
+  TEST_CASE("a spread same-host batch sends its windows' releases with the next grants and ends holding none") {
+    auto o = loopback_options(transport_kind::same_host);
+    o.spread_bytes = 64u << 10;  // chunks of ~256 KiB: several windows per claimer
+    two_engines t(o, loopback_options(transport_kind::same_host));
+    constexpr std::size_t n = 96, piece = 40961, gap = 13;  // odd sizes, pieces apart
+    std::vector<std::uint8_t> remote(n * (piece + gap));
+    auto fill = mc::test::random_bytes(remote.size(), 301);
+    std::memcpy(remote.data(), fill.data(), fill.size());
+    auto reg = t.b->register_memory(remote.data(), remote.size());
+    REQUIRE(reg);
+    for (int round = 0; round < 2; ++round) {  // reads, then writes of fresh bytes
+      CAPTURE(round);
+      std::vector<std::vector<std::uint8_t>> local;
+      std::vector<request> reqs;
+      for (std::size_t i = 0; i < n; ++i) {
+        auto d = reg->describe(i * (piece + gap), piece);
+        if (round == 0) {
+          local.emplace_back(piece, 0);
+          reqs.push_back(request::make_read(bytes(local.back()), d));
+        } else {
+          local.push_back(mc::test::random_bytes(piece, 400 + i));
+          reqs.push_back(request::make_write(cbytes(local.back()), d));
+        }
+      }
+      auto res = t.rt.block_on(t.a->batch(std::move(reqs)));
+      REQUIRE(res.size() == n);
+      for (std::size_t i = 0; i < n; ++i) {
+        CAPTURE(i);
+        CHECK(res[i].has_value());
+        const auto* at = remote.data() + i * (piece + gap);
+        CHECK(std::memcmp(local[i].data(), round == 0 ? fill.data() + i * (piece + gap) : at, piece) == 0);
+        CHECK(std::memcmp(at + piece, fill.data() + i * (piece + gap) + piece, gap) == 0);  // the gaps untouched
+      }
+    }
+    // Releases went out behind later windows' grants...
+    CHECK(t.a->stats().same_host_releases_deferred > 0);
+    // ...and the last ones before each batch returned: the target ends every
+    // grant (its control thread reads them a moment later), none expires.
+    for (int i = 0; i < 400 && t.b->stats().same_host_grants_held != 0; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    CHECK(t.b->stats().same_host_grants_held == 0);
+    reg->reset();
+    CHECK(t.b->stats().revoked_with_grants == 0);
+  }
+
   TEST_CASE("spread_bytes 0 never cuts a batch, and a spread below 64 KiB is refused") {
     auto o = loopback_options(transport_kind::same_host);
     o.spread_bytes = 0;

@@ -84,6 +84,9 @@ void transfer_metrics(exposition& e, const mc::transfer::engine_stats& t) {
   e.single("mc_transfer_same_host_range_grants_total", "counter",
            "Same-host grants given for a run of ranges under one token at once.",
            static_cast<double>(t.same_host_range_grants));
+  e.single("mc_transfer_same_host_releases_deferred_total", "counter",
+           "Same-host releases sent in front of the next request on their connection (spread batches).",
+           static_cast<double>(t.same_host_releases_deferred));
 }
 
 /// The client's ordering of publishes and removals at the master.

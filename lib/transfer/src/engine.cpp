@@ -490,6 +490,7 @@ engine_stats engine::stats() const {
   s.revoked_with_grants = impl_->registry_->revoked_with_grants();
   s.same_host_grants_held = ld(c.grants_held);
   s.same_host_range_grants = ld(c.range_grants_served);
+  s.same_host_releases_deferred = ld(c.releases_deferred);
   s.registered_regions = impl_->registry_->size();
   s.derived_registrations = ld(c.derived);
   s.rdma_memory_registrations = ld(c.rdma_regs);

@@ -154,7 +154,7 @@ struct engine_counters {
   std::atomic<std::uint64_t> served_read_ops{0}, served_read_bytes{0}, served_write_ops{0}, served_write_bytes{0},
       served_rejects{0}, outbound{0}, inbound{0}, same_host_fallbacks{0}, grants_held{0}, derived{0}, rdma_regs{0},
       fences{0}, fenced_qps{0}, served_calls{0}, served_call_errors{0}, initiated_calls{0}, initiated_call_errors{0},
-      shared_mappings{0}, shared_maps_served{0}, shared_copies{0}, range_grants_served{0};
+      shared_mappings{0}, shared_maps_served{0}, shared_copies{0}, range_grants_served{0}, releases_deferred{0};
 };
 
 inline void bump(std::atomic<std::uint64_t>& c, std::uint64_t v = 1) noexcept {

@@ -76,6 +76,7 @@ task<void> engine_impl::run_group_spread(thread_state& ts, std::string endpoint,
       sub.local = it->local + off;
       sub.address = it->address + off;
       sub.length = take;
+      sub.more_follow = true;
       parts[k].push_back(sub);
       origin[k].push_back(i);
       off += take;
@@ -124,19 +125,21 @@ task<void> engine_impl::run_group_spread(thread_state& ts, std::string endpoint,
 task<void> engine_impl::run_claims(thread_state& ts, const std::string& endpoint, spread_claims& c,
                                    std::size_t* current) {
   for (;;) {
-    if (c.stop.load(std::memory_order_acquire)) co_return;
+    if (c.stop.load(std::memory_order_acquire)) break;
     const auto k = c.next.fetch_add(1, std::memory_order_relaxed);
-    if (k >= c.chunks.size()) co_return;
+    if (k >= c.chunks.size()) break;
     if (current) *current = k;
     co_await run_group(ts, endpoint, c.chunks[k]);
     // A chunk left unfinished (cancelled, the deadline, shutting down): no
     // thread claims another one.
-    for (auto* it : c.chunks[k])
-      if (!it->done) {
-        c.stop.store(true, std::memory_order_release);
-        co_return;
-      }
+    if (std::any_of(c.chunks[k].begin(), c.chunks[k].end(), [](const transfer_item* it) { return !it->done; })) {
+      c.stop.store(true, std::memory_order_release);
+      break;
+    }
   }
+  // The chunks' releases still held back for a next window (more_follow):
+  // sent before the batch reports its results.
+  if (shm_) co_await shm_->flush_deferred(ts, endpoint);
 }
 
 task<int> engine_impl::run_part_on(std::size_t thread, std::string endpoint, spread_claims* claims) {

@@ -88,6 +88,10 @@ struct pooled_conn final : closable {
   std::uint64_t peer_instance = 0;    // same-host: the peer engine's instance id
   std::size_t peer_max_grants = 0;    // same-host: live grants the peer holds for us at most
   bool peer_grant_ranges = false;     // same-host: the peer serves grant_ranges requests
+  /// Same-host: releases of this connection's last window not sent yet (a
+  /// spread batch's windows): they go out in front of the next request on
+  /// it, or by shm_transport::flush_deferred. At most one window's releases.
+  std::vector<std::byte> deferred;
 
  private:
   std::atomic<std::uint64_t>* counter_;
@@ -285,6 +289,11 @@ class pool_map {
     auto p = std::make_unique<peer_pool<Socket>>(ex, conns, stopping);
     p->last_use = clock_;
     return pools_.emplace(endpoint, std::move(p)).first->second.get();
+  }
+  /// The pool to `endpoint`, or nullptr when there is none (never creates one).
+  peer_pool<Socket>* find(const std::string& endpoint) noexcept {
+    auto it = pools_.find(endpoint);
+    return it == pools_.end() ? nullptr : it->second.get();
   }
   void wake_all() noexcept {
     for (auto& [k, p] : pools_) p->wake_all();

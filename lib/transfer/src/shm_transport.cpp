@@ -25,7 +25,9 @@
 // live grants together, 256 or 64 for older targets) move as a window: their
 // grant requests in one send, gathered process_vm_* calls of at most 1 MiB
 // each over the granted items (the lease checked before each, the runtime
-// thread yielded between them), their releases in one send. Consecutive
+// thread yielded between them), their releases in one send (a spread
+// batch's windows: in front of the connection's next request, or by the
+// claimer's flush_deferred when it has no more chunks). Consecutive
 // items under one token ask as one grant_ranges request (up to 64 ranges:
 // one answer, one release) when the target's hello tells it serves them;
 // a refused run goes again item by item. A window is
@@ -81,7 +83,37 @@ class shm_transport final : public transport {
     co_await mc::when_all(std::move(ws));
   }
 
+  task<void> flush_deferred(thread_state& ts, const std::string& endpoint) override {
+    auto* pool = ts.shm_pools.find(endpoint);
+    if (!pool) co_return;
+    // Every idle connection is taken out (so none is visited twice) and
+    // given back when this returns; only those with deferred releases send.
+    std::vector<lease> taken;
+    for (auto c = pool->try_idle(); c; c = pool->try_idle()) {
+      if (!c->deferred.empty()) {
+        c.begin();
+        auto s = co_await send_all(c->sock, c->deferred.data(), c->deferred.size());
+        c->deferred.clear();
+        if (!s) {
+          c.discard();  // closed: the peer ends its grants
+          continue;
+        }
+        c.keep();
+      }
+      taken.push_back(std::move(c));
+    }
+  }
+
  private:
+  /// Sends `n` bytes at `p` on `c`, behind its deferred releases (one send).
+  static task<result<void>> send_after_deferred(pooled_conn<unix_socket>& c, const std::byte* p, std::size_t n) {
+    if (c.deferred.empty()) co_return co_await send_all(c.sock, p, n);
+    c.deferred.insert(c.deferred.end(), p, p + n);
+    auto s = co_await send_all(c.sock, c.deferred.data(), c.deferred.size());
+    c.deferred.clear();  // sent, or the connection is unusable (closed: the peer ends its grants)
+    co_return s;
+  }
+
   bool refused(thread_state& ts, const std::string& endpoint) const {
     return ts.not_same_host.get(endpoint, std::chrono::steady_clock::now()) == same_host_verdict::refused;
   }
@@ -220,7 +252,7 @@ class shm_transport final : public transport {
       std::array<std::byte, grant_request_size> out{};
       const auto id = c.next_id++;
       encode_grant(out.data(), id, it, done);
-      if (auto s = co_await send_all(c.sock, out.data(), out.size()); !s) co_return s.error();
+      if (auto s = co_await send_after_deferred(c, out.data(), out.size()); !s) co_return s.error();
       auto resp = co_await recv_header(c.sock);
       if (!resp) co_return resp.error();
       if (resp->op != wire_op::shm_grant_resp || resp->request_id != id) co_return fail(errc::transfer_fail);
@@ -334,7 +366,7 @@ class shm_transport final : public transport {
     // one send); keep the granted items. A failure before they came: no
     // item was copied (the caller may try the window on a fresh connection).
     std::array<std::byte, window_items * header_size> answers;
-    auto sent = co_await send_all(c.sock, out.data(), out_len);
+    auto sent = co_await send_after_deferred(c, out.data(), out_len);
     if (sent) sent = co_await recv_all(c.sock, answers.data(), na * header_size);
     if (!sent) {
       unanswered = true;
@@ -445,7 +477,13 @@ class shm_transport final : public transport {
         break;
       }
     }
-    // Releases for every grant, in one send.
+    for (std::size_t j = 0; j < whole; ++j) finished[rest[j]] = true;
+    // Releases for every grant, in one send. A window of a spread batch
+    // wholly copied keeps them for the front of the connection's next
+    // request (one wake-up of the peer's grant thread per window, not two);
+    // the claimer's flush_deferred sends what is left when it ends.
+    bool defer = nh > 0 && !stopped && nagain == 0;
+    for (std::size_t i = 0; defer && i < g; ++i) defer = finished[i] && granted[i]->more_follow;
     std::array<std::byte, window_items * header_size> rel{};
     for (std::size_t i = 0; i < nh; ++i) {
       header h;
@@ -455,9 +493,12 @@ class shm_transport final : public transport {
       encode(h, hb);
       std::memcpy(rel.data() + i * header_size, hb.data(), header_size);
     }
-    if (nh > 0)
+    if (defer) {
+      c.deferred.assign(rel.data(), rel.data() + nh * header_size);  // empty before: sent with this window's grants
+      bump(eng_.counters_.releases_deferred, nh);
+    } else if (nh > 0) {
       if (auto s = co_await send_all(c.sock, rel.data(), nh * header_size); !s) co_return s.error();
-    for (std::size_t j = 0; j < whole; ++j) finished[rest[j]] = true;
+    }
     for (std::size_t i = 0; i < g; ++i)
       if (finished[i]) granted[i]->finish({});
     if (stopped) co_return fail(errc::cancelled);  // the rest stays unfinished

@@ -32,6 +32,11 @@ struct transfer_item {
   boost::system::error_code ec = make_error_code(errc::cancelled);
   bool done = false;
   transport_kind via = transport_kind::tcp;  // for the counters
+  /// A chunk of a spread batch: more windows to this peer follow on this
+  /// thread, so the same-host transport may carry this item's release in
+  /// front of its next request on the connection; the claimer ends with
+  /// transport::flush_deferred.
+  bool more_follow = false;
 
   void finish(boost::system::error_code e) noexcept {
     if (done) return;
@@ -50,6 +55,11 @@ class transport {
   /// reach the peer at all finishes items with errc::unsupported so the
   /// engine may fall back to another transport. Never throws for I/O errors.
   virtual task<void> execute(thread_state& ts, const std::string& endpoint, std::span<transfer_item*> items) = 0;
+  /// Sends what execute() left for later on this thread's idle connections
+  /// to `endpoint` (the same-host transport: releases of `more_follow`
+  /// items). Never fails: a connection whose send fails is closed, which
+  /// ends its grants at the peer.
+  virtual task<void> flush_deferred(thread_state&, const std::string& /*endpoint*/) { co_return; }
   /// Registration hooks (verbs: register / deregister the MR). No-ops here.
   virtual mc::result<void> on_register(region_entry&) { return {}; }
   virtual void on_unregister(region_entry&) noexcept {}

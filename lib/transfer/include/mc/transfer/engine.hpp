@@ -171,6 +171,9 @@ struct engine_stats {
   /// value's pieces: one request, answer and release for up to 64), ever;
   /// each range also counts in served_*_ops as one operation.
   std::uint64_t same_host_range_grants = 0;
+  /// Same-host releases this engine sent in front of its next request on
+  /// the connection instead of alone (a spread batch's windows), ever.
+  std::uint64_t same_host_releases_deferred = 0;
   /// Live registrations, derived ones (engine::register_within) included.
   std::uint64_t registered_regions = 0;
   /// Derived registrations made (engine::register_within), ever.
