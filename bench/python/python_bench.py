@@ -10,7 +10,9 @@ batch_get_into / batch_get_into_multi_buffers back) and bench/python/cpp_driver
 batch_get_parts). Buffers are registered once on both sides, paged like a KV
 cache. Reports the median throughput per case (the first iteration of every
 driver process is warm-up and dropped), the C++ API as the baseline, and the
-target Python >= 0.9 x C++ (values >= 1 MiB).
+target Python >= 0.9 x C++ (values >= 1 MiB). A case's first driver process
+drops its first two iterations: the owner's first put of the case fills fresh
+memory (page faults), about ten times slower.
 
     PYTHONPATH=build/python /usr/bin/python3 bench/python/python_bench.py --build build [--quick]
 """
@@ -150,19 +152,23 @@ def orchestrate(args):
                 continue
             samples = {"py": ([], []), "cpp": ([], [])}
             for r in range(rounds):
-                for who in (("cpp", "py") if r % 2 == 0 else ("py", "cpp")):
+                for j, who in enumerate(("cpp", "py") if r % 2 == 0 else ("py", "cpp")):
+                    # Warm-up iterations, dropped: one per driver process; two
+                    # for a case's first process (its first put fills the
+                    # owner's fresh memory: page faults, ~10x slower).
+                    warm = 2 if r == 0 and j == 0 else 1
                     if who == "cpp":
                         argv = [cpp, "--case", name, "--keys", str(keys), "--value", str(value), "--pieces", str(pieces),
-                                "--runs", str(runs + 1), "--", *flags]
+                                "--runs", str(runs + warm), "--", *flags]
                     else:
                         argv = [sys.executable, os.path.abspath(__file__), "--driver", "--case", name,
-                                "--master", master, "--runs", str(runs + 1)]
+                                "--master", master, "--runs", str(runs + warm)]
                     out = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=600)
                     if out.returncode != 0:
                         sys.exit(f"{who} driver failed on {name}: {out.stderr.strip()}")
                     put_t, get_t = parse_times(out.stdout.strip().splitlines()[-1])
-                    samples[who][0].extend(put_t[1:])  # the first iteration is warm-up
-                    samples[who][1].extend(get_t[1:])
+                    samples[who][0].extend(put_t[warm:])
+                    samples[who][1].extend(get_t[warm:])
             mib = keys * value / (1 << 20)
             for i, op in enumerate(("put", "get")):
                 py = [mib / t for t in samples["py"][i]]
