@@ -255,14 +255,16 @@ TEST_SUITE("transfer_engine") {
       // One item alone is cut too (a 5 MiB + 3 write, read back).
       round_trip(t, (5u << 20) + 3, 91);
       // Same-host: the refused item was cut into sub-items by the chunks
-      // (max(spread_bytes, bytes / (4 x 2 claimers x 2 threads)) each,
-      // lib/transfer README), so the target refused one grant per sub-item. TCP is never
+      // (max(spread_bytes, bytes / (4 x 4 claimers), min(8 MiB, bytes / 4
+      // claimers)) each, lib/transfer README), so the target refused one
+      // grant per sub-item. TCP is never
       // cut (one thread's pool holds at most connections_per_peer
       // connections).
       if (force == transport_kind::same_host) {
         std::size_t bytes = 0;
         for (auto n : len) bytes += n;
-        const std::size_t chunk = std::max<std::size_t>(o.spread_bytes, bytes / 16);
+        const std::size_t chunk =
+            std::max<std::size_t>({o.spread_bytes, bytes / 16, std::min<std::size_t>(8u << 20, bytes / 4)});
         const std::size_t first = len[0] + len[1], last = first + len[2] - 1;
         CHECK(last / chunk - first / chunk + 1 > 1);
         CHECK(t.b->stats().served_rejects == last / chunk - first / chunk + 1);

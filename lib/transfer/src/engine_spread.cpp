@@ -45,16 +45,16 @@ task<void> engine_impl::run_group_spread(thread_state& ts, std::string endpoint,
     co_await run_group(ts, endpoint, std::move(items));
     co_return;
   }
-  // The group's bytes in order, cut into chunks of about chunk bytes (about
-  // four per claimer, at least spread_bytes); an item across a cut becomes
-  // two sub-items (copies with the offsets moved). origin[k][j]: the item
-  // chunk k's j-th sub-item belongs to. The n threads, claimers_per_thread
-  // claimers each, claim chunks in order until none is left, so a thread
-  // slowed down (a core shared with the target's grant thread, a
-  // preemption) takes fewer: all end together.
+  // The group's bytes in order, cut into chunks of about chunk bytes
+  // (spread_chunk); an item across a cut becomes two sub-items (copies with
+  // the offsets moved). origin[k][j]: the item chunk k's j-th sub-item
+  // belongs to. The n threads, claimers_per_thread claimers each, claim
+  // chunks in order until none is left, so a thread slowed down (a core
+  // shared with the target's grant thread, a preemption) takes fewer: all
+  // end together.
   std::uint64_t total = 0;
   for (auto* it : items) total += it->length;
-  const std::uint64_t chunk = std::max<std::uint64_t>(opts_.spread_bytes, total / (4 * claimers_per_thread * n));
+  const std::uint64_t chunk = spread_chunk(opts_.spread_bytes, total, claimers_per_thread * n);
   const std::size_t count = static_cast<std::size_t>((total + chunk - 1) / chunk);
   std::vector<std::vector<transfer_item>> parts(count);
   std::vector<std::vector<std::size_t>> origin(count);
