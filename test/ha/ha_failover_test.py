@@ -44,7 +44,7 @@ def main():
         c.start_etcd()
         c.start_master(0)
         c.start_master(1)
-        first = c.wait_leader()
+        first = c.wait_leader(timeout=c.STARTUP_TIMEOUT_S)
         c.start_node()
         values = c.make_values(tmp, "ha", [1, 4097, 100003, (1 << 20) + 13])
         c.put_values(values)

@@ -92,7 +92,7 @@ def run(c, tmp):
     c.start_etcd()
     for i in range(3):
         c.start_master(i)
-    first = c.wait_leader()
+    first = c.wait_leader(timeout=c.STARTUP_TIMEOUT_S)
     http = [free_port() for _ in range(3)]
     for p in http:
         c.start_node(http_port=p)

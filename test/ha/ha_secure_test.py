@@ -95,7 +95,7 @@ def run(c, tmp, pki, other):
         fail("etcd answers without credentials: authentication is not on", c)
     c.start_master(0)
     c.start_master(1)
-    first = c.wait_leader()
+    first = c.wait_leader(timeout=c.STARTUP_TIMEOUT_S)
     c.start_node()
     values = c.make_values(tmp, "sec", [1, 4097, (1 << 20) + 13])
     c.put_values(values)
