@@ -193,4 +193,21 @@ inline bool names_mapping(const header& grant) noexcept { return grant.length !=
 task<result<std::shared_ptr<peer_mapping>>> mapping_for(engine_impl& eng, thread_state& ts, pooled_conn<unix_socket>& c,
                                                         const header& grant);
 
+/// One chunk of `n` bytes through a mapping of the peer's shared memory
+/// (`peer` inside `m`), in `op`'s direction (shm_copy.cpp).
+void copy_mapped(engine_impl& eng, const peer_mapping& m, op_kind op, std::byte* local, std::byte* peer, std::size_t n);
+
+/// How copy_item ended.
+enum class copy_end { complete, lease_over, refused, failed, cancelled };
+
+/// Copies [done, length) of `it` to / from process `pid` in chunks of at
+/// most max_copy_chunk while the lease (CLOCK_MONOTONIC ns) lasts, yielding
+/// to the runtime between chunks; `done` advances with every chunk. With
+/// `m` (the peer's shared memory holding the range, mapped here) the chunks
+/// are memcpy through the mapping instead. refused: the kernel refuses
+/// cross-memory attach (EPERM, EACCES, ENOSYS); failed: the peer is gone or
+/// the range faults; cancelled: while yielding (shm_copy.cpp).
+task<copy_end> copy_item(engine_impl& eng, pid_t pid, const transfer_item& it, std::uint64_t& done,
+                         std::uint64_t lease_end_ns, const peer_mapping* m);
+
 }  // namespace mc::transfer::detail::shm

@@ -263,8 +263,8 @@ class shm_transport final : public transport {
       auto mapped = co_await mapping_for(eng_, ts, c, *resp);
       if (!mapped) co_return mapped.error();
       const auto before = done;
-      auto copied = co_await copy(static_cast<pid_t>(c.peer_pid), it, done,
-                                  std::min(resp->token, to_monotonic_ns(it.deadline)), mapped->get());
+      auto copied = co_await copy_item(eng_, static_cast<pid_t>(c.peer_pid), it, done,
+                                       std::min(resp->token, to_monotonic_ns(it.deadline)), mapped->get());
       if (done != before) dead_grants = 0;
       header rel;
       rel.op = wire_op::shm_release;
@@ -439,7 +439,7 @@ class shm_transport final : public transport {
       }
       std::byte* p = mapped ? mapped->at(it->address, it->length) : nullptr;
       if (p != nullptr && monotonic_ns() < lease_end) {
-        copy_mapped(*mapped, it->op, it->local, p, static_cast<std::size_t>(it->length));
+        copy_mapped(eng_, *mapped, it->op, it->local, p, static_cast<std::size_t>(it->length));
         finished[i] = true;
         since_yield += it->length;
         if (since_yield >= max_copy_chunk) {
@@ -511,55 +511,6 @@ class shm_transport final : public transport {
       if (auto one = co_await move_one(ts, endpoint, c, *again[i]); !one) co_return one;
     if (total > 0 && !co_await yield_to_runtime()) co_return fail(errc::cancelled);
     co_return result<void>{};
-  }
-
-  /// One chunk through a mapping of the peer's shared memory.
-  void copy_mapped(const peer_mapping& m, op_kind op, std::byte* local, std::byte* peer, std::size_t n) {
-    m.prepare(peer, n);
-    if (op == op_kind::read)
-      std::memcpy(local, peer, n);
-    else
-      std::memcpy(peer, local, n);
-    bump(eng_.counters_.shared_copies);
-  }
-
-  enum class copy_end { complete, lease_over, refused, failed, cancelled };
-
-  /// Copies [done, length) of `it` in chunks of at most 1 MiB while the
-  /// lease (CLOCK_MONOTONIC ns) lasts, yielding to the runtime between chunks.
-  /// With `m` (the peer's shared memory holding the range, mapped here) the
-  /// chunks are memcpy through the mapping instead.
-  task<copy_end> copy(pid_t pid, const transfer_item& it, std::uint64_t& done, std::uint64_t lease_end_ns,
-                      const peer_mapping* m) {
-    while (done < it.length) {
-      // The lease is checked right before each chunk: a peer frozen between
-      // this check and the system call is the documented residual window.
-      if (monotonic_ns() >= lease_end_ns) co_return copy_end::lease_over;
-      const auto want = static_cast<std::size_t>(std::min<std::uint64_t>(max_copy_chunk, it.length - done));
-      if (std::byte* p = m != nullptr ? m->at(it.address + done, want) : nullptr) {
-        copy_mapped(*m, it.op, it.local + done, p, want);
-        done += want;
-        if (done < it.length && !co_await yield_to_runtime()) co_return copy_end::cancelled;
-        continue;
-      }
-      iovec l{it.local + done, want};
-      iovec r{reinterpret_cast<void*>(static_cast<std::uintptr_t>(it.address + done)), want};
-      ssize_t n = -1;
-      if (eng_.refuse_cma_for_tests_)
-        errno = EPERM;
-      else
-        n = it.op == op_kind::read ? ::process_vm_readv(pid, &l, 1, &r, 1, 0)
-                                   : ::process_vm_writev(pid, &l, 1, &r, 1, 0);
-      if (n < 0) {
-        if (errno == EINTR) continue;
-        if (errno == EPERM || errno == EACCES || errno == ENOSYS) co_return copy_end::refused;
-        co_return copy_end::failed;  // ESRCH (peer gone), EFAULT
-      }
-      if (n == 0) co_return copy_end::failed;
-      done += static_cast<std::uint64_t>(n);
-      if (done < it.length && !co_await yield_to_runtime()) co_return copy_end::cancelled;
-    }
-    co_return copy_end::complete;
   }
 
   /// Connects to the peer's control socket and checks who is behind it.
