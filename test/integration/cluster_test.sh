@@ -6,6 +6,7 @@ BIN=${1:?usage: cluster_test.sh BUILD/apps}
 source "$(dirname "$0")/lib.sh"
 trap cleanup EXIT
 cd "$WORK"
+# The CLI's own messages go to cli.log, which a failing check prints (lib.sh dump_logs).
 CLI=("$BIN/mooncake_cli" --master_server_address 127.0.0.1:50051 --rpc_timeout 3000)
 TIERS='{"tiers":[{"type":"DRAM","capacity":536870912,"priority":100,"allocator_type":"OFFSET"}]}'
 
@@ -31,8 +32,8 @@ check "both clients registered" wait_for 10 bash -c "'${CLI[0]}' --master_server
 # --- Remote write (CLI -> node) and remote read (node -> CLI), odd sizes, DRAM and DRAM+SSD.
 roundtrip() {  # roundtrip KEY BYTES TARGET
   random_file "in.$1" "$2"
-  "${CLI[@]}" put --target "$3" "$1" "in.$1" 2>/dev/null || return 1
-  "${CLI[@]}" get "$1" "out.$1" 2>/dev/null || return 1
+  "${CLI[@]}" put --target "$3" "$1" "in.$1" 2>>cli.log || return 1
+  "${CLI[@]}" get "$1" "out.$1" 2>>cli.log || return 1
   cmp -s "in.$1" "out.$1"
 }
 for size in 1 4097 1048577 5000003; do
@@ -53,9 +54,9 @@ check "more copies than nodes: exit 1 with REPLICATION_INCOMPLETE" bash -c "[[ $
 # --- Missing key and usage errors.
 "${CLI[@]}" get no-such-key out.none 2>err.txt; rc=$?
 check "missing key exits 1 with OBJECT_NOT_FOUND" bash -c "[[ $rc == 1 ]] && grep -q OBJECT_NOT_FOUND err.txt"
-"${CLI[@]}" frobnicate 2>/dev/null; rc=$?
+"${CLI[@]}" frobnicate 2>>cli.log; rc=$?
 check "unknown command exits 2" test "$rc" = 2
-"$BIN/mooncake_client" --deployment_mode HA 2>/dev/null; rc=$?
+"$BIN/mooncake_client" --deployment_mode HA 2>>cli.log; rc=$?
 check "a non-P2P client is refused" test "$rc" = 2
 "$BIN/mooncake_client" --tiered_backend_config '{"tiers":[{"type":"TAPE","capacity":1}]}' 2>err.txt; rc=$?
 check "a broken tier config names the field" bash -c "[[ $rc == 2 ]] && grep -q 'tiers\[0\].type' err.txt"
@@ -74,13 +75,13 @@ check "the co_await API example runs against the cluster" \
   bash -c "'$BIN/../examples/kv_cache_example' --master_server_address 127.0.0.1:50051 --blocks 3 --block_bytes 100003 >/dev/null"
 
 # --- remove really removes.
-"${CLI[@]}" remove a-1 2>/dev/null
+"${CLI[@]}" remove a-1 2>>cli.log
 "${CLI[@]}" exists a-1 >/dev/null 2>&1; rc=$?
 check "remove removes the key everywhere" test "$rc" = 1
 
 # --- A stopped peer: the get fails with TIMEOUT at the deadline, no hang.
 random_file in.stop 100000
-"${CLI[@]}" put --target 127.0.0.1:12346 stopped-key in.stop 2>/dev/null
+"${CLI[@]}" put --target 127.0.0.1:12346 stopped-key in.stop 2>>cli.log
 kill -STOP "$B"
 start=$SECONDS
 timeout 30 "$BIN/mooncake_cli" --master_server_address 127.0.0.1:50051 --rpc_timeout 2000 get stopped-key out.stop 2>err.txt; rc=$?
@@ -93,14 +94,14 @@ check "a SIGSTOPped owner yields TIMEOUT within the deadline (took ${took}s)" \
 # yet), the older copy is no longer routed, and killing its node changes nothing.
 random_file in.dup 300000
 random_file in.dup2 300000
-"${CLI[@]}" put --target 127.0.0.1:12345 dup in.dup 2>/dev/null
-"${CLI[@]}" put --target 127.0.0.1:12346 dup in.dup2 2>/dev/null
-"${CLI[@]}" stat dup >stat.dup 2>/dev/null
+"${CLI[@]}" put --target 127.0.0.1:12345 dup in.dup 2>>cli.log
+"${CLI[@]}" put --target 127.0.0.1:12346 dup in.dup2 2>>cli.log
+"${CLI[@]}" stat dup >stat.dup 2>>cli.log
 check "an overwrite on another node leaves one owner, the last writer" \
   bash -c "[[ \$(grep -c owner stat.dup) == 1 ]] && grep owner stat.dup | grep -q 12346"
 kill -KILL "$A"; wait "$A" 2>/dev/null
 check "with the old owner killed, the key reads the new bytes" \
-  bash -c "'${CLI[0]}' --master_server_address 127.0.0.1:50051 --rpc_timeout 3000 get dup out.dup 2>/dev/null && cmp -s in.dup2 out.dup"
+  bash -c "'${CLI[0]}' --master_server_address 127.0.0.1:50051 --rpc_timeout 3000 get dup out.dup 2>>cli.log && cmp -s in.dup2 out.dup"
 
 # --- Master restart: the surviving client re-registers and re-publishes by itself.
 kill -TERM "$MASTER"; wait "$MASTER" 2>/dev/null

@@ -54,12 +54,7 @@ wait_port() {
   done
   echo "timed out waiting for $host:$port" >&2
   # What the processes said (a port taken by another socket, a crash, ...).
-  local f
-  for f in "$WORK"/*.log; do
-    [[ -f $f ]] || continue
-    echo "--- ${f##*/} (last lines)" >&2
-    tail -n 15 "$f" >&2
-  done
+  dump_logs >&2
   return 1
 }
 
@@ -73,13 +68,32 @@ wait_for() {
   done
 }
 
-check() {  # check "description" CMD...
+# check "description" CMD... : runs CMD, prints ok/FAIL with the seconds since the
+# script started and the step's own seconds; a FAIL also prints the last lines of
+# every process log and of err.txt, so a failure in CI can be read from its output.
+check() {
   local what=$1; shift
+  local t0=$EPOCHREALTIME
   if "$@"; then
-    PASSES=$((PASSES + 1)); echo "ok   - $what"
+    PASSES=$((PASSES + 1)); echo "ok   - $what [$(elapsed_since "$t0")]"
   else
-    FAILS=$((FAILS + 1)); echo "FAIL - $what"
+    FAILS=$((FAILS + 1)); echo "FAIL - $what [$(elapsed_since "$t0")]"
+    dump_logs
   fi
+}
+
+START_TIME=$EPOCHREALTIME
+elapsed_since() {  # "at T s, took D s" with T since the script started
+  awk -v s="$START_TIME" -v t="$1" -v n="$EPOCHREALTIME" 'BEGIN { printf "at %.1f s, took %.1f s", n - s, n - t }'
+}
+
+dump_logs() {  # the last lines of every process log and of err.txt in $WORK
+  local f
+  for f in "$WORK"/*.log "$WORK"/err.txt; do
+    [[ -f $f ]] || continue
+    echo "  --- ${f##*/} (last lines)"
+    tail -n 15 "$f" | sed 's/^/  | /'
+  done
 }
 
 finish() {
