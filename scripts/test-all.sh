@@ -10,6 +10,7 @@ cd "$(dirname "$0")/.." || exit 1
 fmt() { printf '%d:%02d' $(($1 / 60)) $(($1 % 60)); }
 names=() times=() results=()
 t_all=$SECONDS
+start_epoch=$EPOCHSECONDS
 for stage in "$@"; do
   printf '\n\033[1m== make test: stage %s\033[0m\n' "$stage"
   t0=$SECONDS
@@ -29,4 +30,6 @@ for i in "${!names[@]}"; do
   [[ ${results[i]} == passed ]] || failed=1
 done
 printf '%-14s %8s  %s\n' total "$(fmt $((SECONDS - t_all)))" "$( ((failed)) && echo FAILED || echo passed)"
+# A CI log is often read from its end: the failed tests' own output, again.
+((failed)) && python3 scripts/failed-test-logs.py "$start_epoch"
 exit "$failed"
