@@ -1,12 +1,15 @@
 // python_bench's C++ side: the same inference cases as python_bench.py, through
 // the C++ API (mc::store::client) with the same node options, in the same run.
 //
-//   cpp_driver --case NAME --keys N --value BYTES --pieces N --runs N -- <mooncake_client flags>
+//   cpp_driver --case NAME --keys N --value BYTES --pieces N -- <mooncake_client flags>
 //
 // Puts (replace semantics, the Python side's batch_upsert_*) go to the master's
-// write route (the owner); gets read them back into another buffer. Prints one
-// line "put <seconds> ... get <seconds> ..." with one time per run; exit 1 on
-// any error or a checksum mismatch.
+// write route (the owner); gets read them back into another buffer. Driven over
+// stdin / stdout, like the Python driver, so that python_bench.py can keep both
+// alive and alternate them one iteration at a time: prints "ready" once set up,
+// then per line "run" on stdin one iteration and the line "T <put seconds> <get
+// seconds>"; ends at EOF. Exit 1 on any error or a checksum mismatch (checked
+// outside the timed region).
 #include "bench_options.hpp"
 #include "mc/rpc/client.hpp"
 #include "mc/runtime/runtime.hpp"
@@ -15,6 +18,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <iostream>
 #include <string>
 #include <vector>
 
@@ -41,7 +45,7 @@ std::vector<std::vector<Span>> layout(Byte* base, std::size_t keys, std::size_t 
 
 int main(int argc, char** argv) {
   std::string name = "case";
-  std::uint64_t keys = 1, value = 1 << 20, pieces = 1, runs = 1;
+  std::uint64_t keys = 1, value = 1 << 20, pieces = 1;
   mc::config::option_set cli("cpp_driver",
                              "python_bench's C++ side: puts and gets KEYS values of VALUE bytes in PIECES pieces\n"
                              "through mc::store::client; the flags after -- configure the node (mooncake_client's).");
@@ -49,7 +53,6 @@ int main(int argc, char** argv) {
       .add("keys", &keys, "values per batch", 1, 4096)
       .add_size("value", &value, "value size in bytes (a multiple of --pieces)")
       .add("pieces", &pieces, "pieces per value", 1, 4096)
-      .add("runs", &runs, "timed iterations", 1, 1000)
       .accept_rest("CLIENT-FLAGS");
   mc::bench::parse_options(cli, argc, argv);
   if (value == 0 || value > (1u << 30) || value % pieces != 0)
@@ -82,9 +85,14 @@ int main(int argc, char** argv) {
   if (!r1 || !r2) return fail("register_buffer");
   mc::store::put_options remote;
   remote.where = mc::store::placement::remote;
-  std::vector<double> put_s, get_s;
+  std::printf("ready\n");
+  std::fflush(stdout);
   int rc = 0;
-  for (std::uint64_t run = 0; run < runs && rc == 0; ++run) {
+  for (std::string cmd; rc == 0 && std::getline(std::cin, cmd);) {
+    if (cmd != "run") {
+      rc = fail("unknown command '" + cmd + "' (expected run)");
+      break;
+    }
     auto vs = layout<std::span<const std::byte>>(static_cast<const std::byte*>(src.data()), keys, value, pieces);
     auto ds = layout<std::span<std::byte>>(dst.data(), keys, value, pieces);
     auto t0 = clk::now();
@@ -97,15 +105,13 @@ int main(int argc, char** argv) {
     for (auto& r : gr)
       if (!r || *r != value) rc = fail("get: " + (r ? std::string("wrong size") : r.error().message()));
     if (rc == 0 && std::memcmp(src.data(), dst.data(), src.size()) != 0) rc = fail("checksum mismatch");
-    put_s.push_back(std::chrono::duration<double>(t1 - t0).count());
-    get_s.push_back(std::chrono::duration<double>(t2 - t1).count());
     std::memset(dst.data(), 0, dst.size());
+    if (rc == 0) {
+      std::printf("T %.9f %.9f\n", std::chrono::duration<double>(t1 - t0).count(),
+                  std::chrono::duration<double>(t2 - t1).count());
+      std::fflush(stdout);
+    }
   }
-  std::string line = "put";
-  for (double s : put_s) line += " " + std::to_string(s);
-  line += " get";
-  for (double s : get_s) line += " " + std::to_string(s);
-  std::printf("%s\n", line.c_str());
   r1->reset();
   r2->reset();
   cl.stop();

@@ -2,17 +2,20 @@
 """Python API vs C++ API on the inference cases (issue 15's benchmark).
 
 Starts a master and an owner node (mooncake_client) on 127.0.0.1, then for
-each case runs the same batches through two drivers, alternating, in the same
-run (short rounds, the order alternating): this file in --driver mode (MooncakeDistributedStore, a pure client:
+each case runs the same batches through two drivers in the same run: this
+file in --driver mode (MooncakeDistributedStore, a pure client:
 batch_upsert_from / batch_upsert_from_multi_buffers to the owner, then
 batch_get_into / batch_get_into_multi_buffers back) and bench/python/cpp_driver
 (mc::store::client with the same node options: batch_put_parts remote,
-batch_get_parts). Buffers are registered once on both sides, paged like a KV
-cache. Reports the median throughput per case (the first iteration of every
-driver process is warm-up and dropped), the C++ API as the baseline, and the
-target Python >= 0.9 x C++ (values >= 1 MiB). A case's first driver process
-drops its first two iterations: the owner's first put of the case fills fresh
-memory (page faults), about ten times slower.
+batch_get_parts). Per case, 12 pairs of driver processes one after the other
+(started in alternating order); both drivers of a pair stay alive and take
+turns one iteration (one put batch, one get batch) at a time, in the order A,
+B, B, A, ...; each drops its first two iterations (the first put of a case
+fills the owner's fresh memory, about ten times slower). Buffers are
+registered once on both sides, paged like a KV cache; every iteration's bytes
+are compared outside the timed region. Reports the median throughput per case,
+the C++ API as the baseline, and the target Python >= 0.9 x C++ (values >= 1
+MiB).
 
     PYTHONPATH=build/python /usr/bin/python3 bench/python/python_bench.py --build build [--quick]
 """
@@ -84,8 +87,13 @@ def driver(args):
     names = [f"{args.case}/{k}" for k in range(keys)]
     sp, sizes = layout(ctypes.addressof(src), keys, value, pieces)
     dp, _ = layout(ctypes.addressof(dst), keys, value, pieces)
-    put_t, get_t = [], []
-    for _ in range(args.runs):
+    libc = ctypes.CDLL(None)
+    libc.memcmp.restype = ctypes.c_int
+    libc.memcmp.argtypes = (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t)
+    print("ready", flush=True)
+    for cmd in sys.stdin:
+        if cmd.strip() != "run":
+            sys.exit(f"python driver: unknown command {cmd.strip()!r} (expected run)")
         t0 = time.perf_counter()
         if pieces == 1:
             pr = s.batch_upsert_from(names, [p[0] for p in sp], [value] * keys)
@@ -99,19 +107,45 @@ def driver(args):
         t2 = time.perf_counter()
         if any(r != 0 for r in pr) or any(r != value for r in gr):
             sys.exit(f"python driver: errors put={set(pr)} get={set(gr)}")
-        if bytes(dst) != bytes(src):  # outside the timed region
+        # Outside the timed region, as the C++ driver's memcmp / memset.
+        if libc.memcmp(ctypes.addressof(dst), ctypes.addressof(src), n) != 0:
             sys.exit("python driver: checksum mismatch")
         ctypes.memset(ctypes.addressof(dst), 0, n)
-        put_t.append(t1 - t0)
-        get_t.append(t2 - t1)
+        print(f"T {t1 - t0:.9f} {t2 - t1:.9f}", flush=True)
     s.close()
-    print("put " + " ".join(map(str, put_t)) + " get " + " ".join(map(str, get_t)))
 
 
-def parse_times(line):
-    words = line.split()
-    i = words.index("get")
-    return [float(x) for x in words[1:i]], [float(x) for x in words[i + 1:]]
+class Driver:
+    """One driver process, kept alive for a case: one iteration per run()."""
+
+    def __init__(self, who, argv, env):
+        self.who = who
+        self.p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  text=True, env=env)
+        self._expect("ready")
+
+    def _expect(self, prefix):
+        for line in self.p.stdout:  # other lines (a library's messages) are skipped
+            if line.startswith(prefix):
+                return line
+        self.p.wait()
+        sys.exit(f"{self.who} driver failed: {self.p.stderr.read().strip()}")
+
+    def run(self):
+        """Seconds of one put and one get (one batch each)."""
+        self.p.stdin.write("run\n")
+        self.p.stdin.flush()
+        words = self._expect("T ").split()
+        return float(words[1]), float(words[2])
+
+    def close(self):
+        if self.p.poll() is None:
+            self.p.stdin.close()
+            try:
+                self.p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.p.kill()
+                self.p.wait()
 
 
 def orchestrate(args):
@@ -139,36 +173,44 @@ def orchestrate(args):
         flags = []
         for k, v in node_flags(master).items():
             flags += ["--" + k, v]
-        # Short rounds, the drivers' order alternating (C++ first, then
-        # Python first, ...): this machine's pace drifts 10-20 % over a
-        # minute, and long blocks of one driver measured that drift, not
-        # the API (2 rounds of 6 gave per-case ratios from 0.77 to 1.29).
-        rounds = 1 if args.quick else 6
-        runs = 2
+        # Per case, `sessions` pairs of driver processes, one after the
+        # other. Both drivers of a pair stay alive and take turns one
+        # iteration at a time (A, B, B, A, ...): this machine's pace drifts
+        # 10-20 % over a minute, and blocks of one driver measured that
+        # drift, not the API. Fresh pairs, started in alternating order:
+        # within one pair of processes one of them was 0-40 % faster all
+        # along, whichever API it used (two C++ drivers alike): where the
+        # scheduler keeps its threads and the owner's, not the API.
+        sessions, iterations = (1, 3) if args.quick else (12, 4)
         all_met = True
         print(f"{'case':34} {'metric':12} {'python':>12} unit     {'baseline':14} {'c++ api':>12}  ratio")
         for name, (keys, value, pieces) in CASES.items():
             if args.cases and name not in args.cases.split(","):
                 continue
             samples = {"py": ([], []), "cpp": ([], [])}
-            for r in range(rounds):
-                for j, who in enumerate(("cpp", "py") if r % 2 == 0 else ("py", "cpp")):
-                    # Warm-up iterations, dropped: one per driver process; two
-                    # for a case's first process (its first put fills the
-                    # owner's fresh memory: page faults, ~10x slower).
-                    warm = 2 if r == 0 and j == 0 else 1
-                    if who == "cpp":
-                        argv = [cpp, "--case", name, "--keys", str(keys), "--value", str(value), "--pieces", str(pieces),
-                                "--runs", str(runs + warm), "--", *flags]
-                    else:
-                        argv = [sys.executable, os.path.abspath(__file__), "--driver", "--case", name,
-                                "--master", master, "--runs", str(runs + warm)]
-                    out = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=600)
-                    if out.returncode != 0:
-                        sys.exit(f"{who} driver failed on {name}: {out.stderr.strip()}")
-                    put_t, get_t = parse_times(out.stdout.strip().splitlines()[-1])
-                    samples[who][0].extend(put_t[warm:])
-                    samples[who][1].extend(get_t[warm:])
+            argv = {"cpp": [cpp, "--case", name, "--keys", str(keys), "--value", str(value), "--pieces", str(pieces),
+                            "--", *flags],
+                    "py": [sys.executable, os.path.abspath(__file__), "--driver", "--case", name, "--master", master]}
+            for session in range(sessions):
+                order = ("cpp", "py") if session % 2 == 0 else ("py", "cpp")
+                drivers = {}
+                try:
+                    for who in order:
+                        drivers[who] = Driver(who, argv[who], env)
+                    # Warm-up iterations, dropped: two per driver (the first
+                    # put of a case fills the owner's fresh memory: page
+                    # faults, about ten times slower).
+                    for _ in range(2):
+                        for who in order:
+                            drivers[who].run()
+                    for i in range(iterations):
+                        for who in order if i % 2 == 0 else order[::-1]:
+                            put_t, get_t = drivers[who].run()
+                            samples[who][0].append(put_t)
+                            samples[who][1].append(get_t)
+                finally:
+                    for d in drivers.values():
+                        d.close()
             mib = keys * value / (1 << 20)
             for i, op in enumerate(("put", "get")):
                 py = [mib / t for t in samples["py"][i]]
@@ -205,13 +247,12 @@ def main():
     default_build = in_build if os.path.exists(os.path.join(in_build, "build.ninja")) else "build"
     ap.add_argument("--build", default=default_build,
                     help="the build directory (apps, bench/python/cpp_driver, python)")
-    ap.add_argument("--quick", action="store_true", help="1 round of 2 timed iterations per driver (default: 6 rounds of 2, the order alternating)")
+    ap.add_argument("--quick", action="store_true", help="1 pair of drivers, 3 timed iterations each (default: 12 pairs, 4 each)")
     ap.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
     ap.add_argument("--cases", default="", help="comma list of " + ",".join(CASES) + " (default: all)")
     ap.add_argument("--driver", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--case", help=argparse.SUPPRESS)
     ap.add_argument("--master", help=argparse.SUPPRESS)
-    ap.add_argument("--runs", type=int, default=4, help=argparse.SUPPRESS)
     args = ap.parse_args()
     unknown = [c for c in args.cases.split(",") if c and c not in CASES]
     if unknown:
