@@ -11,6 +11,7 @@
 // seconds>"; ends at EOF. Exit 1 on any error or a checksum mismatch (checked
 // outside the timed region).
 #include "bench_options.hpp"
+#include "bench_util.hpp"
 #include "mc/rpc/client.hpp"
 #include "mc/runtime/runtime.hpp"
 #include "mc/store/client.hpp"
@@ -62,7 +63,10 @@ int main(int argc, char** argv) {
   if (auto r = set.parse(cli.rest()); r.what != mc::config::outcome::kind::run) return fail(r.message);
   if (auto m = mc::store::resolve(o, set); !m.empty()) return fail(m);
 
-  std::vector<std::byte> src(keys * value), dst(keys * value);
+  // Like a KV pool (and the Python driver's buffers): 2 MiB-aligned, advised
+  // for transparent huge pages.
+  mc::bench::page_buffer src(keys * value, true), dst(keys * value, true);
+  std::memset(dst.data(), 0, dst.size());
   std::uint64_t x = 0x9e3779b97f4a7c15ull;
   for (std::size_t i = 0; i + 8 <= src.size(); i += 8) {
     x ^= x << 13;

@@ -11,8 +11,9 @@ batch_get_parts). Per case, 12 pairs of driver processes one after the other
 (started in alternating order); both drivers of a pair stay alive and take
 turns one iteration (one put batch, one get batch) at a time, in the order A,
 B, B, A, ...; each drops its first two iterations (the first put of a case
-fills the owner's fresh memory, about ten times slower). Buffers are
-registered once on both sides, paged like a KV cache; every iteration's bytes
+fills the owner's fresh memory, about ten times slower). Buffers are laid out
+like a KV pool (2 MiB-aligned, advised for transparent huge pages, pieces
+paged like a KV cache) and registered once on both sides; every iteration's bytes
 are compared outside the timed region. Reports the median throughput per case,
 the C++ API as the baseline, and the target Python >= 0.9 x C++ (values >= 1
 MiB).
@@ -22,6 +23,7 @@ MiB).
 import argparse
 import ctypes
 import json
+import mmap
 import os
 import socket
 import statistics
@@ -66,6 +68,20 @@ def layout(base, keys, value, pieces):
            [[piece] * pieces for _ in range(keys)]
 
 
+HUGE_PAGE = 2 << 20
+
+
+def huge_page_buffer(n):
+    """n bytes like a KV pool (and the C++ driver's page_buffer): an anonymous
+    mapping, 2 MiB-aligned, advised for transparent huge pages before the
+    first touch. Returns a ctypes array over it and the mapping (keep both)."""
+    m = mmap.mmap(-1, n + HUGE_PAGE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    base = ctypes.addressof(ctypes.c_char.from_buffer(m))
+    off = (HUGE_PAGE - base % HUGE_PAGE) % HUGE_PAGE
+    m.madvise(mmap.MADV_HUGEPAGE, off, min((n + HUGE_PAGE - 1) // HUGE_PAGE * HUGE_PAGE, len(m) - off))
+    return (ctypes.c_char * n).from_buffer(m, off), m
+
+
 def driver(args):
     """One driver process: the case through the Python API; prints the times."""
     from mooncake.store import MooncakeDistributedStore
@@ -79,9 +95,10 @@ def driver(args):
     if s.setup(cfg) != 0:
         sys.exit("python driver: setup failed")
     n = keys * value
-    src = (ctypes.c_char * n)()
-    dst = (ctypes.c_char * n)()
+    src, src_map = huge_page_buffer(n)
+    dst, dst_map = huge_page_buffer(n)
     ctypes.memmove(ctypes.addressof(src), os.urandom(n), n)
+    ctypes.memset(ctypes.addressof(dst), 0, n)
     for b in (src, dst):
         assert s.register_buffer(ctypes.addressof(b), n) == 0
     names = [f"{args.case}/{k}" for k in range(keys)]
