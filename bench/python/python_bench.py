@@ -29,6 +29,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 CASES = {  # name: (keys, value bytes, pieces)
@@ -137,7 +138,10 @@ class Driver:
 
     def __init__(self, who, argv, env):
         self.who = who
-        self.p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        # stderr to a file, not a pipe nobody reads while the driver runs (a
+        # full pipe would stall it); shown when the driver fails.
+        self.err = tempfile.TemporaryFile(mode="w+")
+        self.p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.err,
                                   text=True, env=env)
         self._expect("ready")
 
@@ -146,7 +150,8 @@ class Driver:
             if line.startswith(prefix):
                 return line
         self.p.wait()
-        sys.exit(f"{self.who} driver failed: {self.p.stderr.read().strip()}")
+        self.err.seek(0)
+        sys.exit(f"{self.who} driver failed: {self.err.read().strip()[-4000:]}")
 
     def run(self):
         """Seconds of one put and one get (one batch each)."""
@@ -163,6 +168,7 @@ class Driver:
             except subprocess.TimeoutExpired:
                 self.p.kill()
                 self.p.wait()
+        self.err.close()
 
 
 def orchestrate(args):
