@@ -75,12 +75,13 @@ HUGE_PAGE = 2 << 20
 def huge_page_buffer(n):
     """n bytes like a KV pool (and the C++ driver's page_buffer): an anonymous
     mapping, 2 MiB-aligned, advised for transparent huge pages before the
-    first touch. Returns a ctypes array over it and the mapping (keep both)."""
+    first touch. Returns a ctypes array over it (which keeps the mapping
+    alive)."""
     m = mmap.mmap(-1, n + HUGE_PAGE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
     base = ctypes.addressof(ctypes.c_char.from_buffer(m))
     off = (HUGE_PAGE - base % HUGE_PAGE) % HUGE_PAGE
     m.madvise(mmap.MADV_HUGEPAGE, off, min((n + HUGE_PAGE - 1) // HUGE_PAGE * HUGE_PAGE, len(m) - off))
-    return (ctypes.c_char * n).from_buffer(m, off), m
+    return (ctypes.c_char * n).from_buffer(m, off)
 
 
 def driver(args):
@@ -96,8 +97,8 @@ def driver(args):
     if s.setup(cfg) != 0:
         sys.exit("python driver: setup failed")
     n = keys * value
-    src, src_map = huge_page_buffer(n)
-    dst, dst_map = huge_page_buffer(n)
+    src = huge_page_buffer(n)
+    dst = huge_page_buffer(n)
     ctypes.memmove(ctypes.addressof(src), os.urandom(n), n)
     ctypes.memset(ctypes.addressof(dst), 0, n)
     for b in (src, dst):
@@ -201,9 +202,8 @@ def orchestrate(args):
         # iteration at a time (A, B, B, A, ...): this machine's pace drifts
         # 10-20 % over a minute, and blocks of one driver measured that
         # drift, not the API. Fresh pairs, started in alternating order:
-        # within one pair of processes one of them was 0-40 % faster all
-        # along, whichever API it used (two C++ drivers alike): where the
-        # scheduler keeps its threads and the owner's, not the API.
+        # with 4 KiB-paged buffers one process of a pair was 0-40 % faster
+        # all along, whichever API it used (two C++ drivers alike).
         sessions, iterations = (1, 3) if args.quick else (12, 4)
         all_met = True
         print(f"{'case':34} {'metric':12} {'python':>12} unit     {'baseline':14} {'c++ api':>12}  ratio")
