@@ -360,7 +360,7 @@ class redis {
   }
 
   void set_window(std::span<const std::string> keys, std::span<const pieces> values) {
-    std::vector<std::byte> staging;
+    auto& staging = staging_;
     for (std::size_t i = 0; i < keys.size(); ++i) {
       const auto& v = values[i];
       const void* data = v.size() == 1 ? static_cast<const void*>(v[0].data()) : nullptr;
@@ -420,6 +420,9 @@ class redis {
     return rr;
   }
   redisContext* ctx_ = nullptr;
+  /// A vllm SET's gathered value: kept across windows (one allocation per
+  /// connection, not one fault-in of a fresh 2 MiB buffer per command).
+  std::vector<std::byte> staging_;
 };
 
 /// A batch over several connections: keys split into conns.size() contiguous
