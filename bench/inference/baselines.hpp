@@ -317,6 +317,15 @@ class redis {
       if (ctx_) redisFree(ctx_);
       throw std::runtime_error("redis: cannot connect: " + why);
     }
+    // The strongest hiredis client we could make for big values: the reader
+    // keeps its input buffer between replies (maxbuf 0: by default it frees
+    // a buffer over 16 KiB once drained and regrows it for the next 1 MiB
+    // reply), and a GET's bytes go from that buffer straight into the
+    // destination pieces through our own reply functions (no reply object
+    // allocated and copied per GET). bench/README.md, "Baseline changes".
+    ctx_->reader->maxbuf = 0;
+    ctx_->reader->fn = &reply_fns;
+    ctx_->reader->privdata = this;
   }
   ~redis() { redisFree(ctx_); }
   redis(const redis&) = delete;
@@ -378,12 +387,8 @@ class redis {
       std::size_t lens[3] = {3, keys[i].size(), len};
       if (redisAppendCommandArgv(ctx_, 3, argv, lens) != REDIS_OK) throw std::runtime_error("redis: append failed");
     }
-    for (std::size_t i = 0; i < keys.size(); ++i) {
-      auto* r = reply();
-      bool ok = r->type == REDIS_REPLY_STATUS;
-      freeReplyObject(r);
-      if (!ok) throw std::runtime_error("redis: SET " + keys[i] + " failed");
-    }
+    for (std::size_t i = 0; i < keys.size(); ++i)
+      if (reply().type != REDIS_REPLY_STATUS) throw std::runtime_error("redis: SET " + keys[i] + " failed");
   }
 
   void get_window(std::span<const std::string> keys, std::span<const pieces> dsts) {
@@ -393,33 +398,64 @@ class redis {
       if (redisAppendCommandArgv(ctx_, 2, argv, lens) != REDIS_OK) throw std::runtime_error("redis: append failed");
     }
     for (std::size_t i = 0; i < keys.size(); ++i) {
-      auto* r = reply();
-      bool ok = r->type == REDIS_REPLY_STRING && static_cast<std::size_t>(r->len) == total_size(dsts[i]);
-      if (ok) {
-        std::size_t off = 0;
-        for (auto& p : dsts[i]) {
-          std::memcpy(p.data(), r->str + off, p.size());
-          off += p.size();
-        }
-      }
-      freeReplyObject(r);
-      if (!ok) throw std::runtime_error("redis: GET " + keys[i] + ": missing or wrong size");
+      dst_ = &dsts[i];
+      auto& r = reply();
+      dst_ = nullptr;
+      if (r.type != REDIS_REPLY_STRING || !r.placed)
+        throw std::runtime_error("redis: GET " + keys[i] + ": missing or wrong size");
     }
   }
 
-  redisReply* reply() {
+  /// The one reply being read (replies are read one at a time): its type,
+  /// whether a string reply was scattered into dst_ (its size was the
+  /// pieces' total), and the text of a status or error reply.
+  struct reply_state {
+    int type = 0;
+    bool placed = false;
+    std::string text;
+  };
+
+  static void* on_string(const redisReadTask* t, char* str, std::size_t len) {
+    auto* self = static_cast<redis*>(t->privdata);
+    auto& r = self->reply_;
+    r.type = t->type;
+    r.placed = false;
+    r.text.clear();
+    if (t->type != REDIS_REPLY_STRING) {
+      r.text.assign(str, len);
+    } else if (self->dst_ != nullptr && len == total_size(*self->dst_)) {
+      std::size_t off = 0;
+      for (auto& p : *self->dst_) {
+        std::memcpy(p.data(), str + off, p.size());
+        off += p.size();
+      }
+      r.placed = true;
+    }
+    return &r;
+  }
+  static void* on_other(const redisReadTask* t) {
+    auto& r = static_cast<redis*>(t->privdata)->reply_;
+    r.type = t->type;
+    r.placed = false;
+    r.text.clear();
+    return &r;
+  }
+  static void* on_array(const redisReadTask* t, int) { return on_other(t); }
+  static void* on_integer(const redisReadTask* t, long long) { return on_other(t); }
+  static void on_free(void*) {}  // the reply is a member, reused
+  static inline redisReplyObjectFunctions reply_fns{on_string, on_array, on_integer, on_other, on_free};
+
+  reply_state& reply() {
     void* r = nullptr;
     if (redisGetReply(ctx_, &r) != REDIS_OK || r == nullptr)
       throw std::runtime_error(std::string("redis: ") + ctx_->errstr);
-    auto* rr = static_cast<redisReply*>(r);
-    if (rr->type == REDIS_REPLY_ERROR) {
-      std::string why = rr->str;
-      freeReplyObject(rr);
-      throw std::runtime_error("redis: " + why);
-    }
+    auto& rr = *static_cast<reply_state*>(r);
+    if (rr.type == REDIS_REPLY_ERROR) throw std::runtime_error("redis: " + rr.text);
     return rr;
   }
   redisContext* ctx_ = nullptr;
+  const pieces* dst_ = nullptr;  // where the GET reply being read goes
+  reply_state reply_;
   /// A vllm SET's gathered value: kept across windows (one allocation per
   /// connection, not one fault-in of a fresh 2 MiB buffer per command).
   std::vector<std::byte> staging_;
