@@ -13,6 +13,7 @@
 #include <hiredis/hiredis.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -338,9 +339,10 @@ class redis {
   /// whole and big ones a window at a time: the strongest Redis we found.
   static constexpr std::size_t pipeline_bytes = 1u << 20;
 
-  /// Pipelined SET of keys[i] = values[i] (pieces gathered into one staging
-  /// buffer first: a SET needs one contiguous argument), in windows of at
-  /// most pipeline_bytes. Throws on any error.
+  /// Pipelined SET of keys[i] = values[i], in windows of at most
+  /// pipeline_bytes: each window's commands are written with writev, the
+  /// values' pieces straight from where they are (the RESP argument is one
+  /// contiguous string on the wire, not in our memory). Throws on any error.
   void set(std::span<const std::string> keys, std::span<const pieces> values) {
     for (std::size_t b = 0; b < keys.size();) {
       auto e = window_end(b, values);
@@ -369,34 +371,36 @@ class redis {
   }
 
   void set_window(std::span<const std::string> keys, std::span<const pieces> values) {
-    auto& staging = staging_;
+    head_.clear();
+    marks_.clear();
     for (std::size_t i = 0; i < keys.size(); ++i) {
-      const auto& v = values[i];
-      const void* data = v.size() == 1 ? static_cast<const void*>(v[0].data()) : nullptr;
-      std::size_t len = total_size(v);
-      if (v.size() != 1) {
-        staging.resize(len);
-        std::size_t off = 0;
-        for (auto& p : v) {
-          std::memcpy(staging.data() + off, p.data(), p.size());
-          off += p.size();
-        }
-        data = staging.data();
-      }
-      const char* argv[3] = {"SET", keys[i].data(), static_cast<const char*>(data)};
-      std::size_t lens[3] = {3, keys[i].size(), len};
-      if (redisAppendCommandArgv(ctx_, 3, argv, lens) != REDIS_OK) throw std::runtime_error("redis: append failed");
+      marks_.push_back(head_.size());
+      head_ += "*3\r\n$3\r\nSET\r\n$" + std::to_string(keys[i].size()) + "\r\n";
+      head_ += keys[i];
+      head_ += "\r\n$" + std::to_string(total_size(values[i])) + "\r\n";
     }
+    marks_.push_back(head_.size());
+    iov_.clear();
+    for (std::size_t i = 0; i < keys.size(); ++i) {  // head_ no longer grows: its pointers stay valid
+      iov_.push_back({head_.data() + marks_[i], marks_[i + 1] - marks_[i]});
+      for (auto& p : values[i])
+        if (!p.empty()) iov_.push_back({const_cast<std::byte*>(p.data()), p.size()});
+      iov_.push_back({const_cast<char*>(crlf), 2});
+    }
+    write_all();
     for (std::size_t i = 0; i < keys.size(); ++i)
       if (reply().type != REDIS_REPLY_STATUS) throw std::runtime_error("redis: SET " + keys[i] + " failed");
   }
 
   void get_window(std::span<const std::string> keys, std::span<const pieces> dsts) {
+    head_.clear();
     for (auto& k : keys) {
-      const char* argv[2] = {"GET", k.data()};
-      std::size_t lens[2] = {3, k.size()};
-      if (redisAppendCommandArgv(ctx_, 2, argv, lens) != REDIS_OK) throw std::runtime_error("redis: append failed");
+      head_ += "*2\r\n$3\r\nGET\r\n$" + std::to_string(k.size()) + "\r\n";
+      head_ += k;
+      head_ += "\r\n";
     }
+    iov_.assign(1, {head_.data(), head_.size()});
+    write_all();
     for (std::size_t i = 0; i < keys.size(); ++i) {
       dst_ = &dsts[i];
       auto& r = reply();
@@ -445,6 +449,32 @@ class redis {
   static void on_free(void*) {}  // the reply is a member, reused
   static inline redisReplyObjectFunctions reply_fns{on_string, on_array, on_integer, on_other, on_free};
 
+  /// Writes every byte iov_ describes to the connection (blocking, as
+  /// hiredis's own blocking writes), IOV_MAX entries per system call.
+  void write_all() {
+    std::size_t i = 0;
+    while (i < iov_.size()) {
+      const int n = static_cast<int>(std::min<std::size_t>(iov_.size() - i, 1024));
+      ssize_t w = ::writev(ctx_->fd, iov_.data() + i, n);
+      if (w < 0) {
+        if (errno == EINTR) continue;
+        throw std::runtime_error(std::string("redis: write failed: ") + std::strerror(errno));
+      }
+      auto left = static_cast<std::size_t>(w);
+      while (left > 0 && i < iov_.size()) {
+        if (left >= iov_[i].iov_len) {
+          left -= iov_[i].iov_len;
+          ++i;
+        } else {
+          iov_[i].iov_base = static_cast<char*>(iov_[i].iov_base) + left;
+          iov_[i].iov_len -= left;
+          left = 0;
+        }
+      }
+      while (i < iov_.size() && iov_[i].iov_len == 0) ++i;
+    }
+  }
+
   reply_state& reply() {
     void* r = nullptr;
     if (redisGetReply(ctx_, &r) != REDIS_OK || r == nullptr)
@@ -456,9 +486,13 @@ class redis {
   redisContext* ctx_ = nullptr;
   const pieces* dst_ = nullptr;  // where the GET reply being read goes
   reply_state reply_;
-  /// A vllm SET's gathered value: kept across windows (one allocation per
-  /// connection, not one fault-in of a fresh 2 MiB buffer per command).
-  std::vector<std::byte> staging_;
+  /// One window's commands as RESP text (a SET's value bytes are not copied
+  /// in: the pieces are written from where they are), where each command's
+  /// text starts, and what one writev sends. Kept across windows.
+  std::string head_;
+  std::vector<std::size_t> marks_;
+  std::vector<iovec> iov_;
+  static constexpr const char* crlf = "\r\n";
 };
 
 /// A batch over several connections: keys split into conns.size() contiguous
