@@ -171,6 +171,99 @@ TEST_SUITE("data manager") {
     CHECK(calls.size() == 2);
   }
 
+  TEST_CASE("put_batch: values in order, one batch hook call, per-item errors, the later of a duplicate key wins") {
+    dm_fixture f;
+    int single_calls = 0;
+    f.dm->set_commit_hook([&single_calls](const std::string&, std::uint64_t, std::uint64_t,
+                                          mc::tiered::value_tag) -> mc::task<mc::result<void>> {
+      ++single_calls;
+      co_return mc::result<void>{};
+    });
+    std::vector<std::vector<mc::store::data_manager::committed_value>> calls;
+    f.dm->set_commit_batch_hook(
+        [&](std::vector<mc::store::data_manager::committed_value> vs) -> mc::task<std::vector<mc::result<void>>> {
+          calls.push_back(vs);
+          std::vector<mc::result<void>> r;
+          for (auto& v : vs) r.push_back(v.key == "p2" ? mc::fail(mc::errc::rpc_fail) : mc::result<void>{});
+          co_return r;
+        });
+    auto old_value = random_bytes(3000, 70);
+    REQUIRE(f.rt.block_on(put(*f.dm, "p4", old_value)));  // a single put: the single hook
+    single_calls = 0;
+    calls.clear();
+    // Sizes that are no multiple of anything; p1 twice (the later wins); an
+    // empty key, an empty value and a version far ahead fail alone.
+    const std::vector<std::string> keys{"p0", "p1", "p2", "", "p1", "p4", "p5", "p6"};
+    std::vector<std::vector<std::uint8_t>> src;
+    std::vector<mc::store::data_manager::put_item> items;
+    for (std::size_t i = 0; i < keys.size(); ++i) {
+      src.push_back(random_bytes(i == 5 ? 0 : 1 + 4093 * i, 80 + i));
+      mc::store::data_manager::put_item it;
+      it.key = keys[i];
+      it.value = std::as_bytes(std::span(src[i]));
+      it.tag = 20 + i;
+      if (i == 6) it.version = ~0ull >> 1;
+      items.push_back(std::move(it));
+    }
+    auto rs = f.rt.block_on(f.dm->put_batch(std::move(items)));
+    REQUIRE(rs.size() == keys.size());
+    CHECK(rs[0].has_value());
+    CHECK(rs[1].has_value());
+    CHECK(mc::is(rs[2].error(), mc::errc::rpc_fail));  // the hook's error; stored all the same
+    CHECK(mc::is(rs[3].error(), mc::errc::invalid_key));
+    CHECK(rs[4].has_value());
+    CHECK(mc::is(rs[5].error(), mc::errc::invalid_params));  // empty value: the old one stays
+    CHECK(mc::is(rs[6].error(), mc::errc::invalid_params));  // version far ahead: refused at the commit
+    CHECK(rs[7].has_value());
+    CHECK(single_calls == 0);
+    REQUIRE(calls.size() == 1);  // one call for the batch, the committed values in item order
+    const std::vector<std::size_t> committed{0, 1, 2, 4, 7};
+    REQUIRE(calls[0].size() == committed.size());
+    for (std::size_t k = 0; k < committed.size(); ++k) {
+      CHECK(calls[0][k].key == keys[committed[k]]);
+      CHECK(calls[0][k].size == src[committed[k]].size());
+      CHECK(calls[0][k].tag == 20 + committed[k]);
+    }
+    auto read = [&](const std::string& key, std::size_t n) {
+      std::vector<std::uint8_t> back(n);
+      auto g = f.rt.block_on(f.dm->get(key, std::as_writable_bytes(std::span(back))));
+      REQUIRE(g.has_value());
+      CHECK(*g == n);
+      return back;
+    };
+    CHECK(read("p0", src[0].size()) == src[0]);
+    CHECK(read("p1", src[4].size()) == src[4]);  // the later item
+    CHECK(read("p2", src[2].size()) == src[2]);
+    CHECK(read("p4", old_value.size()) == old_value);
+    CHECK(read("p6", src[7].size()) == src[7]);
+    CHECK_FALSE(f.dm->exists("p5"));
+    // An empty batch: nothing to do, nothing called.
+    CHECK(f.rt.block_on(f.dm->put_batch({})).empty());
+    CHECK(calls.size() == 1);
+  }
+
+  TEST_CASE("put_batch without a batch hook runs the commit hook per value") {
+    dm_fixture f;
+    std::vector<std::string> hooked;
+    f.dm->set_commit_hook([&hooked](const std::string& key, std::uint64_t, std::uint64_t,
+                                    mc::tiered::value_tag) -> mc::task<mc::result<void>> {
+      hooked.push_back(key);
+      co_return mc::result<void>{};
+    });
+    std::vector<std::vector<std::uint8_t>> src{random_bytes(5, 90), random_bytes(70001, 91)};
+    std::vector<mc::store::data_manager::put_item> items{{"q0", std::as_bytes(std::span(src[0]))},
+                                                         {"q1", std::as_bytes(std::span(src[1]))}};
+    auto rs = f.rt.block_on(f.dm->put_batch(std::move(items)));
+    REQUIRE(rs.size() == 2);
+    CHECK(rs[0].has_value());
+    CHECK(rs[1].has_value());
+    std::sort(hooked.begin(), hooked.end());
+    CHECK(hooked == std::vector<std::string>{"q0", "q1"});
+    std::vector<std::uint8_t> back(70001);
+    REQUIRE(f.rt.block_on(f.dm->get("q1", std::as_writable_bytes(std::span(back)))));
+    CHECK(back == src[1]);
+  }
+
   TEST_CASE("a failed remote write releases its allocation and leaves the old value untouched") {
     dm_fixture f;
     auto old_value = random_bytes(4000, 7);

@@ -237,7 +237,8 @@ class client_service_impl final : public mc::rpc::service<ClientService> {
   task<std::vector<item_outcome>> run_writes(std::vector<std::pair<item_request, admission>> admitted,
                                              clock::time_point deadline) {
     std::vector<item_outcome> out(admitted.size());
-    std::vector<task<item_outcome>> inline_work;
+    std::vector<data_manager::put_item> inline_items;
+    std::vector<admission> inline_tickets;  // held until the inline puts end
     std::vector<std::size_t> inline_index;
     std::vector<remote_write_item> batch;
     std::vector<std::size_t> index;
@@ -249,8 +250,9 @@ class client_service_impl final : public mc::rpc::service<ClientService> {
         out[i] = refuse(item);
         continue;
       }
-      if (!item.data.empty()) {
-        inline_work.push_back(run_write(std::move(item), std::move(ticket), deadline));
+      if (!item.data.empty()) {  // the request (and so item.data) lives until this call ends
+        inline_items.push_back({std::move(item.key), item.data, item.tag, item.version});
+        inline_tickets.push_back(std::move(ticket));
         inline_index.push_back(i);
         continue;
       }
@@ -264,8 +266,19 @@ class client_service_impl final : public mc::rpc::service<ClientService> {
       index.push_back(i);
       batch.push_back({std::move(item.key), std::move(item.pieces), item.tag, item.version});
     }
-    auto done = co_await mc::when_all(std::move(inline_work));
-    for (std::size_t k = 0; k < done.size(); ++k) out[inline_index[k]] = done[k];
+    if (!inline_items.empty()) {
+      // Admitted too late: the requester has answered TIMEOUT (see commit_batch).
+      if (clock::now() >= deadline) {
+        for (auto i : inline_index) out[i] = refused(errc::timeout);
+      } else {
+        std::vector<std::uint64_t> sizes;
+        sizes.reserve(inline_items.size());
+        for (auto& it : inline_items) sizes.push_back(it.value.size());
+        auto done = co_await s_->dm.put_batch(std::move(inline_items));
+        for (std::size_t k = 0; k < done.size(); ++k) out[inline_index[k]] = outcome_of(done[k], sizes[k]);
+      }
+      inline_tickets.clear();
+    }
     if (batch.empty()) co_return out;
     auto room = co_await s_->serving.acquire_for(transfer_bytes, mc::time_left(deadline));
     if (!room) {

@@ -83,8 +83,9 @@ task<result<std::vector<std::byte>>> serve_read_call(std::shared_ptr<shared_stat
 /// Small-value writes arriving as TransferEngine calls (small_write_wire.hpp):
 /// each value admitted like the RPC's inline writes (per call, and per peer
 /// IP), within the service's inline and write bounds, then stored by
-/// data_manager::put (commit and publish, as the RPC's inline writes), all
-/// of a call's values concurrently; a code per value in the reply.
+/// data_manager::put_batch (commit and publish, as the RPC's inline writes:
+/// the call's values in order, one publish for them all); a code per value
+/// in the reply.
 task<result<std::vector<std::byte>>> serve_write_call(std::shared_ptr<shared_state> s, mc::transfer::call_request q) {
   namespace sw = detail::small_write;
   auto req = sw::decode_request(q.payload);
@@ -97,10 +98,8 @@ task<result<std::vector<std::byte>>> serve_write_call(std::shared_ptr<shared_sta
   std::vector<std::int32_t> codes(n, 0);
   std::vector<admission> tickets;
   tickets.reserve(n);
-  std::vector<task<result<void>>> work;
+  std::vector<data_manager::put_item> work;
   std::vector<std::size_t> index;
-  std::vector<std::string> keys;  // put() takes the key by reference: they live until the puts end
-  keys.reserve(n);
   for (std::size_t k = 0; k < n; ++k) {
     const auto& v = req->values[k];
     if (v.data.size() > l.max_inline_value_bytes || v.data.size() > l.max_remote_write_bytes) {
@@ -115,8 +114,7 @@ task<result<std::vector<std::byte>>> serve_write_call(std::shared_ptr<shared_sta
     }
     tickets.push_back(std::move(ticket));
     // From a peer: the tag normalised; the version checked at the commit.
-    keys.emplace_back(v.key);
-    work.push_back(s->dm.put(keys.back(), v.data, mc::master::replication::of(v.tag).tag(), v.version));
+    work.push_back({std::string(v.key), v.data, mc::master::replication::of(v.tag).tag(), v.version});
     index.push_back(k);
   }
   // Admitted too late: the requester has answered TIMEOUT (see commit_batch).
@@ -124,7 +122,10 @@ task<result<std::vector<std::byte>>> serve_write_call(std::shared_ptr<shared_sta
     for (auto k : index) codes[k] = static_cast<std::int32_t>(errc::timeout);
     work.clear();
   }
-  auto done = co_await mc::when_all(std::move(work));
+  // (Not a conditional expression around co_await: GCC 12 destroys its
+  // temporary twice.)
+  std::vector<result<void>> done;
+  if (!work.empty()) done = co_await s->dm.put_batch(std::move(work));
   for (std::size_t j = 0; j < done.size(); ++j) codes[index[j]] = done[j] ? 0 : done[j].error().value();
   std::vector<std::byte> reply;
   reply.reserve(static_cast<std::size_t>(sw::reply_bytes(n)));

@@ -1,5 +1,6 @@
 #include "mc/store/data_manager.hpp"
 
+#include "mc/runtime/when_all.hpp"
 #include "mc/tiered/tiered_backend.hpp"
 #include "mc/transfer/engine.hpp"
 
@@ -100,6 +101,62 @@ task<result<void>> data_manager::put(const std::string& key, std::span<const std
   if (!h) co_return h.error();
   if (auto w = co_await h->write(value); !w) co_return w;
   co_return co_await commit_and_publish(key, std::move(*h), value.size(), tag, version);
+}
+
+task<std::vector<result<void>>> data_manager::put_batch(std::vector<put_item> items) {
+  std::vector<result<void>> out(items.size());
+  std::vector<batch_commit> values;
+  std::vector<std::size_t> which;
+  std::vector<task<result<void>>> singles;  // without a batch hook
+  values.reserve(items.size());
+  which.reserve(items.size());
+  std::uint64_t copied = 0;
+  for (std::size_t k = 0; k < items.size(); ++k) {
+    auto& it = items[k];
+    if (copied >= (1u << 20)) {  // never more than ~1 MiB of copies without yielding the thread
+      copied = 0;
+      co_await boost::asio::post(co_await boost::asio::this_coro::executor, boost::asio::use_awaitable);
+    }
+    if (auto r = check_key(it.key); !r) {
+      out[k] = r;
+      continue;
+    }
+    if (it.value.empty()) {
+      out[k] = fail(errc::invalid_params);
+      continue;
+    }
+    // As put(): the allocation is invisible until commit, no key lock here.
+    auto h = co_await backend_.allocate(it.value.size());
+    if (!h) {
+      out[k] = h.error();
+      continue;
+    }
+    copied += it.value.size();
+    if (auto w = co_await h->write(it.value); !w) {
+      out[k] = w;
+      continue;
+    }
+    if (on_commit_batch_)
+      values.push_back({std::move(it.key), std::move(*h), it.value.size(), it.tag, it.version});
+    else
+      singles.push_back(commit_and_publish(it.key, std::move(*h), it.value.size(), it.tag, it.version));
+    which.push_back(k);
+  }
+  std::vector<result<void>> done;
+  if (!on_commit_batch_) {
+    done = co_await mc::when_all(std::move(singles));
+  } else if (!values.empty()) {
+    // Shielded from the caller's cancellation, as commit_and_publish.
+    done.assign(values.size(), fail(errc::shutting_down));
+    if (auto g = gate_.try_enter()) {
+      auto ex = co_await boost::asio::this_coro::executor;
+      done = co_await boost::asio::co_spawn(
+          ex, finish_commit_batch(std::move(values), std::move(g)),
+          boost::asio::bind_cancellation_slot(boost::asio::cancellation_slot(), boost::asio::use_awaitable));
+    }
+  }
+  for (std::size_t j = 0; j < done.size() && j < which.size(); ++j) out[which[j]] = std::move(done[j]);
+  co_return out;
 }
 
 task<result<void>> data_manager::commit_and_publish(const std::string& key, tiered::write_handle h, std::uint64_t size,

@@ -175,6 +175,21 @@ class data_manager {
   /// this node's versions into the future).
   task<result<void>> put(const std::string& key, std::span<const std::byte> value, tiered::value_tag tag = 0,
                          std::uint64_t version = 0);
+  /// One value of put_batch: `value` must stay valid until put_batch ends.
+  struct put_item {
+    std::string key;
+    std::span<const std::byte> value;
+    tiered::value_tag tag = 0;
+    std::uint64_t version = 0;
+  };
+  /// Local puts of several values, result per item in order, each as put()
+  /// (same errors; one item's failure leaves the others alone). The values
+  /// are allocated and copied one after the other, then committed in item
+  /// order (the same key twice: the later item wins) and published with one
+  /// call of the batch commit hook when one is set (else the commit hook per
+  /// value): one coroutine for the batch, not one per value. Runs on the
+  /// caller's executor; commit and publish are shielded from cancellation.
+  task<std::vector<result<void>>> put_batch(std::vector<put_item> items);
   /// Local put of a value gathered from `pieces` (in order; any sizes, any
   /// addresses). Errors as put() (invalid_params also for no piece, more than
   /// max_value_pieces, or an empty total).
