@@ -34,6 +34,35 @@ struct dm_fixture {
   }
 };
 
+/// Installs on `dm` a commit hook counting its calls and a batch commit hook
+/// recording each call's values and failing `failing_key` with rpc_fail
+/// (with short_answer set, it answers one result fewer than it was given).
+/// Lives as long as dm's hooks can run.
+struct hook_log {
+  int single_calls = 0;
+  std::vector<std::vector<mc::store::data_manager::committed_value>> calls;
+  bool short_answer = false;
+  std::string failing_key;
+
+  hook_log(mc::store::data_manager& dm, std::string failing) : failing_key(std::move(failing)) {
+    dm.set_commit_hook(
+        [this](const std::string&, std::uint64_t, std::uint64_t, mc::tiered::value_tag) -> mc::task<mc::result<void>> {
+          ++single_calls;
+          co_return mc::result<void>{};
+        });
+    dm.set_commit_batch_hook(
+        [this](std::vector<mc::store::data_manager::committed_value> vs) -> mc::task<std::vector<mc::result<void>>> {
+          calls.push_back(vs);
+          std::vector<mc::result<void>> r;
+          for (auto& v : vs) r.push_back(v.key == failing_key ? mc::fail(mc::errc::rpc_fail) : mc::result<void>{});
+          if (short_answer) r.pop_back();
+          co_return r;
+        });
+  }
+  hook_log(const hook_log&) = delete;
+  hook_log& operator=(const hook_log&) = delete;
+};
+
 mc::task<mc::result<void>> put(mc::store::data_manager& dm, std::string key, std::vector<std::uint8_t> v) {
   co_return co_await dm.put(key, std::as_bytes(std::span(v)));
 }
@@ -107,22 +136,10 @@ TEST_SUITE("data manager") {
 
   TEST_CASE("a batch's commits reach the batch hook in one call; its per-value errors are reported per key") {
     dm_fixture f;
-    int single_calls = 0;
-    f.dm->set_commit_hook([&single_calls](const std::string&, std::uint64_t, std::uint64_t,
-                                          mc::tiered::value_tag) -> mc::task<mc::result<void>> {
-      ++single_calls;
-      co_return mc::result<void>{};
-    });
-    std::vector<std::vector<mc::store::data_manager::committed_value>> calls;
-    bool short_answer = false;
-    f.dm->set_commit_batch_hook(
-        [&](std::vector<mc::store::data_manager::committed_value> vs) -> mc::task<std::vector<mc::result<void>>> {
-          calls.push_back(vs);
-          std::vector<mc::result<void>> r;
-          for (auto& v : vs) r.push_back(v.key == "b2" ? mc::fail(mc::errc::rpc_fail) : mc::result<void>{});
-          if (short_answer) r.pop_back();
-          co_return r;
-        });
+    hook_log log(*f.dm, "b2");
+    auto& single_calls = log.single_calls;
+    auto& calls = log.calls;
+    auto& short_answer = log.short_answer;
     std::vector<std::vector<std::uint8_t>> src;
     std::vector<mc::transfer::region> regs;
     std::vector<mc::store::remote_write_item> items;
@@ -173,20 +190,9 @@ TEST_SUITE("data manager") {
 
   TEST_CASE("put_batch: values in order, one batch hook call, per-item errors, the later of a duplicate key wins") {
     dm_fixture f;
-    int single_calls = 0;
-    f.dm->set_commit_hook([&single_calls](const std::string&, std::uint64_t, std::uint64_t,
-                                          mc::tiered::value_tag) -> mc::task<mc::result<void>> {
-      ++single_calls;
-      co_return mc::result<void>{};
-    });
-    std::vector<std::vector<mc::store::data_manager::committed_value>> calls;
-    f.dm->set_commit_batch_hook(
-        [&](std::vector<mc::store::data_manager::committed_value> vs) -> mc::task<std::vector<mc::result<void>>> {
-          calls.push_back(vs);
-          std::vector<mc::result<void>> r;
-          for (auto& v : vs) r.push_back(v.key == "p2" ? mc::fail(mc::errc::rpc_fail) : mc::result<void>{});
-          co_return r;
-        });
+    hook_log log(*f.dm, "p2");
+    auto& single_calls = log.single_calls;
+    auto& calls = log.calls;
     auto old_value = random_bytes(3000, 70);
     REQUIRE(f.rt.block_on(put(*f.dm, "p4", old_value)));  // a single put: the single hook
     single_calls = 0;

@@ -142,21 +142,22 @@ task<std::vector<result<void>>> data_manager::put_batch(std::vector<put_item> it
       singles.push_back(commit_and_publish(it.key, std::move(*h), it.value.size(), it.tag, it.version));
     which.push_back(k);
   }
-  std::vector<result<void>> done;
-  if (!on_commit_batch_) {
-    done = co_await mc::when_all(std::move(singles));
-  } else if (!values.empty()) {
-    // Shielded from the caller's cancellation, as commit_and_publish.
-    done.assign(values.size(), fail(errc::shutting_down));
-    if (auto g = gate_.try_enter()) {
-      auto ex = co_await boost::asio::this_coro::executor;
-      done = co_await boost::asio::co_spawn(
-          ex, finish_commit_batch(std::move(values), std::move(g)),
-          boost::asio::bind_cancellation_slot(boost::asio::cancellation_slot(), boost::asio::use_awaitable));
-    }
-  }
+  auto done = co_await commit_all(std::move(values), std::move(singles));
   for (std::size_t j = 0; j < done.size() && j < which.size(); ++j) out[which[j]] = std::move(done[j]);
   co_return out;
+}
+
+task<std::vector<result<void>>> data_manager::commit_all(std::vector<batch_commit> values,
+                                                         std::vector<task<result<void>>> singles) {
+  if (!on_commit_batch_) co_return co_await mc::when_all(std::move(singles));
+  if (values.empty()) co_return std::vector<result<void>>{};
+  // Shielded from the caller's cancellation, as commit_and_publish.
+  auto g = gate_.try_enter();
+  if (!g) co_return std::vector<result<void>>(values.size(), fail(errc::shutting_down));
+  auto ex = co_await boost::asio::this_coro::executor;
+  co_return co_await boost::asio::co_spawn(
+      ex, finish_commit_batch(std::move(values), std::move(g)),
+      boost::asio::bind_cancellation_slot(boost::asio::cancellation_slot(), boost::asio::use_awaitable));
 }
 
 task<result<void>> data_manager::commit_and_publish(const std::string& key, tiered::write_handle h, std::uint64_t size,

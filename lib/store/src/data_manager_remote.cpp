@@ -362,19 +362,7 @@ task<void> data_manager::commit_batch(const std::vector<remote_write_item>& item
           commit_and_publish(items[i].key, std::move(handles[i]), sizes[i], items[i].tag, items[i].version));
     committed.push_back(i);
   }
-  std::vector<result<void>> done;
-  if (!on_commit_batch_) {
-    done = co_await mc::when_all(std::move(commits));
-  } else if (!values.empty()) {
-    // Shielded from the caller's cancellation, as commit_and_publish.
-    done.assign(values.size(), fail(errc::shutting_down));
-    if (auto g = gate_.try_enter()) {
-      auto ex = co_await boost::asio::this_coro::executor;
-      done = co_await boost::asio::co_spawn(
-          ex, finish_commit_batch(std::move(values), std::move(g)),
-          boost::asio::bind_cancellation_slot(boost::asio::cancellation_slot(), boost::asio::use_awaitable));
-    }
-  }
+  auto done = co_await commit_all(std::move(values), std::move(commits));
   for (std::size_t k = 0; k < done.size(); ++k) {
     auto i = committed[k];
     count_write(done[k] || backend_.exists(items[i].key) ? result<void>{} : done[k], sizes[i]);

@@ -281,6 +281,11 @@ class data_manager {
     std::uint64_t version = 0;
   };
   task<std::vector<result<void>>> finish_commit_batch(std::vector<batch_commit> values, gate_holder g);
+  /// Commits and publishes a batch's prepared values: with a batch hook,
+  /// `values` in one shielded finish_commit_batch (shutting_down for each
+  /// after close()); without one, `singles` (commit_and_publish tasks)
+  /// together. One result per value of the list used, in order.
+  task<std::vector<result<void>>> commit_all(std::vector<batch_commit> values, std::vector<task<result<void>>> singles);
   task<result<tiered::read_handle>> pin(const std::string& key);
   task<result<void>> send_staged(const tiered::read_handle& h, const remote_pieces& dest,
                                  std::chrono::steady_clock::time_point deadline);
