@@ -421,10 +421,7 @@ class redis {
 
   static void* on_string(const redisReadTask* t, char* str, std::size_t len) {
     auto* self = static_cast<redis*>(t->privdata);
-    auto& r = self->reply_;
-    r.type = t->type;
-    r.placed = false;
-    r.text.clear();
+    auto& r = *static_cast<reply_state*>(on_other(t));
     if (t->type != REDIS_REPLY_STRING) {
       r.text.assign(str, len);
     } else if (self->dst_ != nullptr && len == total_size(*self->dst_)) {

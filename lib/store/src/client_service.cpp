@@ -271,11 +271,11 @@ class client_service_impl final : public mc::rpc::service<ClientService> {
       if (clock::now() >= deadline) {
         for (auto i : inline_index) out[i] = refused(errc::timeout);
       } else {
-        std::vector<std::uint64_t> sizes;
-        sizes.reserve(inline_items.size());
-        for (auto& it : inline_items) sizes.push_back(it.value.size());
         auto done = co_await s_->dm.put_batch(std::move(inline_items));
-        for (std::size_t k = 0; k < done.size(); ++k) out[inline_index[k]] = outcome_of(done[k], sizes[k]);
+        for (std::size_t k = 0; k < done.size(); ++k) {
+          const auto i = inline_index[k];
+          out[i] = outcome_of(done[k], admitted[i].first.data.size());
+        }
       }
       inline_tickets.clear();
     }

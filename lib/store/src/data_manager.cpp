@@ -94,13 +94,19 @@ task<result<unique_lock_guard>> data_manager::lock_exclusive(const std::string& 
 
 task<result<void>> data_manager::put(const std::string& key, std::span<const std::byte> value, tiered::value_tag tag,
                                      std::uint64_t version) {
-  if (auto r = check_key(key); !r) co_return r;
+  auto h = co_await stage(key, value);
+  if (!h) co_return h.error();
+  co_return co_await commit_and_publish(key, std::move(*h), value.size(), tag, version);
+}
+
+task<result<tiered::write_handle>> data_manager::stage(const std::string& key, std::span<const std::byte> value) {
+  if (auto r = check_key(key); !r) co_return r.error();
   if (value.empty()) co_return fail(errc::invalid_params);
   // The allocation is invisible until commit: no key lock while copying.
   auto h = co_await backend_.allocate(value.size());
   if (!h) co_return h.error();
-  if (auto w = co_await h->write(value); !w) co_return w;
-  co_return co_await commit_and_publish(key, std::move(*h), value.size(), tag, version);
+  if (auto w = co_await h->write(value); !w) co_return w.error();
+  co_return std::move(*h);
 }
 
 task<std::vector<result<void>>> data_manager::put_batch(std::vector<put_item> items) {
@@ -117,23 +123,10 @@ task<std::vector<result<void>>> data_manager::put_batch(std::vector<put_item> it
       copied = 0;
       co_await boost::asio::post(co_await boost::asio::this_coro::executor, boost::asio::use_awaitable);
     }
-    if (auto r = check_key(it.key); !r) {
-      out[k] = r;
-      continue;
-    }
-    if (it.value.empty()) {
-      out[k] = fail(errc::invalid_params);
-      continue;
-    }
-    // As put(): the allocation is invisible until commit, no key lock here.
-    auto h = co_await backend_.allocate(it.value.size());
+    copied += it.value.size();
+    auto h = co_await stage(it.key, it.value);
     if (!h) {
       out[k] = h.error();
-      continue;
-    }
-    copied += it.value.size();
-    if (auto w = co_await h->write(it.value); !w) {
-      out[k] = w;
       continue;
     }
     if (on_commit_batch_)

@@ -264,6 +264,10 @@ class data_manager {
   task<void> close();
 
  private:
+  /// put()'s first half: checks the key and the value (invalid_key,
+  /// invalid_params when empty), allocates and copies the value in; the
+  /// allocation stays invisible until committed.
+  task<result<tiered::write_handle>> stage(const std::string& key, std::span<const std::byte> value);
   task<result<void>> commit_and_publish(const std::string& key, tiered::write_handle h, std::uint64_t size,
                                         tiered::value_tag tag, std::uint64_t version);
   /// The version check, then the commit under the key's exclusive lock
